@@ -1,0 +1,35 @@
+import type { Knex } from 'knex';
+import type { Database } from './database.js';
+import type { SqlDialect } from './dialect.js';
+import { systemClock, type Clock } from './timestamps.js';
+
+/**
+ * What every repository function runs against: a Knex instance or an open transaction, the
+ * dialect it speaks, and the clock that stamps writes (injectable, so tests can pin time).
+ */
+export interface RepositoryContext {
+  readonly knex: Knex | Knex.Transaction;
+  readonly dialect: SqlDialect;
+  readonly clock: Clock;
+}
+
+export function createRepositoryContext(db: Database, clock: Clock = systemClock): RepositoryContext {
+  return { knex: db.knex, dialect: db.dialect, clock };
+}
+
+/** Runs `fn` in one transaction (joining the caller's if `ctx` already is one). */
+export async function withTransaction<T>(ctx: RepositoryContext, fn: (tx: RepositoryContext) => Promise<T>): Promise<T> {
+  if (isTransaction(ctx.knex)) return fn(ctx);
+  return ctx.knex.transaction((trx) => fn({ ...ctx, knex: trx }));
+}
+
+function isTransaction(knex: Knex | Knex.Transaction): knex is Knex.Transaction {
+  return (knex as Knex.Transaction).isTransaction === true;
+}
+
+/** Rows of a raw statement, whichever driver ran it (pg wraps them, better-sqlite3 does not). */
+export async function rawRows<T>(ctx: RepositoryContext, sql: string, bindings: readonly unknown[] = []): Promise<T[]> {
+  const result = await ctx.knex.raw(sql, bindings as Knex.RawBinding[]);
+  if (ctx.dialect.name === 'postgres') return (result as { rows: T[] }).rows;
+  return result as T[];
+}

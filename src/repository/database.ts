@@ -1,0 +1,104 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import knexFactory, { type Knex } from 'knex';
+import pg from 'pg';
+import { dialectFor, type SqlDialect } from './dialect.js';
+import { toCanonicalTimestamp } from './timestamps.js';
+
+/** An open database: the Knex instance plus the dialect capabilities every query is built with. */
+export interface Database {
+  readonly knex: Knex;
+  readonly dialect: SqlDialect;
+  /** The URL with any password removed, for logs and progress output. */
+  readonly description: string;
+  destroy(): Promise<void>;
+}
+
+export interface DatabaseOptions {
+  /** PostgreSQL schema to use instead of `public` (tests isolate each file in its own schema). */
+  searchPath?: string;
+  /** PostgreSQL pool size; the SQLite pool is always one connection, its single writer. */
+  maxConnections?: number;
+}
+
+export const DEFAULT_DATABASE_URL = 'sqlite:./data/pending-projector.db';
+
+const TIMESTAMP_OID = 1114;
+const TIMESTAMPTZ_OID = 1184;
+const INT8_OID = 20;
+
+// Per-client parsers instead of pg.types.setTypeParser, so embedding applications keep their own.
+// Timestamps stay text in the canonical form: a JS Date would drop microseconds and break ties.
+const pgTypes = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (oid === TIMESTAMP_OID || oid === TIMESTAMPTZ_OID) {
+      return (value: string) => toCanonicalTimestamp(value.replace(/([+-]00)(:?00)?$/, 'Z'));
+    }
+    if (oid === INT8_OID) return (value: string) => Number(value);
+    return pg.types.getTypeParser(oid, format);
+  },
+};
+
+export class DatabaseUrlError extends Error {
+  override name = 'DatabaseUrlError';
+  readonly code = 'CONFIG_DATABASE_URL';
+}
+
+/** Parses `sqlite:<path>`, `sqlite::memory:` or `postgres://...` and opens a pool. */
+export function createDatabase(url: string = DEFAULT_DATABASE_URL, options: DatabaseOptions = {}): Database {
+  if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
+    const knex = knexFactory({
+      client: 'pg',
+      connection: { connectionString: url, types: pgTypes } as Knex.PgConnectionConfig,
+      searchPath: options.searchPath ? [options.searchPath] : undefined,
+      pool: { min: 0, max: options.maxConnections ?? 10 },
+    });
+    return wrap(knex, 'postgres', url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@'));
+  }
+  if (url.startsWith('sqlite:')) {
+    const filename = url.slice('sqlite:'.length);
+    if (filename === '') throw new DatabaseUrlError('DATABASE_URL "sqlite:" needs a path, e.g. sqlite:./data/pending-projector.db');
+    const memory = filename === ':memory:';
+    if (!memory) fs.mkdirSync(path.dirname(path.resolve(filename)), { recursive: true });
+    const knex = knexFactory({
+      client: 'better-sqlite3',
+      connection: { filename },
+      useNullAsDefault: true,
+      // One connection: SQLite has one writer, and Kandev relies on that to serialise turn writes.
+      pool: {
+        min: 1,
+        max: 1,
+        afterCreate(conn: { pragma(sql: string): unknown }, done: (err: Error | null, conn: unknown) => void) {
+          try {
+            conn.pragma('foreign_keys = ON');
+            conn.pragma('busy_timeout = 5000');
+            if (!memory) {
+              conn.pragma('journal_mode = WAL');
+              conn.pragma('synchronous = NORMAL');
+            }
+            done(null, conn);
+          } catch (err) {
+            done(err as Error, conn);
+          }
+        },
+      },
+    });
+    return wrap(knex, 'sqlite', url);
+  }
+  throw new DatabaseUrlError(
+    `unsupported DATABASE_URL ${JSON.stringify(url)}: use sqlite:<path>, sqlite::memory: or postgres://user@host:port/db`,
+  );
+}
+
+function wrap(knex: Knex, name: 'sqlite' | 'postgres', description: string): Database {
+  let destroyed: Promise<void> | undefined;
+  return {
+    knex,
+    dialect: dialectFor(name),
+    description,
+    destroy() {
+      destroyed ??= knex.destroy();
+      return destroyed;
+    },
+  };
+}

@@ -1,0 +1,121 @@
+/**
+ * Everything that differs between SQLite and PostgreSQL, declared once and side by side.
+ *
+ * Both dialects store JSON as TEXT (Kandev's schema). Rows written by other producers may hold
+ * NULL, '' or malformed JSON; Kandev's own queries raise an SQL error there. Every fragment below
+ * reads such a document as "no keys", so a malformed row can never fail a query that other rows
+ * depend on, and never counts as a flag, a status or a bundle id.
+ *
+ * Normalisation rules (identical on both dialects and in `src/turns/lifecycleTurn.ts`):
+ * - a flag is true for JSON `true`, a JSON number equal to 1, or the strings "true" / "1";
+ * - a string field is read only when its JSON value is a string;
+ * - a document whose root is not an object has no keys.
+ */
+
+export type DialectName = 'sqlite' | 'postgres';
+
+/** A SQL fragment plus the bindings its `?` placeholders need, in order. */
+export interface SqlFragment {
+  sql: string;
+  bindings: unknown[];
+}
+
+export interface SqlDialect {
+  readonly name: DialectName;
+  /** Boolean expression: the JSON value at `key` is one of the four truthy encodings. Never NULL. */
+  jsonFlag(column: string, key: string): string;
+  /** Text expression: the JSON string at `path` (nested keys), NULL for any other type or document. */
+  jsonString(column: string, ...path: string[]): string;
+  /**
+   * Text expression for status-like keys: the string value, '' when the key is absent or JSON null,
+   * NULL when the value is not a string or the document is not a JSON object.
+   */
+  jsonStringOrAbsent(column: string, key: string): string;
+  /** Text expression: `column` with top-level keys set (shallow replace) and others removed. */
+  jsonPatch(column: string, set: Record<string, unknown>, remove?: readonly string[]): SqlFragment;
+  /** `IN (...)` membership against one bound list, so a batch of any size is one statement. */
+  inList(operand: string, values: readonly string[]): SqlFragment;
+}
+
+const KEY = /^[a-z_][a-z0-9_]*$/;
+
+function checkKey(key: string): string {
+  // Keys are spliced into SQL text (JSON paths cannot be bound in SQLite), so only our own
+  // identifier-shaped constants are accepted.
+  if (!KEY.test(key)) throw new Error(`unsupported JSON key ${JSON.stringify(key)}`);
+  return key;
+}
+
+function sqliteDoc(column: string): string {
+  // CASE is the only construct SQLite guarantees to evaluate lazily; an AND may be reordered and
+  // run json_type() on malformed text, which raises.
+  return `(CASE WHEN json_valid(${column}) THEN ${column} END)`;
+}
+
+export const sqliteDialect: SqlDialect = {
+  name: 'sqlite',
+  jsonFlag(column, key) {
+    const doc = sqliteDoc(column);
+    const path = `'$.${checkKey(key)}'`;
+    return (
+      `(CASE json_type(${doc}, ${path}) WHEN 'true' THEN 1 ` +
+      `WHEN 'integer' THEN json_extract(${doc}, ${path}) = 1 ` +
+      `WHEN 'real' THEN json_extract(${doc}, ${path}) = 1 ` +
+      `WHEN 'text' THEN json_extract(${doc}, ${path}) IN ('true', '1') ELSE 0 END)`
+    );
+  },
+  jsonString(column, ...path) {
+    const doc = sqliteDoc(column);
+    const jsonPath = `'$.${path.map(checkKey).join('.')}'`;
+    return `(CASE WHEN json_type(${doc}, ${jsonPath}) = 'text' THEN json_extract(${doc}, ${jsonPath}) END)`;
+  },
+  jsonStringOrAbsent(column, key) {
+    const doc = sqliteDoc(column);
+    const path = `'$.${checkKey(key)}'`;
+    return (
+      `(CASE WHEN COALESCE(json_type(${doc}), '') <> 'object' THEN NULL ` +
+      `WHEN COALESCE(json_type(${doc}, ${path}), 'null') = 'null' THEN '' ` +
+      `WHEN json_type(${doc}, ${path}) = 'text' THEN json_extract(${doc}, ${path}) END)`
+    );
+  },
+  jsonPatch(column, set, remove = []) {
+    let sql = column;
+    if (remove.length > 0) sql = `json_remove(${sql}, ${remove.map((k) => `'$.${checkKey(k)}'`).join(', ')})`;
+    const keys = Object.keys(set);
+    if (keys.length > 0) sql = `json_set(${sql}, ${keys.map((k) => `'$.${checkKey(k)}', json(?)`).join(', ')})`;
+    return { sql, bindings: keys.map((k) => JSON.stringify(set[k])) };
+  },
+  inList(operand, values) {
+    return { sql: `${operand} IN (SELECT value FROM json_each(?))`, bindings: [JSON.stringify(values)] };
+  },
+};
+
+export const postgresDialect: SqlDialect = {
+  name: 'postgres',
+  // The pp_json_* functions are created by the first migration; each parses the document once and
+  // turns a cast failure into "no keys" (PostgreSQL 15 has no pg_input_is_valid).
+  jsonFlag(column, key) {
+    return `pp_json_flag(${column}, '${checkKey(key)}')`;
+  },
+  jsonString(column, ...path) {
+    return `pp_json_string(${column}, '{${path.map(checkKey).join(',')}}')`;
+  },
+  jsonStringOrAbsent(column, key) {
+    return `pp_json_string_or_absent(${column}, '${checkKey(key)}')`;
+  },
+  jsonPatch(column, set, remove = []) {
+    let sql = `pp_safe_jsonb(${column})`;
+    if (remove.length > 0) sql = `(${sql} - '{${remove.map(checkKey).join(',')}}'::text[])`;
+    const keys = Object.keys(set);
+    keys.forEach(checkKey);
+    if (keys.length === 0) return { sql: `${sql}::text`, bindings: [] };
+    return { sql: `(${sql} || ?::jsonb)::text`, bindings: [JSON.stringify(set)] };
+  },
+  inList(operand, values) {
+    return { sql: `${operand} = ANY(?::text[])`, bindings: [values] };
+  },
+};
+
+export function dialectFor(name: DialectName): SqlDialect {
+  return name === 'sqlite' ? sqliteDialect : postgresDialect;
+}

@@ -1,0 +1,76 @@
+import { randomUUID } from 'node:crypto';
+import { withTransaction, type RepositoryContext } from './context.js';
+import { toMessageRecord, type MessageRecord } from './rowMapping.js';
+import { lockSessionTurnWrites } from './sessionLocks.js';
+import { SessionNotFoundError, createLifecycleTurn, getActiveTurn, startTurn } from './turns.js';
+import { toCanonicalTimestamp } from './timestamps.js';
+
+export interface CreateMessageInput {
+  id?: string;
+  sessionId: string;
+  /** Attach to this turn; otherwise the open turn, or a new one (Kandev's getOrStartTurn). */
+  turnId?: string;
+  authorType?: 'user' | 'agent';
+  authorId?: string;
+  content?: string;
+  type?: string;
+  requestsInput?: boolean;
+  metadata?: Record<string, unknown>;
+  createdAt?: string;
+  /**
+   * Internal only: parent the message on a fresh lifecycle turn (the agent-boot message on resume).
+   * No external input schema carries it (spec AC-7); see `src/events/createMessageRequest.ts`.
+   */
+  completedTurn?: boolean;
+}
+
+export function createMessage(ctx: RepositoryContext, input: CreateMessageInput): Promise<MessageRecord> {
+  return withTransaction(ctx, async (tx) => {
+    await lockSessionTurnWrites(tx, [input.sessionId]);
+    const session = await tx.knex('task_sessions').select('task_id').where({ id: input.sessionId }).first();
+    if (!session) throw new SessionNotFoundError(input.sessionId);
+    let turnId = input.turnId;
+    if (turnId === undefined) {
+      if (input.completedTurn) turnId = (await createLifecycleTurn(tx, input.sessionId)).id;
+      else turnId = ((await getActiveTurn(tx, input.sessionId)) ?? (await startTurn(tx, input.sessionId))).id;
+    }
+    const now = tx.clock();
+    const row = {
+      id: input.id ?? randomUUID(),
+      task_session_id: input.sessionId,
+      task_id: String(session.task_id),
+      turn_id: turnId,
+      author_type: input.authorType ?? 'agent',
+      author_id: input.authorId ?? '',
+      content: input.content ?? '',
+      requests_input: input.requestsInput ? 1 : 0,
+      type: input.type ?? 'message',
+      metadata: JSON.stringify(input.metadata ?? {}),
+      created_at: input.createdAt ? toCanonicalTimestamp(input.createdAt) : now,
+      updated_at: now,
+    };
+    await tx.knex('task_session_messages').insert(row);
+    return toMessageRecord(row);
+  });
+}
+
+export async function getMessage(ctx: RepositoryContext, messageId: string): Promise<MessageRecord | undefined> {
+  const row = await ctx.knex('task_session_messages').where({ id: messageId }).first();
+  return row ? toMessageRecord(row) : undefined;
+}
+
+export async function getMessages(ctx: RepositoryContext, messageIds: readonly string[]): Promise<MessageRecord[]> {
+  if (messageIds.length === 0) return [];
+  const rows = await ctx.knex('task_session_messages').whereIn('id', [...messageIds]).orderBy([{ column: 'created_at' }, { column: 'id' }]);
+  return rows.map(toMessageRecord);
+}
+
+/** Deletes a message; the turn record stays, so current-turn ownership never moves backward. */
+export async function deleteMessage(ctx: RepositoryContext, messageId: string): Promise<boolean> {
+  return (await ctx.knex('task_session_messages').where({ id: messageId }).del()) > 0;
+}
+
+/** Writes raw metadata text (tests and repairs of rows written by other producers). */
+export async function setMessageMetadataText(ctx: RepositoryContext, messageId: string, metadata: string | null): Promise<boolean> {
+  return (await ctx.knex('task_session_messages').where({ id: messageId }).update({ metadata, updated_at: ctx.clock() })) > 0;
+}

@@ -1,0 +1,130 @@
+import { rawRows, type RepositoryContext } from './context.js';
+import { currentTurnAuthority } from './currentTurnAuthority.js';
+import type { SqlDialect } from './dialect.js';
+import { isInputCapableSessionState, taskPendingAction, type PendingAction } from '../turns/pendingAction.js';
+import { TERMINAL_STATES_SQL, pendingStatusPredicate } from './clarificationSql.js';
+
+function pendingActionsSql(dialect: SqlDialect, sessionIds: readonly string[]): { sql: string; bindings: unknown[] } {
+  const authority = currentTurnAuthority(dialect, 't');
+  const members = dialect.inList('t.task_session_id', sessionIds);
+  // One statement for any number of sessions (spec D11): the window ranks every session's turns
+  // in a single pass instead of one current-turn subquery per session.
+  const sql = `
+    WITH ranked AS (
+      SELECT t.task_session_id, t.id AS turn_id,
+             ROW_NUMBER() OVER (PARTITION BY t.task_session_id ORDER BY ${authority.orderBy}) AS rn
+        FROM task_session_turns t
+        JOIN task_sessions s ON s.id = t.task_session_id
+       WHERE ${members.sql}
+         AND s.state NOT IN ${TERMINAL_STATES_SQL}
+         AND ${authority.predicate}
+    ),
+    current_turn AS (SELECT task_session_id, turn_id FROM ranked WHERE rn = 1),
+    pending_clarifications AS (
+      SELECT DISTINCT ct.task_session_id
+        FROM current_turn ct
+        JOIN task_session_messages m ON m.turn_id = ct.turn_id AND m.task_session_id = ct.task_session_id
+       WHERE m.type = 'clarification_request' AND ${pendingStatusPredicate(dialect, 'm.metadata')}
+    ),
+    latest_permissions AS (
+      SELECT m.task_session_id, m.metadata,
+             ROW_NUMBER() OVER (PARTITION BY m.task_session_id ORDER BY m.created_at DESC, m.id DESC) AS rn
+        FROM current_turn ct
+        JOIN task_session_messages m ON m.turn_id = ct.turn_id AND m.task_session_id = ct.task_session_id
+       WHERE m.type = 'permission_request'
+    )
+    SELECT task_session_id, 'clarification' AS pending_action FROM pending_clarifications
+    UNION ALL
+    SELECT task_session_id, 'permission' AS pending_action FROM latest_permissions
+     WHERE rn = 1 AND ${pendingStatusPredicate(dialect, 'metadata')}`;
+  return { sql, bindings: members.bindings };
+}
+
+/**
+ * Per-session pending action for many sessions in one statement. Clarification beats permission
+ * within a session; only the newest permission row of the current turn counts; terminal sessions
+ * and sessions without a current turn have none (absent from the map).
+ */
+export async function getPendingActionsBySessionIds(
+  ctx: RepositoryContext,
+  sessionIds: readonly string[],
+): Promise<Map<string, PendingAction>> {
+  const result = new Map<string, PendingAction>();
+  if (sessionIds.length === 0) return result;
+  const { sql, bindings } = pendingActionsSql(ctx.dialect, sessionIds);
+  const rows = await rawRows<{ task_session_id: string; pending_action: PendingAction }>(ctx, sql, bindings);
+  for (const row of rows) {
+    if (row.pending_action === 'clarification' || !result.has(row.task_session_id)) {
+      result.set(row.task_session_id, row.pending_action);
+    }
+  }
+  return result;
+}
+
+export interface SessionPendingState {
+  sessionId: string;
+  taskId: string;
+  state: string;
+  isPrimary: boolean;
+  /** Set only for input-capable sessions, as Kandev's session DTO does. */
+  pendingAction: PendingAction | null;
+}
+
+export interface TaskPendingState {
+  taskId: string;
+  workspaceId: string;
+  sessions: SessionPendingState[];
+  pendingAction: PendingAction | null;
+}
+
+/**
+ * The authoritative pending state of many tasks: two statements whatever the batch size (sessions,
+ * then the windowed per-session query over the input-capable ones). Unknown task ids are absent.
+ */
+export async function loadTaskPendingStates(
+  ctx: RepositoryContext,
+  taskIds: readonly string[],
+): Promise<Map<string, TaskPendingState>> {
+  const states = new Map<string, TaskPendingState>();
+  if (taskIds.length === 0) return states;
+  const members = ctx.dialect.inList('t.id', taskIds);
+  const rows = await rawRows<Record<string, unknown>>(
+    ctx,
+    `SELECT t.id AS task_id, t.workspace_id, s.id AS session_id, s.state, s.is_primary
+       FROM tasks t LEFT JOIN task_sessions s ON s.task_id = t.id
+      WHERE ${members.sql}
+      ORDER BY t.id, s.started_at, s.id`,
+    members.bindings,
+  );
+  const capable: string[] = [];
+  for (const row of rows) {
+    const taskId = String(row.task_id);
+    let state = states.get(taskId);
+    if (!state) {
+      state = { taskId, workspaceId: String(row.workspace_id ?? ''), sessions: [], pendingAction: null };
+      states.set(taskId, state);
+    }
+    if (row.session_id === null || row.session_id === undefined) continue;
+    const session: SessionPendingState = {
+      sessionId: String(row.session_id),
+      taskId,
+      state: String(row.state),
+      isPrimary: Number(row.is_primary) === 1,
+      pendingAction: null,
+    };
+    state.sessions.push(session);
+    if (isInputCapableSessionState(session.state)) capable.push(session.sessionId);
+  }
+  const actions = await getPendingActionsBySessionIds(ctx, capable);
+  for (const state of states.values()) {
+    for (const session of state.sessions) {
+      if (isInputCapableSessionState(session.state)) session.pendingAction = actions.get(session.sessionId) ?? null;
+    }
+    state.pendingAction = taskPendingAction(state.sessions);
+  }
+  return states;
+}
+
+export async function loadTaskPendingState(ctx: RepositoryContext, taskId: string): Promise<TaskPendingState | undefined> {
+  return (await loadTaskPendingStates(ctx, [taskId])).get(taskId);
+}

@@ -1,0 +1,70 @@
+import { randomUUID } from 'node:crypto';
+import type { RepositoryContext } from './context.js';
+import { toSessionRecord, toTaskRecord, type SessionRecord, type TaskRecord } from './rowMapping.js';
+import { toCanonicalTimestamp } from './timestamps.js';
+
+export interface CreateTaskInput {
+  id?: string;
+  workspaceId: string;
+  title?: string;
+  state?: string;
+}
+
+export async function createTask(ctx: RepositoryContext, input: CreateTaskInput): Promise<TaskRecord> {
+  const now = ctx.clock();
+  const row = {
+    id: input.id ?? randomUUID(),
+    workspace_id: input.workspaceId,
+    title: input.title ?? '',
+    state: input.state ?? 'TODO',
+    metadata: '{}',
+    created_at: now,
+    updated_at: now,
+  };
+  await ctx.knex('tasks').insert(row);
+  return toTaskRecord(row);
+}
+
+export async function getTask(ctx: RepositoryContext, taskId: string): Promise<TaskRecord | undefined> {
+  const row = await ctx.knex('tasks').where({ id: taskId }).first();
+  return row ? toTaskRecord(row) : undefined;
+}
+
+export interface CreateSessionInput {
+  id?: string;
+  taskId: string;
+  state?: string;
+  isPrimary?: boolean;
+  startedAt?: string;
+}
+
+export async function createSession(ctx: RepositoryContext, input: CreateSessionInput): Promise<SessionRecord> {
+  const now = ctx.clock();
+  const row = {
+    id: input.id ?? randomUUID(),
+    task_id: input.taskId,
+    state: input.state ?? 'RUNNING',
+    metadata: '{}',
+    is_primary: input.isPrimary ? 1 : 0,
+    started_at: input.startedAt ? toCanonicalTimestamp(input.startedAt) : now,
+    updated_at: now,
+  };
+  await ctx.knex('task_sessions').insert(row);
+  return toSessionRecord(row);
+}
+
+export async function getSession(ctx: RepositoryContext, sessionId: string): Promise<SessionRecord | undefined> {
+  const row = await ctx.knex('task_sessions').where({ id: sessionId }).first();
+  return row ? toSessionRecord(row) : undefined;
+}
+
+export async function listTaskSessions(ctx: RepositoryContext, taskId: string): Promise<SessionRecord[]> {
+  const rows = await ctx.knex('task_sessions').where({ task_id: taskId }).orderBy([{ column: 'started_at' }, { column: 'id' }]);
+  return rows.map(toSessionRecord);
+}
+
+/** Moves a session to `state`; returns false when the session does not exist. */
+export async function setSessionState(ctx: RepositoryContext, sessionId: string, state: string): Promise<boolean> {
+  const changed = await ctx.knex('task_sessions').where({ id: sessionId }).update({ state, updated_at: ctx.clock() });
+  return changed > 0;
+}

@@ -1,0 +1,70 @@
+/**
+ * One timestamp format for both dialects.
+ *
+ * SQLite stores timestamps as TEXT and orders them as strings, PostgreSQL stores `timestamp`
+ * (microsecond precision). To make SQLite text order equal time order, and to make both dialects
+ * hold the very same instants (spec D9), the repository writes only
+ * `YYYY-MM-DDTHH:MM:SS.fffffffffZ` with the last three digits always zero: PostgreSQL would round
+ * anything finer, and a tie on one dialect but not the other would change the resolved turn.
+ */
+
+const CANONICAL = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{9}Z$/;
+const PARSEABLE = /^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?(Z|[+-]00(?::?00)?)?$/;
+
+/** A timestamp in the canonical stored form. */
+export type CanonicalTimestamp = string;
+
+export function isCanonicalTimestamp(value: string): boolean {
+  return CANONICAL.test(value);
+}
+
+/**
+ * Converts an RFC 3339 UTC string, a PostgreSQL `timestamp` text or a Date into the canonical form,
+ * truncating to microseconds. Throws on anything that is not UTC, so a local-time value can never be
+ * stored and silently reorder turns.
+ */
+export function toCanonicalTimestamp(value: string | Date): CanonicalTimestamp {
+  if (value instanceof Date) {
+    if (Number.isNaN(value.getTime())) throw new RangeError('invalid Date');
+    return `${value.toISOString().slice(0, 23)}000000Z`;
+  }
+  const match = PARSEABLE.exec(value.trim());
+  if (!match) throw new RangeError(`not a UTC timestamp: ${JSON.stringify(value)}`);
+  const [, date, time, fraction = ''] = match;
+  const micros = fraction.padEnd(6, '0').slice(0, 6);
+  const canonical = `${date}T${time}.${micros}000Z`;
+  if (Number.isNaN(Date.parse(canonical))) throw new RangeError(`not a valid instant: ${JSON.stringify(value)}`);
+  return canonical;
+}
+
+/** Microseconds since the epoch of a canonical timestamp (exact: fits in a double until year 2255). */
+export function timestampToMicros(value: CanonicalTimestamp): number {
+  const millis = Date.parse(`${value.slice(0, 19)}Z`);
+  return millis * 1000 + Number(value.slice(20, 26));
+}
+
+export function microsToTimestamp(micros: number): CanonicalTimestamp {
+  const seconds = Math.floor(micros / 1_000_000);
+  const rest = micros - seconds * 1_000_000;
+  const base = new Date(seconds * 1000).toISOString().slice(0, 19);
+  return `${base}.${String(rest).padStart(6, '0')}000Z`;
+}
+
+/** A source of canonical timestamps; injectable so tests can pin time. */
+export type Clock = () => CanonicalTimestamp;
+
+/**
+ * Wall clock at microsecond resolution that never repeats or goes backwards within one process:
+ * two writes in the same microsecond would otherwise tie on `created_at` and leave the order to
+ * the random turn id.
+ */
+export function createMonotonicClock(now: () => number = () => Date.now()): Clock {
+  let last = 0;
+  return () => {
+    const micros = Math.max(now() * 1000, last + 1);
+    last = micros;
+    return microsToTimestamp(micros);
+  };
+}
+
+export const systemClock: Clock = createMonotonicClock();

@@ -1,0 +1,4 @@
+/** Dependency-free rules shared with UI clients. Imports nothing outside this folder. */
+export * from './lifecycleTurn.js';
+export * from './newestDurableTurnId.js';
+export * from './pendingAction.js';

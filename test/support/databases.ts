@@ -1,0 +1,55 @@
+import { randomUUID } from 'node:crypto';
+import { inject } from 'vitest';
+import { createDatabase, type Database } from '../../src/repository/database.js';
+import { createRepositoryContext, type RepositoryContext } from '../../src/repository/context.js';
+import type { DialectName } from '../../src/repository/dialect.js';
+import { migrateLatest } from '../../src/repository/migrate.js';
+import { createMonotonicClock, type Clock } from '../../src/repository/timestamps.js';
+
+export interface TestDatabase {
+  readonly name: DialectName;
+  readonly db: Database;
+  readonly ctx: RepositoryContext;
+  /** The URL another process can use to reach the same data (a file, or PostgreSQL + schema). */
+  readonly url: string;
+  readonly searchPath?: string;
+  close(): Promise<void>;
+}
+
+/** Dialects whose service is reachable; the global setup already failed the run in CI if one is not. */
+export function availableDialects(): DialectName[] {
+  return inject('postgresUrl') ? ['sqlite', 'postgres'] : ['sqlite'];
+}
+
+/**
+ * A migrated, empty database of the given dialect: SQLite in memory, or a fresh PostgreSQL schema
+ * (milliseconds to create, dropped on close).
+ */
+export async function openTestDatabase(name: DialectName, clock?: Clock): Promise<TestDatabase> {
+  if (name === 'sqlite') {
+    const db = createDatabase('sqlite::memory:');
+    await migrateLatest(db.knex);
+    return { name, db, ctx: createRepositoryContext(db, clock ?? createMonotonicClock()), url: 'sqlite::memory:', close: () => db.destroy() };
+  }
+  const url = inject('postgresUrl');
+  if (!url) throw new Error('PostgreSQL is not available');
+  const schema = `t_${randomUUID().replaceAll('-', '').slice(0, 16)}`;
+  const admin = createDatabase(url, { maxConnections: 1 });
+  await admin.knex.raw(`CREATE SCHEMA ${schema}`);
+  await admin.destroy();
+  const db = createDatabase(url, { searchPath: schema, maxConnections: 8 });
+  await migrateLatest(db.knex);
+  return {
+    name,
+    db,
+    ctx: createRepositoryContext(db, clock ?? createMonotonicClock()),
+    url,
+    searchPath: schema,
+    async close() {
+      await db.destroy();
+      const cleanup = createDatabase(url, { maxConnections: 1 });
+      await cleanup.knex.raw(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      await cleanup.destroy();
+    },
+  };
+}

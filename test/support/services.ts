@@ -1,0 +1,27 @@
+import net from 'node:net';
+
+/** Where the integration services are; the env names CI and developers set. */
+export const POSTGRES_URL = process.env.TEST_POSTGRES_URL ?? process.env.POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+export const NATS_URL = process.env.TEST_NATS_URL ?? process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+
+/** CI=true or REQUIRE_INTEGRATION=1 turn a missing service into a failed run instead of a skip. */
+export const REQUIRE_INTEGRATION = process.env.CI === 'true' || process.env.REQUIRE_INTEGRATION === '1';
+
+export function hostPort(url: string, defaultPort: number): { host: string; port: number } {
+  const parsed = new URL(url);
+  return { host: parsed.hostname || '127.0.0.1', port: parsed.port ? Number(parsed.port) : defaultPort };
+}
+
+export function canConnect(url: string, defaultPort: number, timeoutMs = 2000): Promise<boolean> {
+  const { host, port } = hostPort(url, defaultPort);
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port });
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(timeoutMs, () => done(false));
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+  });
+}
