@@ -66,7 +66,7 @@ export function claimClarificationBundle(ctx: RepositoryContext, pendingId: stri
       tx,
       `UPDATE task_session_messages AS m SET metadata = ${claim.sql}, updated_at = ?
         WHERE ${pendingIdOf(d, 'm')} = ? AND ${isPending(d, 'm')} AND ${ownedByCurrentTurn(tx)}
-        RETURNING m.id`,
+        RETURNING id`,
       [...claim.bindings, tx.clock(), pendingId],
     );
     if (claimed.length === 0) return { claimed: false, reason: 'NOT_CLAIMABLE' };
