@@ -37,9 +37,17 @@ DECLARE
 BEGIN
   IF root IS NULL OR jsonb_typeof(root) <> 'object' THEN RETURN false; END IF;
   v := root -> key;
+  IF jsonb_typeof(v) = 'number' THEN
+    -- Compared as a double, as SQLite and JavaScript do (1.0000000000000001 is 1 there); a value
+    -- beyond double range is simply not 1.
+    BEGIN
+      RETURN (v #>> '{}')::float8 = 1;
+    EXCEPTION WHEN others THEN
+      RETURN false;
+    END;
+  END IF;
   RETURN CASE jsonb_typeof(v)
     WHEN 'boolean' THEN v = 'true'::jsonb
-    WHEN 'number' THEN (v #>> '{}')::numeric = 1
     WHEN 'string' THEN (v #>> '{}') IN ('true', '1')
     ELSE false END;
 END $$;

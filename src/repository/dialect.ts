@@ -31,10 +31,15 @@ export interface SqlDialect {
    * NULL when the value is not a string or the document is not a JSON object.
    */
   jsonStringOrAbsent(column: string, key: string): string;
-  /** Text expression: `column` with top-level keys set (shallow replace) and others removed. */
+  /**
+   * Text expression: `column` with top-level keys set (shallow replace) and others removed. A NULL,
+   * malformed or non-object document is patched as `{}`.
+   */
   jsonPatch(column: string, set: Record<string, unknown>, remove?: readonly string[]): SqlFragment;
   /** `IN (...)` membership against one bound list, so a batch of any size is one statement. */
   inList(operand: string, values: readonly string[]): SqlFragment;
+  /** Boolean: a TEXT column holds a canonical positive integer ("1".."999999999999999999"). */
+  isCanonicalPositiveInteger(column: string): string;
 }
 
 const KEY = /^[a-z_][a-z0-9_]*$/;
@@ -79,7 +84,8 @@ export const sqliteDialect: SqlDialect = {
     );
   },
   jsonPatch(column, set, remove = []) {
-    let sql = column;
+    // A document that is not a JSON object reads as "no keys", so the patch starts from '{}'.
+    let sql = `COALESCE(CASE WHEN json_valid(${column}) THEN CASE WHEN json_type(${column}) = 'object' THEN ${column} END END, '{}')`;
     if (remove.length > 0) sql = `json_remove(${sql}, ${remove.map((k) => `'$.${checkKey(k)}'`).join(', ')})`;
     const keys = Object.keys(set);
     if (keys.length > 0) sql = `json_set(${sql}, ${keys.map((k) => `'$.${checkKey(k)}', json(?)`).join(', ')})`;
@@ -87,6 +93,9 @@ export const sqliteDialect: SqlDialect = {
   },
   inList(operand, values) {
     return { sql: `${operand} IN (SELECT value FROM json_each(?))`, bindings: [JSON.stringify(values)] };
+  },
+  isCanonicalPositiveInteger(column) {
+    return `(length(${column}) BETWEEN 1 AND 18 AND ${column} NOT GLOB '*[^0-9]*' AND ${column} NOT GLOB '0*')`;
   },
 };
 
@@ -104,7 +113,7 @@ export const postgresDialect: SqlDialect = {
     return `pp_json_string_or_absent(${column}, '${checkKey(key)}')`;
   },
   jsonPatch(column, set, remove = []) {
-    let sql = `pp_safe_jsonb(${column})`;
+    let sql = `(CASE WHEN jsonb_typeof(pp_safe_jsonb(${column})) = 'object' THEN pp_safe_jsonb(${column}) ELSE '{}'::jsonb END)`;
     if (remove.length > 0) sql = `(${sql} - '{${remove.map(checkKey).join(',')}}'::text[])`;
     const keys = Object.keys(set);
     keys.forEach(checkKey);
@@ -113,6 +122,9 @@ export const postgresDialect: SqlDialect = {
   },
   inList(operand, values) {
     return { sql: `${operand} = ANY(?::text[])`, bindings: [values] };
+  },
+  isCanonicalPositiveInteger(column) {
+    return `(${column} ~ '^[1-9][0-9]{0,17}$')`;
   },
 };
 

@@ -1,10 +1,15 @@
 import { rawRows, type RepositoryContext } from './context.js';
 import { currentTurnAuthority } from './currentTurnAuthority.js';
-import type { SqlDialect } from './dialect.js';
+import type { SqlDialect, SqlFragment } from './dialect.js';
 import { isInputCapableSessionState, taskPendingAction, type PendingAction } from '../turns/pendingAction.js';
 import { TERMINAL_STATES_SQL, pendingStatusPredicate } from './clarificationSql.js';
 
-function pendingActionsSql(dialect: SqlDialect, sessionIds: readonly string[]): { sql: string; bindings: unknown[] } {
+/**
+ * The windowed pending-action statement for `sessionIds`, exactly as `getPendingActionsBySessionIds`
+ * runs it: one row per (session, action) found, clarification and permission rows side by side.
+ * Exported so benchmarks and plan inspections (`EXPLAIN`) see the very statement production runs.
+ */
+export function pendingActionsStatement(dialect: SqlDialect, sessionIds: readonly string[]): SqlFragment {
   const authority = currentTurnAuthority(dialect, 't');
   const members = dialect.inList('t.task_session_id', sessionIds);
   // One statement for any number of sessions (spec D11): the window ranks every session's turns
@@ -51,7 +56,7 @@ export async function getPendingActionsBySessionIds(
 ): Promise<Map<string, PendingAction>> {
   const result = new Map<string, PendingAction>();
   if (sessionIds.length === 0) return result;
-  const { sql, bindings } = pendingActionsSql(ctx.dialect, sessionIds);
+  const { sql, bindings } = pendingActionsStatement(ctx.dialect, sessionIds);
   const rows = await rawRows<{ task_session_id: string; pending_action: PendingAction }>(ctx, sql, bindings);
   for (const row of rows) {
     if (row.pending_action === 'clarification' || !result.has(row.task_session_id)) {

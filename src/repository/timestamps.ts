@@ -32,9 +32,14 @@ export function toCanonicalTimestamp(value: string | Date): CanonicalTimestamp {
   if (!match) throw new RangeError(`not a UTC timestamp: ${JSON.stringify(value)}`);
   const [, date, time, fraction = ''] = match;
   const micros = fraction.padEnd(6, '0').slice(0, 6);
-  const canonical = `${date}T${time}.${micros}000Z`;
-  if (Number.isNaN(Date.parse(canonical))) throw new RangeError(`not a valid instant: ${JSON.stringify(value)}`);
-  return canonical;
+  // Round-trip through Date: V8 also accepts 2026-02-30 and 24:00:00 by rolling them over, which
+  // SQLite would store verbatim (and order "…20T24:00" before "…21T00:00", the same instant on
+  // PostgreSQL) and PostgreSQL would reject or normalise.
+  const instant = new Date(`${date}T${time}Z`);
+  if (Number.isNaN(instant.getTime()) || instant.toISOString().slice(0, 19) !== `${date}T${time}`) {
+    throw new RangeError(`not a valid instant: ${JSON.stringify(value)}`);
+  }
+  return `${date}T${time}.${micros}000Z`;
 }
 
 /** Microseconds since the epoch of a canonical timestamp (exact: fits in a double until year 2255). */
@@ -61,7 +66,9 @@ export type Clock = () => CanonicalTimestamp;
 export function createMonotonicClock(now: () => number = () => Date.now()): Clock {
   let last = 0;
   return () => {
-    const micros = Math.max(now() * 1000, last + 1);
+    // Whole microseconds: a sub-millisecond source (performance.now style) would otherwise leak a
+    // fraction of a microsecond into the text.
+    const micros = Math.max(Math.floor(now() * 1000), last + 1);
     last = micros;
     return microsToTimestamp(micros);
   };

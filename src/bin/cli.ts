@@ -1,0 +1,148 @@
+import { parseArgs } from 'node:util';
+import { ConfigError, SETTINGS, describeSettings, loadConfig, type Config, type SettingName } from '../config.js';
+import { createDatabase } from '../repository/database.js';
+import { migrateLatest } from '../repository/migrate.js';
+import { runWorkerCommand } from './workerCommand.js';
+import { runReconcileCommand, runVerifyCommand } from './reconcileCommands.js';
+import { runReplayCommand } from './replayCommand.js';
+import { runDeadLettersCommand } from './deadLettersCommand.js';
+
+/**
+ * `pending-projector <command>`: the only entry point that reads configuration as a whole and
+ * creates the database pool, the NATS connection and the root logger.
+ */
+
+interface Command {
+  summary: string;
+  usage: string;
+  settings: SettingName[];
+  options?: Record<string, { type: 'string' | 'boolean'; multiple?: boolean; help: string }>;
+  run(config: Config, args: { values: Record<string, unknown>; positionals: string[] }): Promise<number>;
+}
+
+const DB: SettingName[] = ['databaseUrl', 'logLevel', 'dbMaxConnections'];
+const BUS: SettingName[] = ['natsUrl', 'subjectPrefix'];
+
+const COMMANDS: Record<string, Command> = {
+  migrate: {
+    summary: 'apply database migrations (a second run is a no-op)',
+    usage: 'pending-projector migrate [--database-url URL]',
+    settings: DB,
+    async run(config) {
+      const db = createDatabase(config.databaseUrl);
+      try {
+        const applied = await migrateLatest(db.knex);
+        process.stdout.write(applied.length ? `applied ${applied.join(', ')} to ${db.description}\n` : `${db.description} is up to date\n`);
+        return 0;
+      } finally {
+        await db.destroy();
+      }
+    },
+  },
+  worker: {
+    summary: 'run the projector: consume events, compare-and-set summaries, publish replacements',
+    usage: 'pending-projector worker [flags]',
+    settings: [...DB, ...BUS, 'healthPort', 'shutdownTimeoutMs', 'concurrency', 'maxEventBytes', 'maxDeliver', 'ackWaitMs', 'streamMaxAgeMs', 'reconcilePageSize', 'bootReconcile', 'respondDeadlineMs'],
+    run: (config) => runWorkerCommand(config),
+  },
+  reconcile: {
+    summary: 'repair every task summary (or --task ID ...) from the database, publishing each change',
+    usage: 'pending-projector reconcile [--task ID]... [flags]',
+    settings: [...DB, ...BUS, 'reconcilePageSize', 'concurrency'],
+    options: { task: { type: 'string', multiple: true, help: 'only this task (repeatable)' } },
+    run: (config, args) => runReconcileCommand(config, (args.values.task as string[] | undefined) ?? []),
+  },
+  verify: {
+    summary: 'dry run: list every task whose stored summary differs from a fresh derivation (exit 1 if any)',
+    usage: 'pending-projector verify [--task ID]... [--json]',
+    settings: [...DB, 'reconcilePageSize'],
+    options: {
+      task: { type: 'string', multiple: true, help: 'only this task (repeatable)' },
+      json: { type: 'boolean', help: 'one JSON object per drifted task' },
+    },
+    run: (config, args) => runVerifyCommand(config, (args.values.task as string[] | undefined) ?? [], Boolean(args.values.json)),
+  },
+  replay: {
+    summary: 'reproject every task touched by events in a window of the event stream (ops)',
+    usage: 'pending-projector replay (--since <RFC3339 time> | --from-seq <n>) [flags]',
+    settings: [...DB, ...BUS, 'concurrency'],
+    options: {
+      since: { type: 'string', help: 'start at this instant, e.g. 2026-11-30T06:00:00Z' },
+      'from-seq': { type: 'string', help: 'start at this stream sequence' },
+    },
+    run: (config, args) => runReplayCommand(config, { since: args.values.since as string | undefined, fromSeq: args.values['from-seq'] as string | undefined }),
+  },
+  'dead-letters': {
+    summary: 'inspect and re-inject dead-lettered events: list | show <id> | retry <id>',
+    usage: 'pending-projector dead-letters list [--limit N] | show <id> | retry <id>',
+    settings: [...BUS, 'logLevel'],
+    options: { limit: { type: 'string', help: 'records to list (default 100)' } },
+    run: (config, args) => runDeadLettersCommand(config, args.positionals, Number(args.values.limit ?? 100)),
+  },
+};
+
+function flagOptions(command: Command) {
+  const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = { help: { type: 'boolean' } };
+  for (const name of command.settings) {
+    options[(SETTING_FLAGS as Record<string, string>)[name]!] = { type: 'string' };
+  }
+  for (const [name, o] of Object.entries(command.options ?? {})) options[name] = { type: o.type, multiple: o.multiple };
+  return options;
+}
+
+const SETTING_FLAGS = Object.fromEntries(Object.entries(SETTINGS).map(([k, v]) => [k, v.flag]));
+
+function usage(): string {
+  const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(14)} ${c.summary}`);
+  return `Usage: pending-projector <command> [flags]\n\nCommands:\n${lines.join('\n')}\n\nRun 'pending-projector <command> --help' for its flags and environment.\n`;
+}
+
+function commandHelp(name: string, command: Command): string {
+  const own = Object.entries(command.options ?? {}).map(([flag, o]) => `  --${flag.padEnd(22)} ${''.padEnd(22)} ${o.help}`);
+  return `${command.usage}\n\n${command.summary}\n\nFlags and environment (a flag wins over the environment):\n${[...own, describeSettings(command.settings)].join('\n')}\n`;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(usage());
+    return name ? 0 : 2;
+  }
+  const command = COMMANDS[name];
+  if (!command) {
+    process.stderr.write(`unknown command ${JSON.stringify(name)}\n\n${usage()}`);
+    return 2;
+  }
+  let args;
+  try {
+    args = parseArgs({ args: rest, options: flagOptions(command), allowPositionals: true, strict: true });
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n\n${commandHelp(name, command)}`);
+    return 2;
+  }
+  if (args.values.help) {
+    process.stdout.write(commandHelp(name, command));
+    return 0;
+  }
+  let config: Config;
+  try {
+    config = loadConfig(args.values as Record<string, string | boolean | undefined>, process.env, command.settings);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n\n${commandHelp(name, command)}`);
+      return 2;
+    }
+    throw err;
+  }
+  return command.run(config, args as { values: Record<string, unknown>; positionals: string[] });
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: Error) => {
+    process.stderr.write(`pending-projector: ${err.stack ?? err.message}\n`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,85 @@
+import type { Config } from '../config.js';
+import { NatsSummaryPublisher } from '../events/natsSummaryPublisher.js';
+import { ensureTopology } from '../events/natsTopology.js';
+import { topologyFor } from '../events/subjects.js';
+import { createLogger } from '../logger.js';
+import { Projector } from '../projectors/projector.js';
+import { reconcileTasks } from '../projectors/reconcile.js';
+import { createRepositoryContext } from '../repository/context.js';
+import { createDatabase } from '../repository/database.js';
+import { nextPendingActionProjectionEpoch } from '../repository/meta.js';
+import { migrateLatest } from '../repository/migrate.js';
+import { countTasks } from '../repository/statusSummaries.js';
+import { systemClock } from '../repository/timestamps.js';
+import { connectNats } from './connectNats.js';
+import { createProgressReporter } from './progress.js';
+
+/** `reconcile`: repair drifted summaries through the normal projection and publish each change. */
+export async function runReconcileCommand(config: Config, taskIds: string[]): Promise<number> {
+  const logger = createLogger(config.logLevel);
+  const db = createDatabase(config.databaseUrl, { maxConnections: config.dbMaxConnections });
+  const nc = await connectNats(config, 'pending-projector-reconcile');
+  try {
+    await migrateLatest(db.knex);
+    const ctx = createRepositoryContext(db);
+    const topology = topologyFor(config.subjectPrefix);
+    const { summaries } = await ensureTopology(nc, { topology, streamMaxAgeMs: 7 * 86_400_000, maxDeliver: 10, ackWaitMs: 30_000 });
+    const projector = new Projector({
+      ctx,
+      publisher: new NatsSummaryPublisher(nc, topology, summaries, systemClock),
+      logger,
+      concurrency: config.concurrency,
+      epoch: await nextPendingActionProjectionEpoch(ctx),
+    });
+    const total = taskIds.length > 0 ? taskIds.length : await countTasks(ctx);
+    const progress = createProgressReporter();
+    const started = Date.now();
+    const result = await reconcileTasks({
+      ctx,
+      pageSize: config.reconcilePageSize,
+      taskIds: taskIds.length > 0 ? taskIds : undefined,
+      repair: (taskId) => projector.reproject(taskId),
+      onPage: (p) => {
+        const rate = Math.round(p.visited / Math.max(0.001, (Date.now() - started) / 1000));
+        progress.update(`reconcile: ${p.visited}/${total} tasks, ${p.drifted} drifted, ${p.repaired} repaired, ${p.failed} failed (${rate} tasks/s)`);
+      },
+    });
+    progress.done();
+    process.stdout.write(
+      `reconciled ${result.visited} tasks in ${((Date.now() - started) / 1000).toFixed(1)} s: ${result.drifted} drifted, ${result.repaired} repaired, ${result.failed} failed\n`,
+    );
+    return result.failed > 0 ? 1 : 0;
+  } finally {
+    await nc.drain().catch(() => undefined);
+    await db.destroy();
+  }
+}
+
+/** `verify`: report drift without writing anything; exit 1 when any task differs. */
+export async function runVerifyCommand(config: Config, taskIds: string[], json: boolean): Promise<number> {
+  const db = createDatabase(config.databaseUrl, { maxConnections: config.dbMaxConnections });
+  try {
+    const ctx = createRepositoryContext(db);
+    const progress = createProgressReporter();
+    const total = taskIds.length > 0 ? taskIds.length : await countTasks(ctx);
+    const result = await reconcileTasks({
+      ctx,
+      pageSize: config.reconcilePageSize,
+      taskIds: taskIds.length > 0 ? taskIds : undefined,
+      onPage: (p, drift) => {
+        for (const d of drift) {
+          progress.done();
+          process.stdout.write(
+            json ? `${JSON.stringify({ task_id: d.taskId, kind: d.kind, stored: d.stored, derived: d.derived })}\n` : `${d.taskId}\t${d.kind}\tstored=${d.stored ?? '-'}\tderived=${d.derived ?? '-'}\n`,
+          );
+        }
+        progress.update(`verify: ${p.visited}/${total} tasks, ${p.drifted} drifted`);
+      },
+    });
+    progress.done();
+    process.stderr.write(`verified ${result.visited} tasks: ${result.drifted} drifted\n`);
+    return result.drifted > 0 ? 1 : 0;
+  } finally {
+    await db.destroy();
+  }
+}

@@ -1,0 +1,102 @@
+import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type { Config } from '../config.js';
+import { parseEvent } from '../events/envelope.js';
+import { NatsSummaryPublisher } from '../events/natsSummaryPublisher.js';
+import { ensureTopology } from '../events/natsTopology.js';
+import { topologyFor } from '../events/subjects.js';
+import { createLogger } from '../logger.js';
+import { Projector } from '../projectors/projector.js';
+import { createRepositoryContext } from '../repository/context.js';
+import { createDatabase } from '../repository/database.js';
+import { nextPendingActionProjectionEpoch } from '../repository/meta.js';
+import { taskIdOfSession } from '../repository/statusSummaries.js';
+import { systemClock } from '../repository/timestamps.js';
+import { connectNats } from './connectNats.js';
+import { createProgressReporter } from './progress.js';
+
+/**
+ * `replay`: reads a window of the event stream through an ephemeral ordered consumer (the live
+ * durable consumer is untouched), collects the tasks it touches, and reprojects each from the
+ * database. Events only say which tasks to look at; the database says what is true.
+ */
+export async function runReplayCommand(config: Config, window: { since?: string; fromSeq?: string }): Promise<number> {
+  if ((window.since === undefined) === (window.fromSeq === undefined)) {
+    process.stderr.write('replay needs exactly one of --since <RFC3339 time> or --from-seq <n>\n');
+    return 2;
+  }
+  let start: { deliver_policy: DeliverPolicy; opt_start_time?: string; opt_start_seq?: number };
+  if (window.since !== undefined) {
+    const at = new Date(window.since);
+    if (Number.isNaN(at.getTime())) {
+      process.stderr.write(`--since ${JSON.stringify(window.since)} is not a time; use e.g. 2026-11-30T06:00:00Z\n`);
+      return 2;
+    }
+    start = { deliver_policy: DeliverPolicy.StartTime, opt_start_time: at.toISOString() };
+  } else {
+    const seq = Number(window.fromSeq);
+    if (!Number.isSafeInteger(seq) || seq < 1) {
+      process.stderr.write(`--from-seq ${JSON.stringify(window.fromSeq)} is not a positive integer\n`);
+      return 2;
+    }
+    start = { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: seq };
+  }
+  const logger = createLogger(config.logLevel);
+  const db = createDatabase(config.databaseUrl, { maxConnections: config.dbMaxConnections });
+  const nc = await connectNats(config, 'pending-projector-replay');
+  const progress = createProgressReporter();
+  try {
+    const ctx = createRepositoryContext(db);
+    const topology = topologyFor(config.subjectPrefix);
+    const { summaries } = await ensureTopology(nc, { topology, streamMaxAgeMs: 7 * 86_400_000, maxDeliver: 10, ackWaitMs: 30_000 });
+    const jsm = await jetstreamManager(nc);
+    const endSeq = (await jsm.streams.info(topology.eventsStream)).state.last_seq;
+    const tasks = new Set<string>();
+    let read = 0;
+    if (endSeq > 0 && (start.opt_start_seq === undefined || start.opt_start_seq <= endSeq)) {
+      const reader = await jetstream(nc).consumers.get(topology.eventsStream, start);
+      for (;;) {
+        const m = await reader.next({ expires: 2000 });
+        if (!m) break;
+        read++;
+        const parsed = parseEvent(m.data, Number.MAX_SAFE_INTEGER);
+        if (parsed.ok) {
+          const taskId = parsed.data.task_id ?? (parsed.data.session_id ? await taskIdOfSession(ctx, parsed.data.session_id) : undefined);
+          if (taskId) tasks.add(taskId);
+        }
+        if (read % 1000 === 0) progress.update(`replay: read ${read} events (up to seq ${m.seq} of ${endSeq}), ${tasks.size} tasks`);
+        if (m.seq >= endSeq) break;
+      }
+      await reader.delete().catch(() => undefined);
+    }
+    progress.update(`replay: read ${read} events, ${tasks.size} tasks to reproject`);
+    const projector = new Projector({
+      ctx,
+      publisher: new NatsSummaryPublisher(nc, topology, summaries, systemClock),
+      logger,
+      concurrency: config.concurrency,
+      epoch: await nextPendingActionProjectionEpoch(ctx),
+    });
+    let done = 0;
+    let failed = 0;
+    await Promise.all(
+      [...tasks].map((taskId) =>
+        projector.reproject(taskId).then(
+          () => {
+            done++;
+            if (done % 100 === 0) progress.update(`replay: reprojected ${done}/${tasks.size} tasks`);
+          },
+          (err: Error) => {
+            failed++;
+            logger.error({ taskId, err }, 'reprojection failed');
+          },
+        ),
+      ),
+    );
+    progress.done();
+    process.stdout.write(`replayed ${read} events: ${tasks.size} tasks reprojected, ${failed} failed\n`);
+    return failed > 0 ? 1 : 0;
+  } finally {
+    await nc.drain().catch(() => undefined);
+    await db.destroy();
+  }
+}

@@ -1,0 +1,80 @@
+import { z } from 'zod';
+import { DEFAULT_DATABASE_URL } from './repository/database.js';
+import { ERROR_CODES, PendingProjectorError } from './errors.js';
+
+/**
+ * The one reader of process.env. Every setting has an env name and a flag; a flag wins over the
+ * environment, the environment over the default.
+ */
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+const PREFIX = /^([A-Za-z0-9_-]+\.)*$/;
+
+const intFrom = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+
+export const SETTINGS = {
+  databaseUrl: { env: 'DATABASE_URL', flag: 'database-url', schema: z.string().min(1), default: DEFAULT_DATABASE_URL, help: 'sqlite:<path>, sqlite::memory: or postgres://user@host:port/db' },
+  natsUrl: { env: 'NATS_URL', flag: 'nats-url', schema: z.string().min(1), default: 'nats://127.0.0.1:4222', help: 'NATS server(s), comma separated' },
+  subjectPrefix: { env: 'SUBJECT_PREFIX', flag: 'subject-prefix', schema: z.string().regex(PREFIX, 'must be empty or dot-terminated tokens, e.g. "acme."'), default: '', help: 'prefix for every subject, stream, consumer and bucket (e.g. "acme.")' },
+  healthPort: { env: 'HEALTH_PORT', flag: 'health-port', schema: intFrom(0, 65535), default: 9464, help: 'HTTP port for /healthz, /readyz, /metrics (0 picks a free port)' },
+  logLevel: { env: 'LOG_LEVEL', flag: 'log-level', schema: z.enum(LOG_LEVELS), default: 'info', help: LOG_LEVELS.join(' | ') },
+  shutdownTimeoutMs: { env: 'SHUTDOWN_TIMEOUT_MS', flag: 'shutdown-timeout-ms', schema: intFrom(100, 600_000), default: 30_000, help: 'graceful shutdown budget before exiting non-zero' },
+  concurrency: { env: 'CONCURRENCY', flag: 'concurrency', schema: intFrom(1, 1024), default: 16, help: 'projections in flight at once (distinct tasks)' },
+  maxEventBytes: { env: 'MAX_EVENT_BYTES', flag: 'max-event-bytes', schema: intFrom(1024, 64 * 1024 * 1024), default: 256 * 1024, help: 'larger events are dead-lettered' },
+  maxDeliver: { env: 'MAX_DELIVER', flag: 'max-deliver', schema: intFrom(2, 1000), default: 10, help: 'deliveries before JetStream gives up on an event (then it is dead-lettered)' },
+  ackWaitMs: { env: 'ACK_WAIT_MS', flag: 'ack-wait-ms', schema: intFrom(1000, 3_600_000), default: 30_000, help: 'redelivery timeout for an unacknowledged event' },
+  streamMaxAgeMs: { env: 'STREAM_MAX_AGE_MS', flag: 'stream-max-age-ms', schema: intFrom(60_000, 365 * 86_400_000), default: 7 * 86_400_000, help: 'how long the event stream keeps events for replay' },
+  reconcilePageSize: { env: 'RECONCILE_PAGE_SIZE', flag: 'reconcile-page-size', schema: intFrom(1, 10_000), default: 500, help: 'tasks per keyset page in reconcile and verify' },
+  bootReconcile: { env: 'BOOT_RECONCILE', flag: 'boot-reconcile', schema: z.enum(['true', 'false']).transform((v) => v === 'true'), default: 'true', help: 'reconcile every task at worker start (true | false)' },
+  dbMaxConnections: { env: 'DB_MAX_CONNECTIONS', flag: 'db-max-connections', schema: intFrom(2, 200), default: 10, help: 'PostgreSQL pool size (SQLite always uses one writer)' },
+  respondDeadlineMs: { env: 'RESPOND_DEADLINE_MS', flag: 'respond-deadline-ms', schema: intFrom(100, 600_000), default: 30_000, help: 'deadline for a detached resume to be acknowledged' },
+} as const;
+
+type Settings = typeof SETTINGS;
+export type SettingName = keyof Settings;
+export type Config = { [K in SettingName]: z.output<Settings[K]['schema']> };
+
+export class ConfigError extends PendingProjectorError {
+  override name = 'ConfigError';
+  constructor(readonly problems: string[]) {
+    super(ERROR_CODES.CONFIG_INVALID, `invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  }
+}
+
+/**
+ * Builds the configuration from flags (already parsed, keyed by flag name) and an environment.
+ * Lists every bad setting at once, each with both ways to set it.
+ */
+export function loadConfig(
+  flags: Record<string, string | boolean | undefined> = {},
+  env: NodeJS.ProcessEnv = process.env,
+  only: readonly SettingName[] = Object.keys(SETTINGS) as SettingName[],
+): Config {
+  const problems: string[] = [];
+  const config: Record<string, unknown> = {};
+  for (const name of only) {
+    const setting = SETTINGS[name];
+    const flagValue = flags[setting.flag];
+    const raw = flagValue !== undefined ? String(flagValue) : (env[setting.env] ?? String(setting.default));
+    const parsed = (setting.schema as z.ZodType).safeParse(raw);
+    if (parsed.success) config[name] = parsed.data;
+    else {
+      const source = flagValue !== undefined ? `--${setting.flag}` : env[setting.env] !== undefined ? setting.env : 'default';
+      problems.push(
+        `${setting.env} / --${setting.flag} = ${JSON.stringify(raw)} (from ${source}): ${parsed.error.issues.map((i) => i.message).join('; ')}. Expected ${setting.help}.`,
+      );
+    }
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return config as Config;
+}
+
+/** Help lines for the settings a command uses. */
+export function describeSettings(only: readonly SettingName[]): string {
+  return only
+    .map((name) => {
+      const s = SETTINGS[name];
+      return `  --${s.flag.padEnd(22)} ${s.env.padEnd(22)} ${s.help} (default: ${JSON.stringify(s.default)})`;
+    })
+    .join('\n');
+}

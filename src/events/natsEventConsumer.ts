@@ -1,0 +1,148 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import { jetstream, type Consumer, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
+import type { Logger } from 'pino';
+import { classifyFailure, coerceError } from '../errors.js';
+import type { Metrics } from '../metrics.js';
+import type { EventData } from './envelope.js';
+import { parseEvent } from './envelope.js';
+import { previewOf, writeDeadLetter, type DeadLetterRecord } from './deadLetters.js';
+import { eventTypeOf, type Topology } from './subjects.js';
+
+/** What the consumer hands each valid event to (the projector). */
+export interface EventHandler {
+  handleEvent(eventType: string, data: EventData): Promise<string>;
+}
+
+export interface EventConsumerOptions {
+  nc: NatsConnection;
+  topology: Topology;
+  handler: EventHandler;
+  logger: Logger;
+  metrics?: Metrics;
+  maxEventBytes: number;
+  maxDeliver: number;
+  /** Unacknowledged events held at once (they wait for coalesced projections). */
+  maxInFlight?: number;
+}
+
+/** Nak delay growing with the delivery count: a database blip must not burn max_deliver in milliseconds. */
+export function retryDelayMs(deliveryCount: number): number {
+  return Math.min(30_000, 250 * 2 ** Math.max(0, deliveryCount - 1));
+}
+
+/**
+ * Pulls the durable consumer shared by every replica and settles each event exactly once:
+ * ack after the covering projection committed and published; nak with a growing delay on a
+ * transient failure; a dead-letter record then `term()` for bad input or the last allowed delivery.
+ */
+export class EventConsumer {
+  private messages: ConsumerMessages | undefined;
+  private loop: Promise<void> | undefined;
+  private inFlight = 0;
+  private slotWaiters: Array<() => void> = [];
+  private stopping = false;
+  private lastProgressAt = Date.now();
+  private readonly log: Logger;
+
+  constructor(private readonly options: EventConsumerOptions) {
+    this.log = options.logger.child({ component: 'event-consumer' });
+  }
+
+  /** Milliseconds since an event was last settled. */
+  get idleForMs(): number {
+    return Date.now() - this.lastProgressAt;
+  }
+
+  get unsettled(): number {
+    return this.inFlight;
+  }
+
+  async start(): Promise<void> {
+    const consumer: Consumer = await jetstream(this.options.nc).consumers.get(this.options.topology.eventsStream, this.options.topology.consumer);
+    this.messages = await consumer.consume({ max_messages: 256 });
+    this.loop = this.run(this.messages);
+  }
+
+  /** Stops pulling and waits until every event already taken is settled. Idempotent. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await this.messages?.close().catch(() => undefined);
+    await this.loop;
+    while (this.inFlight > 0) await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
+  }
+
+  private async run(messages: ConsumerMessages): Promise<void> {
+    const maxInFlight = this.options.maxInFlight ?? 2048;
+    for await (const m of messages) {
+      if (this.stopping) {
+        // Taken from the buffer after stop: hand it back at once for another replica.
+        m.nak();
+        continue;
+      }
+      while (this.inFlight >= maxInFlight) await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
+      this.inFlight++;
+      void this.settle(m).finally(() => {
+        this.inFlight--;
+        this.lastProgressAt = Date.now();
+        const waiters = this.slotWaiters;
+        this.slotWaiters = [];
+        for (const resolve of waiters) resolve();
+      });
+    }
+  }
+
+  private async settle(m: JsMsg): Promise<void> {
+    const { metrics, topology } = this.options;
+    const context = { subject: m.subject, streamSeq: m.info.streamSequence, deliveryCount: m.info.deliveryCount };
+    const parsed = parseEvent(m.data, this.options.maxEventBytes);
+    if (!parsed.ok) {
+      this.log.warn({ ...context, reason: parsed.reason, detail: parsed.detail.slice(0, 500) }, 'event rejected: dead-lettered');
+      await this.deadLetter(m, parsed.reason, parsed.detail);
+      return;
+    }
+    try {
+      const outcome = await this.options.handler.handleEvent(eventTypeOf(m.subject, topology.prefix), parsed.data);
+      m.ack();
+      metrics?.events.inc({ outcome });
+      this.log.debug({ ...context, taskId: parsed.data.task_id, outcome }, 'event settled');
+    } catch (raw) {
+      const error = coerceError(raw);
+      const lastDelivery = m.info.deliveryCount >= this.options.maxDeliver;
+      if (classifyFailure(error) === 'poison' || lastDelivery) {
+        this.log.warn({ ...context, err: error }, 'event failed for good: dead-lettered');
+        await this.deadLetter(m, lastDelivery ? 'retries_exhausted' : 'poison', `${error.name}: ${error.message}`);
+        return;
+      }
+      const delay = retryDelayMs(m.info.deliveryCount);
+      this.log.warn({ ...context, err: error, retryInMs: delay }, 'event failed; will retry');
+      metrics?.events.inc({ outcome: 'retried' });
+      m.nak(delay);
+    }
+  }
+
+  private async deadLetter(m: JsMsg, reason: string, detail: string): Promise<void> {
+    const record: DeadLetterRecord = {
+      kind: 'rejected',
+      reason,
+      detail: detail.slice(0, 4000),
+      subject: m.subject,
+      stream_seq: m.info.streamSequence,
+      delivery_count: m.info.deliveryCount,
+      dead_lettered_at: new Date().toISOString(),
+      payload_bytes: m.data.byteLength,
+      payload_preview: previewOf(m.data),
+    };
+    try {
+      await writeDeadLetter(this.options.nc, this.options.topology, record);
+    } catch (err) {
+      // Without a record the event would vanish: keep it and try again later.
+      this.log.error({ streamSeq: record.stream_seq, err }, 'could not write dead-letter record; will retry');
+      m.nak(retryDelayMs(m.info.deliveryCount));
+      return;
+    }
+    this.options.metrics?.deadLetters.inc({ reason });
+    this.options.metrics?.events.inc({ outcome: 'dead_lettered' });
+    // No reason argument: nats-server 2.9 does not understand term("reason") and would redeliver.
+    m.term();
+  }
+}

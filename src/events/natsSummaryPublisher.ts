@@ -1,0 +1,64 @@
+import { randomUUID } from 'node:crypto';
+import { headers, type NatsConnection } from '@nats-io/transport-node';
+import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
+import type { KV } from '@nats-io/kv';
+import type { SessionPendingActionUpdate, SummaryPublisher, SummaryUpdate } from '../projectors/ports.js';
+import type { Clock } from '../repository/timestamps.js';
+import { createEnvelope } from './envelope.js';
+import { SESSION_PENDING_ACTION_CHANGED, SUMMARY_UPDATED, type Topology } from './subjects.js';
+import { summaryKey } from './natsTopology.js';
+
+const encoder = new TextEncoder();
+
+/**
+ * Publishes projections to JetStream: the full summary replacement on
+ * `<prefix>task.status_summary.updated` with `Nats-Msg-Id: <task_id>:<revision>` (a retried publish
+ * of the same revision is dropped by the stream's duplicate window), then the same payload into the
+ * KV bucket so late joiners read the latest summary per task.
+ */
+export class NatsSummaryPublisher implements SummaryPublisher {
+  private readonly js: JetStreamClient;
+
+  constructor(
+    nc: NatsConnection,
+    private readonly topology: Topology,
+    private readonly summaries: KV,
+    private readonly clock: Clock,
+    private readonly timeoutMs = 5000,
+  ) {
+    this.js = jetstream(nc, { timeout: timeoutMs });
+  }
+
+  async publishSummary(update: SummaryUpdate): Promise<void> {
+    const envelope = createEnvelope(
+      SUMMARY_UPDATED,
+      this.topology.summarySubject,
+      { task_id: update.taskId, workspace_id: update.workspaceId, status_summary: update.summary },
+      randomUUID(),
+      this.clock(),
+    );
+    const payload = encoder.encode(JSON.stringify(envelope));
+    const h = headers();
+    h.set('Pending-Projector-Task-Id', update.taskId);
+    h.set('Pending-Projector-Revision', String(update.summary.revision));
+    await this.js.publish(this.topology.summarySubject, payload, { msgID: `${update.taskId}:${update.summary.revision}`, headers: h });
+    await this.summaries.put(summaryKey(update.taskId), payload);
+  }
+
+  async publishSessionPendingActions(updates: readonly SessionPendingActionUpdate[]): Promise<void> {
+    await Promise.all(
+      updates.map((u) => {
+        const envelope = createEnvelope(
+          SESSION_PENDING_ACTION_CHANGED,
+          this.topology.sessionPendingSubject,
+          { session_id: u.sessionId, task_id: u.taskId, pending_action: u.pendingAction, pending_action_revision: u.revision },
+          randomUUID(),
+          this.clock(),
+        );
+        return this.js.publish(this.topology.sessionPendingSubject, encoder.encode(JSON.stringify(envelope)), {
+          msgID: `${u.sessionId}:${u.revision.epoch}:${u.revision.sequence}`,
+        });
+      }),
+    );
+  }
+}

@@ -1,0 +1,114 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import { nanos } from '@nats-io/transport-node';
+import {
+  AckPolicy,
+  DeliverPolicy,
+  DiscardPolicy,
+  jetstreamManager,
+  RetentionPolicy,
+  StorageType,
+  type JetStreamManager,
+  type StreamConfig,
+} from '@nats-io/jetstream';
+import { Kvm, type KV } from '@nats-io/kv';
+import type { Topology } from './subjects.js';
+
+export interface TopologyOptions {
+  topology: Topology;
+  streamMaxAgeMs: number;
+  maxDeliver: number;
+  ackWaitMs: number;
+}
+
+export interface EnsuredTopology {
+  jsm: JetStreamManager;
+  summaries: KV;
+}
+
+function isNotFound(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: string; name?: string };
+  return e?.name === 'StreamNotFoundError' || e?.name === 'ConsumerNotFoundError' || /not found/i.test(String(e?.message ?? ''));
+}
+
+async function ensureStream(jsm: JetStreamManager, config: Partial<StreamConfig> & { name: string; subjects: string[] }): Promise<void> {
+  try {
+    const info = await jsm.streams.info(config.name);
+    const wanted = [...config.subjects].sort().join(',');
+    if ([...info.config.subjects].sort().join(',') !== wanted || info.config.max_age !== config.max_age) {
+      await jsm.streams.update(config.name, { ...info.config, subjects: config.subjects, max_age: config.max_age ?? info.config.max_age });
+    }
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+    await jsm.streams.add(config);
+  }
+}
+
+/**
+ * Creates or updates everything the worker needs, idempotently (several replicas may race here):
+ * - the events stream capturing Kandev's plain publishes on the inbound subjects, so nothing sent
+ *   while no worker runs is lost (limits retention keeps history for `replay`);
+ * - the output stream for summaries and session pending actions (its duplicate window dedupes
+ *   retried publishes by `task_id:revision`);
+ * - the dead-letter stream, which also captures JetStream's MAX_DELIVERIES advisories of the
+ *   worker's consumer (an event no delivery ever settled, e.g. one that crashed the worker);
+ * - the durable pull consumer shared by every replica;
+ * - the KV bucket holding the latest summary per task for late joiners.
+ */
+export async function ensureTopology(nc: NatsConnection, options: TopologyOptions): Promise<EnsuredTopology> {
+  const { topology } = options;
+  const jsm = await jetstreamManager(nc);
+  await ensureStream(jsm, {
+    name: topology.eventsStream,
+    subjects: topology.inboundSubjects,
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    max_age: nanos(options.streamMaxAgeMs),
+    discard: DiscardPolicy.Old,
+    duplicate_window: nanos(2 * 60_000),
+  });
+  await ensureStream(jsm, {
+    name: topology.outputStream,
+    subjects: [topology.summarySubject, topology.sessionPendingSubject],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    max_age: nanos(24 * 3_600_000),
+    discard: DiscardPolicy.Old,
+    duplicate_window: nanos(10 * 60_000),
+  });
+  const advisory = (kind: string) => `$JS.EVENT.ADVISORY.CONSUMER.${kind}.${topology.eventsStream}.${topology.consumer}`;
+  await ensureStream(jsm, {
+    name: topology.deadLetterStream,
+    // Only MAX_DELIVERIES: the worker terminates an event itself only after writing its own record.
+    subjects: [topology.deadLetterSubject, advisory('MAX_DELIVERIES')],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    max_age: nanos(options.streamMaxAgeMs),
+  });
+  try {
+    await jsm.consumers.info(topology.eventsStream, topology.consumer);
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+    try {
+      await jsm.consumers.add(topology.eventsStream, {
+        durable_name: topology.consumer,
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.All,
+        ack_wait: nanos(options.ackWaitMs),
+        max_deliver: options.maxDeliver,
+        max_ack_pending: 4096,
+      });
+    } catch (addErr) {
+      // Another replica created it first.
+      await jsm.consumers.info(topology.eventsStream, topology.consumer).catch(() => {
+        throw addErr;
+      });
+    }
+  }
+  const summaries = await new Kvm(nc).create(topology.summaryBucket, { history: 1 });
+  return { jsm, summaries };
+}
+
+/** KV keys allow [-/_=.a-zA-Z0-9]; other task ids are stored base64url-encoded behind "b64.". */
+export function summaryKey(taskId: string): string {
+  return /^[-_=A-Za-z0-9]+$/.test(taskId) ? taskId : `b64.${Buffer.from(taskId).toString('base64url')}`;
+}

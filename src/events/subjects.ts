@@ -1,0 +1,67 @@
+/**
+ * Subject names. Inbound subjects equal Kandev's event types; a deployment prefix (e.g. "acme.")
+ * namespaces every subject, stream, consumer and bucket so deployments and test runs can share a
+ * NATS server without touching each other.
+ */
+
+/** Event types that can change a task's pending state, captured by the worker's stream. */
+export const INBOUND_SUBJECTS = [
+  'message.added',
+  'message.updated',
+  'message.deleted',
+  'turn.started',
+  'turn.completed',
+  'task_session.state_changed',
+  'clarification.answered',
+  'clarification.primary_answered',
+  'clarification.cancelled',
+  'clarification.stale_dismissed',
+  'permission_request.received',
+  'permission_request.received.>',
+  'task.created',
+  'task.updated',
+  'task.deleted',
+] as const;
+
+export const SUMMARY_UPDATED = 'task.status_summary.updated';
+export const SESSION_PENDING_ACTION_CHANGED = 'task_session.pending_action_changed';
+export const SERVICE_SUBJECT_ROOT = 'pending_projector.v1';
+
+export interface Topology {
+  prefix: string;
+  eventsStream: string;
+  outputStream: string;
+  deadLetterStream: string;
+  consumer: string;
+  summaryBucket: string;
+  inboundSubjects: string[];
+  summarySubject: string;
+  sessionPendingSubject: string;
+  deadLetterSubject: string;
+  serviceSubject(name: string): string;
+}
+
+/** Every name the worker uses, derived from one prefix. */
+export function topologyFor(prefix: string): Topology {
+  const token = prefix.replace(/\.$/, '').replace(/[^A-Za-z0-9_-]/g, '_');
+  const upper = token ? `${token.toUpperCase()}_` : '';
+  const lower = token ? `${token}_` : '';
+  return {
+    prefix,
+    eventsStream: `${upper}PENDING_PROJECTOR_EVENTS`,
+    outputStream: `${upper}PENDING_PROJECTOR_SUMMARIES`,
+    deadLetterStream: `${upper}PENDING_PROJECTOR_DEAD_LETTERS`,
+    consumer: `${lower}pending-projector`,
+    summaryBucket: `${lower}pending_projector_summaries`,
+    inboundSubjects: INBOUND_SUBJECTS.map((s) => `${prefix}${s}`),
+    summarySubject: `${prefix}${SUMMARY_UPDATED}`,
+    sessionPendingSubject: `${prefix}${SESSION_PENDING_ACTION_CHANGED}`,
+    deadLetterSubject: `${prefix}pending_projector.dead_letter`,
+    serviceSubject: (name) => `${prefix}${SERVICE_SUBJECT_ROOT}.${name}`,
+  };
+}
+
+/** The event type of an inbound subject, without the deployment prefix. */
+export function eventTypeOf(subject: string, prefix: string): string {
+  return prefix && subject.startsWith(prefix) ? subject.slice(prefix.length) : subject;
+}

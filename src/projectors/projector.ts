@@ -1,0 +1,113 @@
+import type { Logger } from 'pino';
+import type { EventData } from '../events/envelope.js';
+import type { Metrics } from '../metrics.js';
+import type { RepositoryContext } from '../repository/context.js';
+import { taskIdOfSession } from '../repository/statusSummaries.js';
+import type { PendingAction } from '../turns/pendingAction.js';
+import { relevanceOf } from './eventRelevance.js';
+import type { SessionPendingActionUpdate, SummaryPublisher } from './ports.js';
+import { projectTask, type ProjectionResult } from './projectTask.js';
+import { TaskCoalescer } from './taskCoalescer.js';
+
+export type EventOutcome = 'projected' | 'skipped' | 'unknown_type' | 'no_task';
+
+export interface ProjectorOptions {
+  ctx: RepositoryContext;
+  publisher: SummaryPublisher;
+  logger: Logger;
+  metrics?: Metrics;
+  concurrency: number;
+  /** Epoch of this process's per-session pending-action revisions (allocated from kandev_meta). */
+  epoch: string;
+  /** Sessions whose last published pending action is remembered (bounds memory). */
+  sessionCacheSize?: number;
+}
+
+/**
+ * The projection service: turns "task X may be stale" signals into coalesced, level-triggered
+ * projections, and publishes per-session pending-action changes after each one.
+ */
+export class Projector {
+  private readonly coalescer: TaskCoalescer;
+  private readonly lastSessionAction = new Map<string, PendingAction | null>();
+  private sequence = 0;
+  private readonly log: Logger;
+
+  constructor(private readonly options: ProjectorOptions) {
+    this.log = options.logger.child({ component: 'projector' });
+    this.coalescer = new TaskCoalescer({ concurrency: options.concurrency, project: (taskId) => this.projectOnce(taskId) });
+  }
+
+  /**
+   * Handles one inbound event; resolves once a projection that started after it has committed and
+   * published (or at once when the event cannot change pending state). Rejects when that projection
+   * failed, so the caller can retry or dead-letter the event.
+   */
+  async handleEvent(eventType: string, data: EventData): Promise<EventOutcome> {
+    const relevance = relevanceOf(eventType, data);
+    if (relevance !== 'project') return relevance === 'skip' ? 'skipped' : 'unknown_type';
+    const taskId = data.task_id ?? (data.session_id ? await taskIdOfSession(this.options.ctx, data.session_id) : undefined);
+    if (!taskId) return 'no_task';
+    await this.coalescer.run(taskId);
+    return 'projected';
+  }
+
+  /** Projects one task through the coalescer (reconcile, replay and services use this). */
+  reproject(taskId: string): Promise<void> {
+    return this.coalescer.run(taskId);
+  }
+
+  get activeTasks(): number {
+    return this.coalescer.activeTasks;
+  }
+
+  whenIdle(): Promise<void> {
+    return this.coalescer.whenIdle();
+  }
+
+  private async projectOnce(taskId: string): Promise<void> {
+    const { metrics } = this.options;
+    // Reserved before the read, as Kandev does: a read delayed behind a newer one carries the
+    // older sequence and clients discard it.
+    const sequence = ++this.sequence;
+    const stop = metrics?.projectionSeconds.startTimer();
+    let result: ProjectionResult;
+    try {
+      result = await projectTask(
+        { ctx: this.options.ctx, publisher: this.options.publisher, logger: this.log, onConflict: () => metrics?.casConflicts.inc() },
+        taskId,
+      );
+    } catch (err) {
+      metrics?.projections.inc({ result: 'failed' });
+      throw err;
+    } finally {
+      stop?.();
+    }
+    metrics?.projections.inc({ result: result.outcome });
+    if (result.outcome === 'changed') this.log.debug({ taskId, revision: result.revision }, 'summary projected');
+    if (result.outcome === 'unknown_task') return;
+    await this.publishSessionChanges(
+      result.state.sessions.map((s) => ({ sessionId: s.sessionId, taskId, pendingAction: s.pendingAction })),
+      sequence,
+    );
+  }
+
+  private async publishSessionChanges(
+    sessions: Array<{ sessionId: string; taskId: string; pendingAction: PendingAction | null }>,
+    sequence: number,
+  ): Promise<void> {
+    const updates: SessionPendingActionUpdate[] = [];
+    for (const s of sessions) {
+      if (this.lastSessionAction.has(s.sessionId) && this.lastSessionAction.get(s.sessionId) === s.pendingAction) continue;
+      updates.push({ ...s, revision: { epoch: this.options.epoch, sequence } });
+    }
+    if (updates.length === 0) return;
+    await this.options.publisher.publishSessionPendingActions(updates);
+    const limit = this.options.sessionCacheSize ?? 100_000;
+    for (const u of updates) {
+      this.lastSessionAction.delete(u.sessionId);
+      this.lastSessionAction.set(u.sessionId, u.pendingAction);
+      if (this.lastSessionAction.size > limit) this.lastSessionAction.delete(this.lastSessionAction.keys().next().value!);
+    }
+  }
+}

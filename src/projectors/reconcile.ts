@@ -1,0 +1,96 @@
+import type { RepositoryContext } from '../repository/context.js';
+import { loadTaskPendingStates } from '../repository/pendingActions.js';
+import { listTaskIdsAfter, loadStatusSummaries } from '../repository/statusSummaries.js';
+import { parseStoredSummary, pendingActionOf } from '../events/statusSummary.js';
+import type { PendingAction } from '../turns/pendingAction.js';
+
+export type DriftKind = 'missing' | 'stale' | 'corrupt';
+
+export interface TaskDrift {
+  taskId: string;
+  kind: DriftKind;
+  stored: PendingAction | null;
+  derived: PendingAction | null;
+}
+
+/**
+ * Compares a page of tasks' stored summaries with a fresh derivation, in three batched statements
+ * (sessions, windowed pending actions, summaries) whatever the page size.
+ */
+export async function findDrift(ctx: RepositoryContext, taskIds: readonly string[]): Promise<TaskDrift[]> {
+  const [states, summaries] = await Promise.all([loadTaskPendingStates(ctx, taskIds), loadStatusSummaries(ctx, taskIds)]);
+  const drift: TaskDrift[] = [];
+  for (const taskId of taskIds) {
+    const state = states.get(taskId);
+    if (!state) continue; // deleted meanwhile
+    const stored = summaries.get(taskId);
+    if (!stored) {
+      drift.push({ taskId, kind: 'missing', stored: null, derived: state.pendingAction });
+      continue;
+    }
+    let storedAction: PendingAction | null;
+    try {
+      storedAction = pendingActionOf(parseStoredSummary(stored.summary));
+    } catch {
+      drift.push({ taskId, kind: 'corrupt', stored: null, derived: state.pendingAction });
+      continue;
+    }
+    if (storedAction !== state.pendingAction || stored.workspaceId !== state.workspaceId) {
+      drift.push({ taskId, kind: 'stale', stored: storedAction, derived: state.pendingAction });
+    }
+  }
+  return drift;
+}
+
+export interface ReconcileProgress {
+  visited: number;
+  drifted: number;
+  repaired: number;
+  failed: number;
+  lastTaskId: string | null;
+}
+
+export interface ReconcileOptions {
+  ctx: RepositoryContext;
+  pageSize: number;
+  /** Repairs one task (the projector, through its coalescer). Omit for a dry run (verify). */
+  repair?: (taskId: string) => Promise<void>;
+  /** Restrict to these tasks instead of walking every task by keyset pages. */
+  taskIds?: readonly string[];
+  onPage?: (progress: ReconcileProgress, drift: readonly TaskDrift[]) => void;
+  /** Checked between pages; true stops the walk early (shutdown). */
+  shouldStop?: () => boolean;
+  /** Called before each page (lease renewal); throwing stops the walk. */
+  beforePage?: () => Promise<void>;
+}
+
+/**
+ * Walks tasks by keyset pages (memory bounded by one page), finds drift, and repairs only drifted
+ * tasks through the normal projection, so live events for the same task coalesce with it.
+ */
+export async function reconcileTasks(options: ReconcileOptions): Promise<ReconcileProgress> {
+  const progress: ReconcileProgress = { visited: 0, drifted: 0, repaired: 0, failed: 0, lastTaskId: null };
+  let explicit = options.taskIds ? [...options.taskIds] : undefined;
+  for (;;) {
+    if (options.shouldStop?.()) break;
+    await options.beforePage?.();
+    let page: string[];
+    if (explicit) {
+      page = explicit.splice(0, options.pageSize);
+    } else {
+      page = await listTaskIdsAfter(options.ctx, progress.lastTaskId, options.pageSize);
+    }
+    if (page.length === 0) break;
+    const drift = await findDrift(options.ctx, page);
+    progress.visited += page.length;
+    progress.drifted += drift.length;
+    progress.lastTaskId = page[page.length - 1] ?? progress.lastTaskId;
+    if (options.repair) {
+      const results = await Promise.allSettled(drift.map((d) => options.repair!(d.taskId)));
+      for (const r of results) r.status === 'fulfilled' ? progress.repaired++ : progress.failed++;
+    }
+    options.onPage?.({ ...progress }, drift);
+    if (explicit && explicit.length === 0) break;
+  }
+  return progress;
+}
