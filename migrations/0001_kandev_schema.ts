@@ -9,8 +9,7 @@ import type { Knex } from 'knex';
 type Dialect = 'sqlite' | 'postgres';
 
 function dialectOf(knex: Knex): Dialect {
-  const client = String(knex.client.config.client);
-  return client === 'pg' || client === 'postgres' || client === 'postgresql' ? 'postgres' : 'sqlite';
+  return (knex.client as { dialect?: string }).dialect === 'postgresql' ? 'postgres' : 'sqlite';
 }
 
 function timestamp(table: Knex.CreateTableBuilder, dialect: Dialect, name: string): Knex.ColumnBuilder {
@@ -141,9 +140,11 @@ export async function up(knex: Knex): Promise<void> {
   });
   // Serves D1's four-key order per session, so the current turn is the first index entry of the
   // session instead of a sort (the window site ranks many sessions in one pass over it).
+  // The id key is compared byte-wise on PostgreSQL too (dialect.binaryText), and the index must say so.
   await knex.raw(
     `CREATE INDEX idx_turns_current_turn_order ON task_session_turns (task_session_id, ` +
-      `(CASE WHEN completed_at IS NULL THEN 0 ELSE 1 END), started_at DESC, created_at DESC, id DESC)`,
+      `(CASE WHEN completed_at IS NULL THEN 0 ELSE 1 END), started_at DESC, created_at DESC, ` +
+      `id${dialect === 'postgres' ? ' COLLATE "C"' : ''} DESC)`,
   );
 
   await knex.schema.createTable('task_session_messages', (t) => {

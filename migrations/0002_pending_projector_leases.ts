@@ -2,8 +2,7 @@ import type { Knex } from 'knex';
 
 /** This service's own table (not Kandev's): time-bounded leases so one replica runs boot reconcile. */
 export async function up(knex: Knex): Promise<void> {
-  const client = String(knex.client.config.client);
-  const postgres = client === 'pg' || client === 'postgres' || client === 'postgresql';
+  const postgres = (knex.client as { dialect?: string }).dialect === 'postgresql';
   await knex.schema.createTable('pending_projector_leases', (t) => {
     t.text('name').primary();
     t.text('owner').notNullable();

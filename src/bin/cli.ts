@@ -86,7 +86,7 @@ function flagOptions(command: Command) {
   for (const name of command.settings) {
     options[(SETTING_FLAGS as Record<string, string>)[name]!] = { type: 'string' };
   }
-  for (const [name, o] of Object.entries(command.options ?? {})) options[name] = { type: o.type, multiple: o.multiple };
+  for (const [name, o] of Object.entries(command.options ?? {})) options[name] = o.multiple ? { type: o.type, multiple: true } : { type: o.type };
   return options;
 }
 

@@ -7,6 +7,7 @@ import {
   nonTerminalSession,
   pendingIdOf,
   questionIdOf,
+  wellFormedBundle,
 } from './clarificationSql.js';
 import { toMessageRecord, type MessageRecord } from './rowMapping.js';
 import { lockSessionTurnWrites } from './sessionLocks.js';
@@ -162,8 +163,9 @@ function decodeCursor(cursor: string): [string, string] {
 
 /**
  * Unresolved clarification bundles: grouped by (pending_id, session), at least one pending row, every
- * row with a question id and a known status, on the current turn of a non-terminal session, and not
- * part of the parent-question protocol. Ordered by (first row created_at, pending_id); a page is
+ * row with a question id and a known status, on the current turn of a non-terminal session, not part
+ * of the parent-question protocol, and well-formed (a bundle the claim would refuse is never offered
+ * for answering). Ordered by (first row created_at, pending_id); a page is
  * filled to `limit` when more bundles exist, because every filter runs before the LIMIT.
  */
 export async function listUnresolvedClarificationBundles(ctx: RepositoryContext, options: ListBundlesOptions): Promise<BundlePage> {
@@ -184,7 +186,7 @@ export async function listUnresolvedClarificationBundles(ctx: RepositoryContext,
   }
   if (options.cursor !== undefined) {
     const [createdAt, pendingId] = decodeCursor(options.cursor);
-    page += ' AND (b.created_at > ? OR (b.created_at = ? AND b.pending_id > ?))';
+    page += ` AND (b.created_at > ? OR (b.created_at = ? AND ${d.binaryText('b.pending_id')} > ?))`;
     bindings.push(createdAt, createdAt, pendingId);
   }
   bindings.push(options.limit + 1);
@@ -202,12 +204,13 @@ export async function listUnresolvedClarificationBundles(ctx: RepositoryContext,
          JOIN tasks tk ON tk.id = s.task_id
         WHERE m.type = '${CLARIFICATION_TYPE}' AND ${pid} <> ''
           AND ${nonTerminalSession('m')}
+          AND ${wellFormedBundle(d, 'm')}
           AND m.turn_id = ${currentTurnIdSubquery(d, 'm.task_session_id')}
           ${scope}
         GROUP BY ${pid}, m.task_session_id
      ) b
      WHERE b.pending_rows > 0 AND b.missing_question_ids = 0 AND b.unknown_statuses = 0 AND b.parent_rows = 0 ${page}
-     ORDER BY b.created_at ASC, b.pending_id ASC
+     ORDER BY b.created_at ASC, ${d.binaryText('b.pending_id')} ASC
      LIMIT ?`,
     bindings,
   );

@@ -45,7 +45,7 @@ export function currentTurnAuthority(dialect: SqlDialect, turnAlias: string): Cu
     predicate: `((${reservationAdmits}) AND NOT ${dialect.jsonFlag(`${t}.metadata`, TURN_META_LIFECYCLE_ONLY)})`,
     orderBy:
       `CASE WHEN ${t}.completed_at IS NULL THEN 0 ELSE 1 END ASC, ` +
-      `${t}.started_at DESC, ${t}.created_at DESC, ${t}.id DESC`,
+      `${t}.started_at DESC, ${t}.created_at DESC, ${dialect.binaryText(`${t}.id`)} DESC`,
   };
 }
 

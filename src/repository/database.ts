@@ -3,6 +3,7 @@ import path from 'node:path';
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
 import { dialectFor, type SqlDialect } from './dialect.js';
+import { ImmediateBetterSQLite3Client } from './sqliteClient.js';
 import { toCanonicalTimestamp } from './timestamps.js';
 
 /** An open database: the Knex instance plus the dialect capabilities every query is built with. */
@@ -61,7 +62,7 @@ export function createDatabase(url: string = DEFAULT_DATABASE_URL, options: Data
     const memory = filename === ':memory:';
     if (!memory) fs.mkdirSync(path.dirname(path.resolve(filename)), { recursive: true });
     const knex = knexFactory({
-      client: 'better-sqlite3',
+      client: ImmediateBetterSQLite3Client as unknown as typeof knexFactory.Client,
       connection: { filename },
       useNullAsDefault: true,
       // One connection: SQLite has one writer, and Kandev relies on that to serialise turn writes.

@@ -40,6 +40,12 @@ export interface SqlDialect {
   inList(operand: string, values: readonly string[]): SqlFragment;
   /** Boolean: a TEXT column holds a canonical positive integer ("1".."999999999999999999"). */
   isCanonicalPositiveInteger(column: string): string;
+  /**
+   * A text expression compared by code units, as SQLite's BINARY and JavaScript do. PostgreSQL
+   * would otherwise compare ids by the database's collation, where "TURN-x" and "turn-x" can sort
+   * the other way round and a tie on every other key would resolve differently.
+   */
+  binaryText(expression: string): string;
 }
 
 const KEY = /^[a-z_][a-z0-9_]*$/;
@@ -97,6 +103,9 @@ export const sqliteDialect: SqlDialect = {
   isCanonicalPositiveInteger(column) {
     return `(length(${column}) BETWEEN 1 AND 18 AND ${column} NOT GLOB '*[^0-9]*' AND ${column} NOT GLOB '0*')`;
   },
+  binaryText(expression) {
+    return expression;
+  },
 };
 
 export const postgresDialect: SqlDialect = {
@@ -125,6 +134,9 @@ export const postgresDialect: SqlDialect = {
   },
   isCanonicalPositiveInteger(column) {
     return `(${column} ~ '^[1-9][0-9]{0,17}$')`;
+  },
+  binaryText(expression) {
+    return `${expression} COLLATE "C"`;
   },
 };
 

@@ -33,7 +33,7 @@ export function pendingActionsStatement(dialect: SqlDialect, sessionIds: readonl
     ),
     latest_permissions AS (
       SELECT m.task_session_id, m.metadata,
-             ROW_NUMBER() OVER (PARTITION BY m.task_session_id ORDER BY m.created_at DESC, m.id DESC) AS rn
+             ROW_NUMBER() OVER (PARTITION BY m.task_session_id ORDER BY m.created_at DESC, ${dialect.binaryText('m.id')} DESC) AS rn
         FROM current_turn ct
         JOIN task_session_messages m ON m.turn_id = ct.turn_id AND m.task_session_id = ct.task_session_id
        WHERE m.type = 'permission_request'

@@ -113,6 +113,28 @@ describe.each(availableDialects())('clarification claims on %s', (dialect) => {
       ]);
     });
 
+    if (dialect === 'postgres') {
+      it('waits for an uncommitted move to a terminal state and then refuses the claim', async () => {
+        const { pendingId, sessionId, messages } = await currentBundle(t.ctx);
+        const terminalWriter = await t.db.knex.transaction();
+        try {
+          await terminalWriter('task_sessions').where({ id: sessionId }).update({ state: 'COMPLETED' });
+          let settled = false;
+          const claim = claimClarificationBundle(t.ctx, pendingId, answer('q1')).finally(() => {
+            settled = true;
+          });
+          await new Promise((resolve) => setTimeout(resolve, 300));
+          // Still blocked on the session row: a claim committed now would race the terminal move.
+          expect(settled).toBe(false);
+          await terminalWriter.commit();
+          expect(await claim).toEqual({ claimed: false, reason: 'NOT_CLAIMABLE' });
+        } finally {
+          if (!terminalWriter.isCompleted()) await terminalWriter.rollback();
+        }
+        expect(statuses(await reread(t.ctx, messages))).toEqual(['pending']);
+      });
+    }
+
     it('refuses a bundle whose turn was superseded, without writing', async () => {
       const { ctx } = withManualClock(t.ctx, at(0));
       const { sessionId, turnId, pendingId, messages } = await currentBundle(ctx);
@@ -140,6 +162,22 @@ describe.each(availableDialects())('clarification claims on %s', (dialect) => {
 
     it('refuses an unknown pending id', async () => {
       expect(await claimClarificationBundle(t.ctx, `missing-${randomUUID()}`, answer('q1'))).toEqual({ claimed: false, reason: 'NOT_CLAIMABLE' });
+    });
+
+    it('answers a bundle whose only question id is the nested question.id, as the listing shows it', async () => {
+      const { ctx } = withManualClock(t.ctx, at(0));
+      const { sessionId } = await seedSession(ctx);
+      const turn = await startTurn(ctx, sessionId);
+      const pendingId = randomUUID();
+      const row = await createMessage(ctx, {
+        sessionId,
+        turnId: turn.id,
+        type: 'clarification_request',
+        content: '?',
+        metadata: { pending_id: pendingId, question: { id: 'nested-1', prompt: 'Which?' } },
+      });
+      expect((await claimClarificationBundle(ctx, pendingId, answer('nested-1'))).claimed).toBe(true);
+      expect((await reread(ctx, [row]))[0]?.metadata.response).toEqual({ question_id: 'nested-1', selected_options: ['b'], custom_text: 'because nested-1' });
     });
 
     it('claims a detached bundle on the current turn', async () => {

@@ -177,6 +177,27 @@ describe.each(availableDialects())('clarification reads on %s', (dialect) => {
   });
 
   describe('listing unresolved bundles', () => {
+    it('never lists a malformed bundle the claim would refuse (pending_id spanning two sessions or two turns)', async () => {
+      const { ctx } = withManualClock(t.ctx, at(0));
+      const first = await seedSession(ctx);
+      const second = await seedSession(ctx, { workspaceId: first.workspaceId });
+      const turnA = await startTurn(ctx, first.sessionId);
+      const turnB = await startTurn(ctx, second.sessionId);
+      const { pendingId } = await seedClarificationBundle(ctx, { sessionId: first.sessionId, turnId: turnA.id });
+      await seedClarificationBundle(ctx, { sessionId: second.sessionId, turnId: turnB.id, pendingId });
+      const spanning = await seedSession(ctx, { workspaceId: first.workspaceId });
+      const older = await startTurn(ctx, spanning.sessionId);
+      const { pendingId: spanningId } = await seedClarificationBundle(ctx, { sessionId: spanning.sessionId, turnId: older.id });
+      await completeTurn(ctx, older.id);
+      const newer = await startTurn(ctx, spanning.sessionId);
+      await seedClarificationBundle(ctx, { sessionId: spanning.sessionId, turnId: newer.id, pendingId: spanningId });
+
+      const listed = (await listUnresolvedClarificationBundles(ctx, { workspaceId: first.workspaceId, limit: 10 })).bundles.map((b) => b.pendingId);
+      expect(listed).toEqual([]);
+      expect((await claimClarificationBundle(ctx, pendingId, { status: 'rejected' })).claimed).toBe(false);
+      expect((await claimClarificationBundle(ctx, spanningId, { status: 'rejected' })).claimed).toBe(false);
+    });
+
     it('lists a pending bundle with its session, task, workspace, turn and ordered questions', async () => {
       const { ctx } = withManualClock(t.ctx, at(0));
       const { sessionId, taskId, workspaceId } = await seedSession(ctx);

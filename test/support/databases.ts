@@ -1,4 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { inject } from 'vitest';
 import { createDatabase, type Database } from '../../src/repository/database.js';
 import { createRepositoryContext, type RepositoryContext } from '../../src/repository/context.js';
@@ -25,11 +28,23 @@ export function availableDialects(): DialectName[] {
  * A migrated, empty database of the given dialect: SQLite in memory, or a fresh PostgreSQL schema
  * (milliseconds to create, dropped on close).
  */
-export async function openTestDatabase(name: DialectName, clock?: Clock): Promise<TestDatabase> {
+export async function openTestDatabase(name: DialectName, clock?: Clock, options: { file?: boolean } = {}): Promise<TestDatabase> {
   if (name === 'sqlite') {
-    const db = createDatabase('sqlite::memory:');
+    // A file when another process (a spawned worker) must reach the same data.
+    const dir = options.file ? fs.mkdtempSync(path.join(os.tmpdir(), 'pp-test-')) : undefined;
+    const url = dir ? `sqlite:${path.join(dir, 'test.db')}` : 'sqlite::memory:';
+    const db = createDatabase(url);
     await migrateLatest(db.knex);
-    return { name, db, ctx: createRepositoryContext(db, clock ?? createMonotonicClock()), url: 'sqlite::memory:', close: () => db.destroy() };
+    return {
+      name,
+      db,
+      ctx: createRepositoryContext(db, clock ?? createMonotonicClock()),
+      url,
+      async close() {
+        await db.destroy();
+        if (dir) fs.rmSync(dir, { recursive: true, force: true });
+      },
+    };
   }
   const url = inject('postgresUrl');
   if (!url) throw new Error('PostgreSQL is not available');
@@ -43,7 +58,8 @@ export async function openTestDatabase(name: DialectName, clock?: Clock): Promis
     name,
     db,
     ctx: createRepositoryContext(db, clock ?? createMonotonicClock()),
-    url,
+    // Carries the schema, so a spawned process lands in the same isolated schema.
+    url: `${url}${url.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${schema}`)}`,
     searchPath: schema,
     async close() {
       await db.destroy();

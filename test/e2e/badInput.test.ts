@@ -1,0 +1,127 @@
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listDeadLetters, retryDeadLetter, showDeadLetter } from '../../src/events/deadLetters.js';
+import { silentLogger } from '../../src/logger.js';
+import { startWorker, type WorkerHandle } from '../../src/worker.js';
+import { openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { connectTestNats, deleteTopology, envelope, eventually, natsUrl, uniquePrefix } from '../support/nats.js';
+import { seedSession } from '../support/seed.js';
+import { collectSummaries } from '../support/summaries.js';
+
+const CLI = fileURLToPath(new URL('../../bin/pending-projector.js', import.meta.url));
+
+// Bad input is a property of the bus side, identical for both dialects: one SQLite database suffices.
+describe('bad input on the bus', () => {
+  let t: TestDatabase;
+  let nc: NatsConnection;
+  let worker: WorkerHandle;
+  let prefix: string;
+  let summaries: ReturnType<typeof collectSummaries>;
+  const encoder = new TextEncoder();
+
+  beforeAll(async () => {
+    t = await openTestDatabase('sqlite');
+    nc = await connectTestNats();
+    prefix = uniquePrefix('bad');
+    summaries = collectSummaries(nc, prefix);
+    worker = await startWorker({
+      db: t.db,
+      nc,
+      logger: silentLogger(),
+      config: {
+        subjectPrefix: prefix,
+        healthPort: 0,
+        concurrency: 4,
+        maxEventBytes: 64 * 1024,
+        maxDeliver: 3,
+        ackWaitMs: 5000,
+        streamMaxAgeMs: 3_600_000,
+        reconcilePageSize: 100,
+        bootReconcile: false,
+        respondDeadlineMs: 5000,
+      },
+    });
+  });
+  afterAll(async () => {
+    await worker?.stop();
+    summaries?.stop();
+    await deleteTopology(nc, prefix);
+    await nc?.drain();
+    await t?.close();
+  });
+
+  const deadLetters = async () => listDeadLetters(await jetstreamManager(nc), worker.topology);
+
+  it('dead-letters malformed JSON, wrong types and oversized events with a reason, and keeps projecting', async () => {
+    nc.publish(`${prefix}message.added`, encoder.encode('{"id": "x", not json'));
+    nc.publish(`${prefix}message.added`, encoder.encode(JSON.stringify({ id: 'e1', type: 'message.added', data: { task_id: 42 } })));
+    nc.publish(`${prefix}turn.started`, encoder.encode(JSON.stringify({ id: 'e2', type: 'turn.started', data: 'not an object' })));
+    nc.publish(`${prefix}task.updated`, envelope('task.updated', { task_id: 'big', filler: 'x'.repeat(200 * 1024) }));
+    const records = await eventually(async () => {
+      const entries = await deadLetters();
+      return entries.length >= 4 ? entries : undefined;
+    }, 15_000, 'four dead-letter records');
+    expect(records.map((r) => r.record.reason).sort()).toEqual(['invalid_envelope', 'invalid_envelope', 'invalid_json', 'too_large']);
+    for (const { record } of records) {
+      expect(record.kind).toBe('rejected');
+      expect(record.stream_seq).toBeGreaterThan(0);
+      expect(record.detail.length).toBeGreaterThan(0);
+    }
+    expect(records.find((r) => r.record.reason === 'too_large')!.record.payload_bytes).toBeGreaterThan(200 * 1024);
+
+    const { taskId, sessionId } = await seedSession(t.ctx);
+    nc.publish(`${prefix}task_session.state_changed`, envelope('task_session.state_changed', { task_id: taskId, session_id: sessionId }));
+    await eventually(() => summaries.latest(taskId), 10_000, 'a projection after the bad input');
+  });
+
+  it('refuses a 2 MB payload at publish time (the server limit), and the worker stays alive', async () => {
+    expect(() => nc.publish(`${prefix}message.added`, new Uint8Array(2 * 1024 * 1024))).toThrow(/payload/i);
+    const { taskId } = await seedSession(t.ctx);
+    nc.publish(`${prefix}task.created`, envelope('task.created', { task_id: taskId }));
+    await eventually(() => summaries.latest(taskId), 10_000, 'a projection after the refused publish');
+  });
+
+  it('acknowledges events for unknown tasks and sessions without writing or dead-lettering', async () => {
+    const before = (await deadLetters()).length;
+    nc.publish(`${prefix}message.added`, envelope('message.added', { task_id: 'no-such-task', type: 'clarification_request' }));
+    nc.publish(`${prefix}message.added`, envelope('message.added', { session_id: 'no-such-session' }));
+    nc.publish(`${prefix}message.added`, envelope('message.added', { message_id: 'carries no ids' }));
+    const jsm = await jetstreamManager(nc);
+    await eventually(async () => {
+      const info = await jsm.consumers.info(worker.topology.eventsStream, worker.topology.consumer);
+      return info.num_pending === 0 && info.num_ack_pending === 0 ? true : undefined;
+    });
+    expect((await deadLetters()).length).toBe(before);
+    expect(await t.ctx.knex('task_status_summaries').where({ task_id: 'no-such-task' }).first()).toBeUndefined();
+  });
+
+  it('does not capture subjects it does not consume, so unknown event types never reach the worker', async () => {
+    nc.publish(`${prefix}task.archived`, envelope('task.archived', { task_id: 'x' }));
+    await nc.flush();
+    const info = await (await jetstreamManager(nc)).streams.info(worker.topology.eventsStream, { subjects_filter: `${prefix}task.archived` });
+    expect(info.state.subjects?.[`${prefix}task.archived`] ?? 0).toBe(0);
+  });
+
+  it('shows a dead letter with its original event and re-injects it on retry', async () => {
+    const [first] = await deadLetters();
+    const detail = await showDeadLetter(await jetstreamManager(nc), worker.topology, first!.id);
+    expect(detail?.original?.subject).toBe(first!.record.subject);
+    const retried = await retryDeadLetter(nc, worker.topology, first!.id);
+    expect(retried.ok).toBe(true);
+    // Still bad, so it comes back as a new record pointing at the re-injected copy.
+    await eventually(async () => ((await deadLetters()).some((e) => retried.ok && e.record.stream_seq === retried.newStreamSeq) ? true : undefined));
+    expect((await deadLetters()).some((e) => e.id === first!.id)).toBe(false);
+  });
+
+  it('lists dead letters from the CLI', () => {
+    const out = spawnSync(process.execPath, [CLI, 'dead-letters', 'list', '--subject-prefix', prefix, '--nats-url', natsUrl()], { encoding: 'utf8', timeout: 30_000 });
+    expect(out.status).toBe(0);
+    expect(out.stdout).toMatch(/invalid_json|invalid_envelope|too_large/);
+    const bad = spawnSync(process.execPath, [CLI, 'dead-letters', 'retry', 'abc', '--subject-prefix', prefix, '--nats-url', natsUrl()], { encoding: 'utf8', timeout: 30_000 });
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toMatch(/needs a record id/);
+  });
+});

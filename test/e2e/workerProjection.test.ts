@@ -1,0 +1,165 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { topologyFor } from '../../src/events/subjects.js';
+import { silentLogger } from '../../src/logger.js';
+import { claimClarificationBundle, finalizeClarificationDelivery } from '../../src/repository/clarificationClaims.js';
+import { createMessage } from '../../src/repository/messages.js';
+import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
+import { startWorker, type WorkerHandle } from '../../src/worker.js';
+import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { connectTestNats, deleteTopology, envelope, eventually, uniquePrefix } from '../support/nats.js';
+import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/seed.js';
+import { collectSummaries } from '../support/summaries.js';
+
+const workerConfig = (prefix: string) => ({
+  subjectPrefix: prefix,
+  healthPort: 0,
+  concurrency: 8,
+  maxEventBytes: 64 * 1024,
+  maxDeliver: 5,
+  ackWaitMs: 5000,
+  streamMaxAgeMs: 3_600_000,
+  reconcilePageSize: 100,
+  bootReconcile: true,
+  respondDeadlineMs: 5000,
+});
+
+describe.each(availableDialects())('the worker over a real NATS on %s', (dialect) => {
+  let t: TestDatabase;
+  let nc: NatsConnection;
+  let worker: WorkerHandle;
+  let prefix: string;
+  let summaries: ReturnType<typeof collectSummaries>;
+
+  const publish = (type: string, data: Record<string, unknown>) => nc.publish(`${prefix}${type}`, envelope(type, data));
+  const projections = async () => {
+    const metric = await worker.metrics.projections.get();
+    return metric.values.reduce((sum, v) => sum + v.value, 0);
+  };
+
+  beforeAll(async () => {
+    t = await openTestDatabase(dialect);
+    nc = await connectTestNats();
+    prefix = uniquePrefix(`proj_${dialect}`);
+    summaries = collectSummaries(nc, prefix);
+    worker = await startWorker({ db: t.db, nc, config: workerConfig(prefix), logger: silentLogger() });
+    await worker.bootReconcile;
+  });
+  afterAll(async () => {
+    await worker?.stop();
+    summaries?.stop();
+    await deleteTopology(nc, prefix);
+    await nc?.drain();
+    await t?.close();
+  });
+
+  it('keeps a question asked on the open turn visible after the resume path writes a lifecycle turn (spec incident)', async () => {
+    const { taskId, sessionId } = await seedSession(t.ctx);
+    const realTurn = await seedTurnAt(t.ctx, sessionId, { startedAt: new Date(Date.now() - 800).toISOString() });
+    const boot = await createMessage(t.ctx, { sessionId, type: 'script_execution', content: 'boot', completedTurn: true });
+    publish('message.added', { task_id: taskId, session_id: sessionId, message_id: boot.id, type: 'script_execution' });
+    const { messages } = await seedClarificationBundle(t.ctx, { sessionId, turnId: realTurn });
+    publish('message.added', { task_id: taskId, session_id: sessionId, message_id: messages[0]!.id, type: 'clarification_request', requests_input: true });
+    const latest = await eventually(() => (summaries.latest(taskId)?.status_summary.pending_action === 'clarification' ? summaries.latest(taskId) : undefined));
+    expect(latest.workspace_id).not.toBe('');
+    const stored = (await loadStatusSummaries(t.ctx, [taskId])).get(taskId)!;
+    expect(stored.revision).toBe(latest.status_summary.revision);
+    expect(JSON.parse(stored.summary)).toEqual({ pending_action: 'clarification' });
+  });
+
+  it('clears pending_action when the question is answered and advances the revision by one', async () => {
+    const { taskId, sessionId } = await seedSession(t.ctx);
+    const turn = await seedTurnAt(t.ctx, sessionId, { startedAt: new Date().toISOString() });
+    const { pendingId, messages } = await seedClarificationBundle(t.ctx, { sessionId, turnId: turn });
+    publish('message.added', { task_id: taskId, session_id: sessionId, type: 'clarification_request' });
+    const armed = await eventually(() => summaries.forTask(taskId).find((e) => e.status_summary.pending_action === 'clarification'));
+    const claim = await claimClarificationBundle(t.ctx, pendingId, { status: 'rejected' });
+    expect(claim.claimed).toBe(true);
+    await finalizeClarificationDelivery(t.ctx, messages.map((m) => m.id));
+    publish('message.updated', { session_id: sessionId, message_id: messages[0]!.id, type: 'clarification_request' });
+    const cleared = await eventually(() => summaries.forTask(taskId).find((e) => e.status_summary.revision > armed.status_summary.revision));
+    expect(cleared.status_summary.revision).toBe(armed.status_summary.revision + 1);
+    expect(cleared.status_summary.pending_action).toBeUndefined();
+  });
+
+  it('costs no projection for streaming updates of ordinary messages', async () => {
+    const { taskId, sessionId } = await seedSession(t.ctx);
+    publish('task.created', { task_id: taskId });
+    await eventually(() => summaries.latest(taskId));
+    const before = await projections();
+    for (let i = 0; i < 20; i++) publish('message.updated', { task_id: taskId, session_id: sessionId, type: 'message', requests_input: false });
+    publish('task.updated', { task_id: taskId });
+    await eventually(async () => ((await projections()) > before ? true : undefined));
+    // Only the task.updated produced a projection; the 20 streaming updates were acked unread.
+    expect((await projections()) - before).toBe(1);
+  });
+
+  it('preserves summary fields it does not own and only replaces pending_action', async () => {
+    const { taskId, sessionId, workspaceId } = await seedSession(t.ctx);
+    await t.ctx.knex('task_status_summaries').insert({
+      task_id: taskId,
+      workspace_id: workspaceId,
+      revision: 7,
+      summary: JSON.stringify({ git: { additions: 3, deletions: 1 }, queued_prompt_count: 2, pending_action: 'permission' }),
+      updated_at: '2026-01-01T00:00:00.000000000Z',
+    });
+    publish('task_session.state_changed', { task_id: taskId, session_id: sessionId, state: 'RUNNING' });
+    const next = await eventually(() => summaries.latest(taskId));
+    expect(next.status_summary).toMatchObject({ revision: 8, git: { additions: 3, deletions: 1 }, queued_prompt_count: 2 });
+    expect(next.status_summary.pending_action).toBeUndefined();
+  });
+
+  it('converges on the database state whatever the order and duplication of events, with strictly increasing revisions', async () => {
+    const { taskId, sessionId } = await seedSession(t.ctx);
+    const turn = await seedTurnAt(t.ctx, sessionId, { startedAt: new Date().toISOString() });
+    await createMessage(t.ctx, { sessionId, turnId: turn, type: 'permission_request', metadata: { pending_id: 'perm-1' } });
+    const events = ['message.added', 'turn.started', 'message.added', 'task.updated', 'message.added'];
+    for (const type of [...events, ...events.reverse()]) publish(type, { task_id: taskId, session_id: sessionId, type: 'permission_request' });
+    await eventually(() => (summaries.latest(taskId)?.status_summary.pending_action === 'permission' ? true : undefined));
+    await worker.projector.whenIdle();
+    const revisions = summaries.forTask(taskId).map((e) => e.status_summary.revision);
+    expect(revisions).toEqual([...revisions].sort((a, b) => a - b));
+    expect(new Set(revisions).size).toBe(revisions.length);
+  });
+
+  it('coalesces a burst of 1,000 events for one task into a handful of projections', async () => {
+    const { taskId, sessionId } = await seedSession(t.ctx);
+    const turn = await seedTurnAt(t.ctx, sessionId, { startedAt: new Date().toISOString() });
+    await seedClarificationBundle(t.ctx, { sessionId, turnId: turn });
+    const before = await projections();
+    for (let i = 0; i < 1000; i++) publish('message.added', { task_id: taskId, session_id: sessionId, type: 'clarification_request' });
+    await nc.flush();
+    await eventually(async () => {
+      const info = await (await import('@nats-io/jetstream')).jetstreamManager(nc).then((jsm) => jsm.consumers.info(worker.topology.eventsStream, worker.topology.consumer));
+      return info.num_pending === 0 && info.num_ack_pending === 0 ? true : undefined;
+    }, 20_000, 'the burst to be acknowledged');
+    const used = (await projections()) - before;
+    expect(used).toBeGreaterThanOrEqual(1);
+    expect(used).toBeLessThan(60);
+    expect(summaries.latest(taskId)?.status_summary.pending_action).toBe('clarification');
+  });
+
+  it('resolves the task from session_id when an event carries no task_id', async () => {
+    const { taskId, sessionId } = await seedSession(t.ctx);
+    const turn = await seedTurnAt(t.ctx, sessionId, { startedAt: new Date().toISOString() });
+    await seedClarificationBundle(t.ctx, { sessionId, turnId: turn });
+    publish('message.added', { session_id: sessionId, type: 'clarification_request' });
+    await eventually(() => (summaries.latest(taskId)?.status_summary.pending_action === 'clarification' ? true : undefined));
+  });
+
+  it('answers summary.get from the database and keeps the latest summary in the KV bucket', async () => {
+    const { taskId, sessionId } = await seedSession(t.ctx);
+    publish('task_session.state_changed', { task_id: taskId, session_id: sessionId });
+    const published = await eventually(() => summaries.latest(taskId));
+    const reply = await nc.request(topologyFor(prefix).serviceSubject('summary.get'), JSON.stringify({ task_id: taskId }), { timeout: 5000 });
+    expect(reply.json()).toEqual({ ok: true, task_id: taskId, workspace_id: published.workspace_id, status_summary: published.status_summary });
+    const missing = await nc.request(topologyFor(prefix).serviceSubject('summary.get'), JSON.stringify({ task_id: 'no-such-task' }), { timeout: 5000 });
+    expect(missing.json()).toMatchObject({ ok: false, error: { code: 'not_found' } });
+    const bad = await nc.request(topologyFor(prefix).serviceSubject('summary.get'), '{not json', { timeout: 5000 });
+    expect(bad.json()).toMatchObject({ ok: false, error: { code: 'bad_request' } });
+    const { Kvm } = await import('@nats-io/kv');
+    const kv = await new Kvm(nc).open(topologyFor(prefix).summaryBucket);
+    const entry = await kv.get(taskId);
+    expect((entry?.json() as { data: unknown }).data).toEqual(published);
+  });
+});

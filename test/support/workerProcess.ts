@@ -1,0 +1,55 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const CLI = fileURLToPath(new URL('../../bin/pending-projector.js', import.meta.url));
+
+export interface WorkerProcess {
+  child: ChildProcess;
+  healthPort: number;
+  output(): string;
+  /** SIGTERM and wait for exit; resolves to the exit code. */
+  stop(): Promise<number | null>;
+  kill9(): Promise<void>;
+}
+
+/** Starts `pending-projector worker` as a real process and waits until it logs that it started. */
+export async function spawnWorker(env: Record<string, string>, timeoutMs = 30_000): Promise<WorkerProcess> {
+  const child = spawn(process.execPath, [CLI, 'worker'], {
+    env: { ...process.env, HEALTH_PORT: '0', LOG_LEVEL: 'info', ACK_WAIT_MS: '2000', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const healthPort = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`worker did not start in ${timeoutMs} ms:\n${out}`)), timeoutMs);
+    const onData = () => {
+      const line = out.split('\n').find((l) => l.includes('"worker started"'));
+      if (line) {
+        clearTimeout(timer);
+        child.stdout!.off('data', onData);
+        resolve((JSON.parse(line) as { healthPort: number }).healthPort);
+      }
+    };
+    child.stdout!.on('data', onData);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`worker exited with ${code} before starting:\n${out}`));
+    });
+  });
+  return {
+    child,
+    healthPort,
+    output: () => out,
+    async stop() {
+      if (child.exitCode !== null) return child.exitCode;
+      child.kill('SIGTERM');
+      return exited;
+    },
+    async kill9() {
+      child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
