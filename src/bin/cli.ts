@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, SETTINGS, describeSettings, loadConfig, type Config, type SettingName } from '../config.js';
-import { createDatabase } from '../repository/database.js';
+import { DatabaseUrlError, createDatabase } from '../repository/database.js';
 import { migrateLatest } from '../repository/migrate.js';
 import { runWorkerCommand } from './workerCommand.js';
 import { runReconcileCommand, runVerifyCommand } from './reconcileCommands.js';
@@ -141,8 +141,10 @@ main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;
   },
-  (err: Error) => {
-    process.stderr.write(`pending-projector: ${err.stack ?? err.message}\n`);
-    process.exitCode = 1;
+  (err: Error & { code?: unknown }) => {
+    // Errors with a stable code are expected failures (bad URL, unreachable service): the message
+    // says it all. Anything else is a bug, and its stack helps.
+    process.stderr.write(`pending-projector: ${typeof err.code === 'string' ? `${err.message} (${err.code})` : (err.stack ?? err.message)}\n`);
+    process.exitCode = err instanceof DatabaseUrlError ? 2 : 1;
   },
 );

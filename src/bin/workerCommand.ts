@@ -10,7 +10,10 @@ import { connectNats } from './connectNats.js';
  */
 export async function runWorkerCommand(config: Config): Promise<number> {
   const logger = createLogger(config.logLevel);
-  const db = createDatabase(config.databaseUrl, { maxConnections: config.dbMaxConnections });
+  const db = createDatabase(config.databaseUrl, {
+    maxConnections: config.dbMaxConnections,
+    onWarning: (message) => logger.warn({ component: 'knex' }, message),
+  });
   const nc = await connectNats(config, 'pending-projector-worker');
   void (async () => {
     for await (const status of nc.status()) {

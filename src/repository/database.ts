@@ -20,6 +20,13 @@ export interface DatabaseOptions {
   searchPath?: string;
   /** PostgreSQL pool size; the SQLite pool is always one connection, its single writer. */
   maxConnections?: number;
+  /** Receives Knex's own warnings. Its connection errors are not logged: they reject the query. */
+  onWarning?: (message: string) => void;
+}
+
+function knexLog(options: DatabaseOptions) {
+  const ignore = () => undefined;
+  return { warn: (m: unknown) => options.onWarning?.(String(m)), error: ignore, deprecate: (m: unknown) => options.onWarning?.(String(m)), debug: ignore };
 }
 
 export const DEFAULT_DATABASE_URL = 'sqlite:./data/pending-projector.db';
@@ -52,6 +59,7 @@ export function createDatabase(url: string = DEFAULT_DATABASE_URL, options: Data
       client: 'pg',
       connection: { connectionString: url, types: pgTypes } as Knex.PgConnectionConfig,
       searchPath: options.searchPath ? [options.searchPath] : undefined,
+      log: knexLog(options),
       pool: { min: 0, max: options.maxConnections ?? 10 },
     });
     return wrap(knex, 'postgres', url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@'));
@@ -65,6 +73,7 @@ export function createDatabase(url: string = DEFAULT_DATABASE_URL, options: Data
       client: ImmediateBetterSQLite3Client as unknown as typeof knexFactory.Client,
       connection: { filename },
       useNullAsDefault: true,
+      log: knexLog(options),
       // One connection: SQLite has one writer, and Kandev relies on that to serialise turn writes.
       pool: {
         min: 1,
