@@ -1,0 +1,84 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { acquireLease, releaseLease } from '../../src/repository/leases.js';
+import { CorruptMetaError, PENDING_ACTION_EPOCH_KEY, nextPendingActionProjectionEpoch } from '../../src/repository/meta.js';
+import { compareAndSetStatusSummary, listTaskIdsAfter, loadStatusSummaries } from '../../src/repository/statusSummaries.js';
+import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { withManualClock } from '../support/manualClock.js';
+import { seedSession } from '../support/seed.js';
+
+describe.each(availableDialects())('summary store, epoch and leases on %s', (dialect) => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await openTestDatabase(dialect);
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  const row = (taskId: string, workspaceId: string, revision: number, summary: string) => ({
+    taskId,
+    workspaceId,
+    revision,
+    summary,
+    updatedAt: '2026-11-30T00:00:00.000000000Z',
+  });
+
+  it('accepts a first insert, a newer semantic change, and refuses an older revision or a semantic no-op', async () => {
+    const { taskId, workspaceId } = await seedSession(t.ctx);
+    expect(await compareAndSetStatusSummary(t.ctx, row(taskId, workspaceId, 1, '{}'))).toBe(true);
+    expect(await compareAndSetStatusSummary(t.ctx, row(taskId, workspaceId, 2, '{"pending_action":"clarification"}'))).toBe(true);
+    expect(await compareAndSetStatusSummary(t.ctx, row(taskId, workspaceId, 2, '{"pending_action":"permission"}'))).toBe(false);
+    expect(await compareAndSetStatusSummary(t.ctx, row(taskId, workspaceId, 1, '{}'))).toBe(false);
+    expect(await compareAndSetStatusSummary(t.ctx, row(taskId, workspaceId, 3, '{"pending_action":"clarification"}'))).toBe(false);
+    const stored = (await loadStatusSummaries(t.ctx, [taskId])).get(taskId)!;
+    expect(stored).toMatchObject({ revision: 2, summary: '{"pending_action":"clarification"}', workspaceId });
+    await expect(compareAndSetStatusSummary(t.ctx, row(taskId, workspaceId, 0, '{}'))).rejects.toThrow(RangeError);
+  });
+
+  it('refuses a summary for a task that does not exist (foreign key)', async () => {
+    await expect(compareAndSetStatusSummary(t.ctx, row('no-such-task', 'ws', 1, '{}'))).rejects.toThrow();
+  });
+
+  it('pages task ids by keyset in id order', async () => {
+    const ids = (await Promise.all([0, 1, 2, 3, 4].map(() => seedSession(t.ctx)))).map((s) => s.taskId).sort();
+    const all: string[] = [];
+    let after: string | null = null;
+    for (;;) {
+      const page = await listTaskIdsAfter(t.ctx, after, 2);
+      if (page.length === 0) break;
+      all.push(...page);
+      after = page[page.length - 1]!;
+    }
+    expect(all).toEqual([...all].sort());
+    expect(all).toEqual(expect.arrayContaining(ids));
+  });
+
+  it('allocates a strictly increasing projection epoch and refuses to reset a corrupt one', async () => {
+    const first = Number(await nextPendingActionProjectionEpoch(t.ctx));
+    const second = Number(await nextPendingActionProjectionEpoch(t.ctx));
+    expect(second).toBe(first + 1);
+    for (const corrupt of ['abc', '0', '007', '-3', '']) {
+      await t.ctx.knex('kandev_meta').where({ key: PENDING_ACTION_EPOCH_KEY }).update({ value: corrupt });
+      await expect(nextPendingActionProjectionEpoch(t.ctx)).rejects.toThrow(CorruptMetaError);
+      expect((await t.ctx.knex('kandev_meta').where({ key: PENDING_ACTION_EPOCH_KEY }).first()).value).toBe(corrupt);
+    }
+    await t.ctx.knex('kandev_meta').where({ key: PENDING_ACTION_EPOCH_KEY }).update({ value: '41' });
+    expect(await nextPendingActionProjectionEpoch(t.ctx)).toBe('42');
+  });
+
+  it('grants a lease to one owner at a time, renews it for its holder, and hands it over after expiry or release', async () => {
+    const { ctx, time } = withManualClock(t.ctx, '2026-11-30T10:00:00Z');
+    expect(await acquireLease(ctx, 'boot', 'replica-a', 60_000)).toBe(true);
+    expect(await acquireLease(ctx, 'boot', 'replica-b', 60_000)).toBe(false);
+    time.set('2026-11-30T10:00:30Z');
+    expect(await acquireLease(ctx, 'boot', 'replica-a', 60_000)).toBe(true);
+    time.set('2026-11-30T10:01:20Z');
+    expect(await acquireLease(ctx, 'boot', 'replica-b', 60_000)).toBe(false);
+    time.set('2026-11-30T10:01:31Z');
+    expect(await acquireLease(ctx, 'boot', 'replica-b', 60_000)).toBe(true);
+    await releaseLease(ctx, 'boot', 'replica-a');
+    expect(await acquireLease(ctx, 'boot', 'replica-a', 60_000)).toBe(false);
+    await releaseLease(ctx, 'boot', 'replica-b');
+    expect(await acquireLease(ctx, 'boot', 'replica-a', 60_000)).toBe(true);
+  });
+});
