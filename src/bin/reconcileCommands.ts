@@ -1,18 +1,12 @@
 import type { Config } from '../config.js';
-import { NatsSummaryPublisher } from '../events/natsSummaryPublisher.js';
-import { ensureTopology } from '../events/natsTopology.js';
-import { topologyFor } from '../events/subjects.js';
 import { createLogger } from '../logger.js';
-import { Projector } from '../projectors/projector.js';
 import { reconcileTasks } from '../projectors/reconcile.js';
 import { createRepositoryContext } from '../repository/context.js';
 import { createDatabase } from '../repository/database.js';
-import { nextPendingActionProjectionEpoch } from '../repository/meta.js';
-import { migrateLatest } from '../repository/migrate.js';
 import { countTasks } from '../repository/statusSummaries.js';
-import { systemClock } from '../repository/timestamps.js';
 import { connectNats } from './connectNats.js';
 import { createProgressReporter } from './progress.js';
+import { createStandaloneProjector } from './standaloneProjector.js';
 
 /** `reconcile`: repair drifted summaries through the normal projection and publish each change. */
 export async function runReconcileCommand(config: Config, taskIds: string[]): Promise<number> {
@@ -20,17 +14,7 @@ export async function runReconcileCommand(config: Config, taskIds: string[]): Pr
   const db = createDatabase(config.databaseUrl, { maxConnections: config.dbMaxConnections });
   const nc = await connectNats(config, 'pending-projector-reconcile');
   try {
-    await migrateLatest(db.knex);
-    const ctx = createRepositoryContext(db);
-    const topology = topologyFor(config.subjectPrefix);
-    const { summaries } = await ensureTopology(nc, { topology, streamMaxAgeMs: 7 * 86_400_000, maxDeliver: 10, ackWaitMs: 30_000 });
-    const projector = new Projector({
-      ctx,
-      publisher: new NatsSummaryPublisher(nc, topology, summaries, systemClock),
-      logger,
-      concurrency: config.concurrency,
-      epoch: await nextPendingActionProjectionEpoch(ctx),
-    });
+    const { ctx, projector } = await createStandaloneProjector(db, nc, config, logger);
     const total = taskIds.length > 0 ? taskIds.length : await countTasks(ctx);
     const progress = createProgressReporter();
     const started = Date.now();

@@ -1,18 +1,12 @@
 import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { Config } from '../config.js';
 import { parseEvent } from '../events/envelope.js';
-import { NatsSummaryPublisher } from '../events/natsSummaryPublisher.js';
-import { ensureTopology } from '../events/natsTopology.js';
-import { topologyFor } from '../events/subjects.js';
 import { createLogger } from '../logger.js';
-import { Projector } from '../projectors/projector.js';
-import { createRepositoryContext } from '../repository/context.js';
 import { createDatabase } from '../repository/database.js';
-import { nextPendingActionProjectionEpoch } from '../repository/meta.js';
 import { taskIdOfSession } from '../repository/statusSummaries.js';
-import { systemClock } from '../repository/timestamps.js';
 import { connectNats } from './connectNats.js';
 import { createProgressReporter } from './progress.js';
+import { createStandaloneProjector } from './standaloneProjector.js';
 
 /**
  * `replay`: reads a window of the event stream through an ephemeral ordered consumer (the live
@@ -45,11 +39,14 @@ export async function runReplayCommand(config: Config, window: { since?: string;
   const nc = await connectNats(config, 'pending-projector-replay');
   const progress = createProgressReporter();
   try {
-    const ctx = createRepositoryContext(db);
-    const topology = topologyFor(config.subjectPrefix);
-    const { summaries } = await ensureTopology(nc, { topology, streamMaxAgeMs: 7 * 86_400_000, maxDeliver: 10, ackWaitMs: 30_000 });
+    const { ctx, projector, topology } = await createStandaloneProjector(db, nc, config, logger);
     const jsm = await jetstreamManager(nc);
-    const endSeq = (await jsm.streams.info(topology.eventsStream)).state.last_seq;
+    const stream = await jsm.streams.info(topology.eventsStream).catch(() => null);
+    if (!stream) {
+      process.stderr.write(`no event stream ${topology.eventsStream}: has a worker with prefix ${JSON.stringify(config.subjectPrefix)} ever run?\n`);
+      return 1;
+    }
+    const endSeq = stream.state.last_seq;
     const tasks = new Set<string>();
     let read = 0;
     if (endSeq > 0 && (start.opt_start_seq === undefined || start.opt_start_seq <= endSeq)) {
@@ -69,13 +66,6 @@ export async function runReplayCommand(config: Config, window: { since?: string;
       await reader.delete().catch(() => undefined);
     }
     progress.update(`replay: read ${read} events, ${tasks.size} tasks to reproject`);
-    const projector = new Projector({
-      ctx,
-      publisher: new NatsSummaryPublisher(nc, topology, summaries, systemClock),
-      logger,
-      concurrency: config.concurrency,
-      epoch: await nextPendingActionProjectionEpoch(ctx),
-    });
     let done = 0;
     let failed = 0;
     await Promise.all(

@@ -51,6 +51,7 @@ async function ensureStream(jsm: JetStreamManager, config: Partial<StreamConfig>
  *   retried publishes by `task_id:revision`);
  * - the dead-letter stream, which also captures JetStream's MAX_DELIVERIES advisories of the
  *   worker's consumer (an event no delivery ever settled, e.g. one that crashed the worker);
+ * - the agent resume stream capturing `<prefix>agent.*.resume` (detached clarification answers);
  * - the durable pull consumer shared by every replica;
  * - the KV bucket holding the latest summary per task for late joiners.
  */
@@ -66,15 +67,6 @@ export async function ensureTopology(nc: NatsConnection, options: TopologyOption
     discard: DiscardPolicy.Old,
     duplicate_window: nanos(2 * 60_000),
   });
-  await ensureStream(jsm, {
-    name: topology.outputStream,
-    subjects: [topology.summarySubject, topology.sessionPendingSubject],
-    retention: RetentionPolicy.Limits,
-    storage: StorageType.File,
-    max_age: nanos(24 * 3_600_000),
-    discard: DiscardPolicy.Old,
-    duplicate_window: nanos(10 * 60_000),
-  });
   const advisory = (kind: string) => `$JS.EVENT.ADVISORY.CONSUMER.${kind}.${topology.eventsStream}.${topology.consumer}`;
   await ensureStream(jsm, {
     name: topology.deadLetterStream,
@@ -83,6 +75,17 @@ export async function ensureTopology(nc: NatsConnection, options: TopologyOption
     retention: RetentionPolicy.Limits,
     storage: StorageType.File,
     max_age: nanos(options.streamMaxAgeMs),
+  });
+  // Detached clarification resumes: the PubAck of this stream is the "acknowledged" of the respond
+  // deadline, and its duplicate window (longer than any deadline) dedupes a retried resume by msgID.
+  await ensureStream(jsm, {
+    name: topology.agentResumeStream,
+    subjects: topology.agentResumeSubjects,
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    max_age: nanos(options.streamMaxAgeMs),
+    discard: DiscardPolicy.Old,
+    duplicate_window: nanos(15 * 60_000),
   });
   try {
     await jsm.consumers.info(topology.eventsStream, topology.consumer);
@@ -104,8 +107,27 @@ export async function ensureTopology(nc: NatsConnection, options: TopologyOption
       });
     }
   }
-  const summaries = await new Kvm(nc).create(topology.summaryBucket, { history: 1 });
+  const { summaries } = await ensureOutputTopology(nc, topology);
   return { jsm, summaries };
+}
+
+/**
+ * Only what publishing projections needs (the output stream and the KV bucket), for one-shot
+ * commands (reconcile, replay) that must not touch the events stream's settings or the consumer.
+ */
+export async function ensureOutputTopology(nc: NatsConnection, topology: Topology): Promise<{ summaries: KV }> {
+  const jsm = await jetstreamManager(nc);
+  await ensureStream(jsm, {
+    name: topology.outputStream,
+    subjects: [topology.summarySubject, topology.sessionPendingSubject],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    max_age: nanos(24 * 3_600_000),
+    discard: DiscardPolicy.Old,
+    duplicate_window: nanos(10 * 60_000),
+  });
+  const summaries = await new Kvm(nc).create(topology.summaryBucket, { history: 1 });
+  return { summaries };
 }
 
 /** KV keys allow [-/_=.a-zA-Z0-9]; other task ids are stored base64url-encoded behind "b64.". */

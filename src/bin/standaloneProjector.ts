@@ -1,0 +1,33 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import { NatsSummaryPublisher } from '../events/natsSummaryPublisher.js';
+import { ensureOutputTopology } from '../events/natsTopology.js';
+import { topologyFor, type Topology } from '../events/subjects.js';
+import { Projector } from '../projectors/projector.js';
+import { createRepositoryContext, type RepositoryContext } from '../repository/context.js';
+import type { Database } from '../repository/database.js';
+import { nextPendingActionProjectionEpoch } from '../repository/meta.js';
+import { migrateLatest } from '../repository/migrate.js';
+import { systemClock } from '../repository/timestamps.js';
+
+/** A projector publishing to the bus, for one-shot commands (reconcile, replay) beside running workers. */
+export async function createStandaloneProjector(
+  db: Database,
+  nc: NatsConnection,
+  config: Pick<Config, 'subjectPrefix' | 'concurrency'>,
+  logger: Logger,
+): Promise<{ ctx: RepositoryContext; projector: Projector; topology: Topology }> {
+  await migrateLatest(db.knex);
+  const ctx = createRepositoryContext(db);
+  const topology = topologyFor(config.subjectPrefix);
+  const { summaries } = await ensureOutputTopology(nc, topology);
+  const projector = new Projector({
+    ctx,
+    publisher: new NatsSummaryPublisher(nc, topology, summaries, systemClock),
+    logger,
+    concurrency: config.concurrency,
+    epoch: await nextPendingActionProjectionEpoch(ctx),
+  });
+  return { ctx, projector, topology };
+}
