@@ -16,7 +16,10 @@ import { acquireLease, releaseLease } from './repository/leases.js';
 import { nextPendingActionProjectionEpoch } from './repository/meta.js';
 import { migrateLatest } from './repository/migrate.js';
 import { systemClock, type Clock } from './repository/timestamps.js';
+import { createClarificationService, type ClarificationService } from './services/clarificationService.js';
 import { startServiceEndpoints } from './services/serviceEndpoints.js';
+import { NatsClarificationDelivery } from './events/natsClarificationDelivery.js';
+import { NatsEventPublisher } from './events/natsEventPublisher.js';
 
 export type WorkerConfig = Pick<
   Config,
@@ -46,6 +49,8 @@ export interface WorkerHandle {
   readonly metrics: Metrics;
   readonly healthPort: number;
   readonly ctx: RepositoryContext;
+  /** The clarification lifecycle the endpoints serve (benchmarks call it directly). */
+  readonly clarifications: ClarificationService;
   /** Resolves when the boot reconcile finished (or was skipped or handed to another replica). */
   readonly bootReconcile: Promise<ReconcileProgress | 'skipped' | 'held_elsewhere'>;
   /** Stops pulling, settles in-flight events, stops reconcile and endpoints. Idempotent. */
@@ -80,7 +85,33 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
   const projector = new Projector({ ctx, publisher, logger, metrics, concurrency: config.concurrency, epoch });
   const consumer = new EventConsumer({ nc, topology, handler: projector, logger, metrics, maxEventBytes: config.maxEventBytes, maxDeliver: config.maxDeliver });
   await consumer.start();
-  const endpoints = await startServiceEndpoints({ nc, topology, ctx, projector, logger, maxRequestBytes: config.maxEventBytes });
+  const clarifications = createClarificationService({
+    ctx,
+    delivery: new NatsClarificationDelivery(nc, topology, clock),
+    events: new NatsEventPublisher(nc, topology, clock),
+    refreshSummary: (taskId) => projector.reproject(taskId),
+    respondDeadlineMs: config.respondDeadlineMs,
+    logger,
+  });
+  // Claims a crashed process left between claim and delivery (domain reference §7.5). Younger claims
+  // may still be in delivery on another replica: they get one more look once that window has passed.
+  const recoveryGraceMs = config.respondDeadlineMs + 5000;
+  let recoveryTimer: NodeJS.Timeout | undefined;
+  let recovery: Promise<unknown> = Promise.resolve();
+  const recoverClaims = () => {
+    const run = clarifications.recoverPendingDeliveries({ minClaimAgeMs: recoveryGraceMs }).catch((err: Error) => {
+      log.error({ err }, 'clarification delivery recovery failed');
+      return undefined;
+    });
+    recovery = run;
+    return run;
+  };
+  const firstRecovery = await recoverClaims();
+  if (firstRecovery && firstRecovery.deferred > 0) {
+    recoveryTimer = setTimeout(() => void recoverClaims(), recoveryGraceMs);
+    recoveryTimer.unref();
+  }
+  const endpoints = await startServiceEndpoints({ nc, topology, ctx, projector, clarifications, logger, maxRequestBytes: config.maxEventBytes });
 
   let stopping = false;
   let reconcileStarted = !config.bootReconcile;
@@ -152,12 +183,15 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
     projector,
     metrics,
     ctx,
+    clarifications,
     healthPort: health.port,
     bootReconcile,
     stop() {
       stopped ??= (async () => {
         stopping = true;
         clearInterval(lagTimer);
+        clearTimeout(recoveryTimer);
+        await recovery;
         await endpoints.stop();
         await consumer.stop();
         await bootReconcile.catch(() => undefined);

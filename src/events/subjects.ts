@@ -38,7 +38,16 @@ export interface Topology {
   summarySubject: string;
   sessionPendingSubject: string;
   deadLetterSubject: string;
+  /** Stream capturing detached-clarification resume commands (`<prefix>agent.*.resume`). */
+  agentResumeStream: string;
+  agentResumeSubjects: string[];
   serviceSubject(name: string): string;
+  /** Where this service publishes a Kandev event of `type` (the worker's events stream captures it). */
+  eventSubject(type: string): string;
+  /** Request/reply subject the agent's live clarification waiter listens on. */
+  agentWaiterSubject(sessionId: string): string;
+  /** JetStream subject of a detached session's resume command. */
+  agentResumeSubject(sessionId: string): string;
 }
 
 /** Every name the worker uses, derived from one prefix. */
@@ -57,8 +66,21 @@ export function topologyFor(prefix: string): Topology {
     summarySubject: `${prefix}${SUMMARY_UPDATED}`,
     sessionPendingSubject: `${prefix}${SESSION_PENDING_ACTION_CHANGED}`,
     deadLetterSubject: `${prefix}pending_projector.dead_letter`,
+    agentResumeStream: `${upper}PENDING_PROJECTOR_AGENT_RESUME`,
+    agentResumeSubjects: [`${prefix}agent.*.resume`],
     serviceSubject: (name) => `${prefix}${SERVICE_SUBJECT_ROOT}.${name}`,
+    eventSubject: (type) => `${prefix}${type}`,
+    agentWaiterSubject: (sessionId) => `${prefix}agent.${sessionId}.clarification`,
+    agentResumeSubject: (sessionId) => `${prefix}agent.${sessionId}.resume`,
   };
+}
+
+/**
+ * Whether `value` can stand as one subject token (no separators, wildcards or whitespace): session
+ * ids are spliced into the agent subjects above.
+ */
+export function isSubjectToken(value: string): boolean {
+  return /^[^.*>\s]+$/.test(value);
 }
 
 /** The event type of an inbound subject, without the deployment prefix. */

@@ -8,12 +8,16 @@ export type ReplyErrorCode = (typeof REPLY_ERROR_CODES)[number];
 
 export type Reply<T extends object> = ({ ok: true } & T) | { ok: false; error: { code: ReplyErrorCode; message: string } };
 
-/** An expected failure a handler returns as a reply (not a crash). */
+/**
+ * An expected failure a handler returns as a reply (not a crash). `details` are extra top-level
+ * reply fields beside `ok` and `error` (e.g. the guard's fail-closed `blocked: true`).
+ */
 export class ReplyError extends Error {
   override name = 'ReplyError';
   constructor(
     readonly code: ReplyErrorCode,
     message: string,
+    readonly details?: Record<string, unknown>,
   ) {
     super(message);
   }
@@ -40,7 +44,8 @@ export function serveEndpoint<S extends z.ZodType, R extends object>(options: En
   const log = options.logger.child({ component: 'endpoint', subject: options.subject });
   const sub: Subscription = options.nc.subscribe(options.subject, { queue: QUEUE_GROUP });
   const inFlight = new Set<Promise<void>>();
-  const respond = (msg: { respond(data: Uint8Array): boolean }, reply: Reply<R>) => msg.respond(encoder.encode(JSON.stringify(reply)));
+  const respond = (msg: { respond(data: Uint8Array): boolean }, reply: Reply<R> | (Record<string, unknown> & { ok: false })) =>
+    msg.respond(encoder.encode(JSON.stringify(reply)));
   const done = (async () => {
     for await (const msg of sub) {
       const work = (async () => {
@@ -64,7 +69,7 @@ export function serveEndpoint<S extends z.ZodType, R extends object>(options: En
           respond(msg, { ok: true, ...(await options.handler(parsed.data)) });
         } catch (err) {
           if (err instanceof ReplyError) {
-            respond(msg, { ok: false, error: { code: err.code, message: err.message } });
+            respond(msg, { ...err.details, ok: false, error: { code: err.code, message: err.message } });
             return;
           }
           log.error({ err }, 'endpoint handler failed');

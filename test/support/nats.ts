@@ -27,7 +27,7 @@ export async function connectTestNats(): Promise<NatsConnection> {
 export async function deleteTopology(nc: NatsConnection, prefix: string): Promise<void> {
   const t = topologyFor(prefix);
   const jsm = await jetstreamManager(nc);
-  for (const stream of [t.eventsStream, t.outputStream, t.deadLetterStream, `KV_${t.summaryBucket}`]) {
+  for (const stream of [t.eventsStream, t.outputStream, t.deadLetterStream, t.agentResumeStream, `KV_${t.summaryBucket}`]) {
     await jsm.streams.delete(stream).catch(() => undefined);
   }
 }

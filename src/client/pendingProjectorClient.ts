@@ -1,0 +1,88 @@
+import { errors, RequestError, type NatsConnection } from '@nats-io/transport-node';
+import { topologyFor } from '../events/subjects.js';
+import type {
+  DetachReply,
+  ExpireReply,
+  GuardReply,
+  ListPendingReply,
+  PendingActionsReply,
+  ReplyFailure,
+  ReprojectReply,
+  RespondReply,
+  SummaryReply,
+  TurnsReply,
+} from '../services/replies.js';
+import { ENDPOINTS, type ListPendingRequest, type RespondRequest, type SessionRequest, type TaskRequest } from '../services/requests.js';
+
+export interface PendingProjectorClientOptions {
+  /** The deployment's subject prefix (e.g. "acme."), as given to the worker. */
+  prefix?: string;
+  /** Reply timeout of every call but respond. Default 10 s. */
+  timeoutMs?: number;
+  /**
+   * Reply timeout of respond, which may wait for the agent's confirmation or the resume deadline
+   * and then a summary refresh. Default 65 s (twice the worker's default 30 s deadline, plus margin).
+   */
+  respondTimeoutMs?: number;
+}
+
+export interface CallOptions {
+  timeoutMs?: number;
+}
+
+/** A typed client for the worker's endpoints. */
+export interface PendingProjectorClient {
+  /** Answers or rejects a clarification bundle. A `retryable` reply means: send the same request again. */
+  respond(request: RespondRequest, options?: CallOptions): Promise<RespondReply>;
+  listPending(request: ListPendingRequest, options?: CallOptions): Promise<ListPendingReply>;
+  detach(request: SessionRequest, options?: CallOptions): Promise<DetachReply>;
+  expire(request: SessionRequest, options?: CallOptions): Promise<ExpireReply>;
+  /** Fails closed: any failure, including an unreachable worker, carries `blocked: true`. */
+  guard(request: SessionRequest, options?: CallOptions): Promise<GuardReply>;
+  turns(request: SessionRequest, options?: CallOptions): Promise<TurnsReply>;
+  pendingActions(request: TaskRequest, options?: CallOptions): Promise<PendingActionsReply>;
+  getSummary(request: TaskRequest, options?: CallOptions): Promise<SummaryReply>;
+  reproject(request: TaskRequest, options?: CallOptions): Promise<ReprojectReply>;
+}
+
+const encoder = new TextEncoder();
+
+/**
+ * Creates the client on an open connection. Transport failures become replies too: no worker
+ * listening or no reply in time is `{ok: false, error: {code: 'unavailable'}}` (for respond the
+ * outcome is then unknown; resending the same request is safe and returns it).
+ */
+export function createPendingProjectorClient(nc: NatsConnection, options: PendingProjectorClientOptions = {}): PendingProjectorClient {
+  const topology = topologyFor(options.prefix ?? '');
+  const defaultTimeoutMs = options.timeoutMs ?? 10_000;
+  const call = async <T>(name: string, body: object, timeoutMs: number): Promise<T | ReplyFailure> => {
+    const subject = topology.serviceSubject(name);
+    try {
+      const reply = await nc.request(subject, encoder.encode(JSON.stringify(body)), { timeout: timeoutMs });
+      return reply.json<T>();
+    } catch (err) {
+      if (err instanceof RequestError && err.isNoResponders()) {
+        return { ok: false, error: { code: 'unavailable', message: `no pending-projector worker serves ${subject}` } };
+      }
+      if (err instanceof errors.TimeoutError) {
+        return { ok: false, error: { code: 'unavailable', message: `no reply on ${subject} within ${timeoutMs} ms; the outcome is unknown` } };
+      }
+      return { ok: false, error: { code: 'unavailable', message: (err as Error).message } };
+    }
+  };
+  const timeout = (o?: CallOptions) => o?.timeoutMs ?? defaultTimeoutMs;
+  return {
+    respond: (request, o) => call<RespondReply>(ENDPOINTS.clarificationRespond, request, o?.timeoutMs ?? options.respondTimeoutMs ?? 65_000),
+    listPending: (request, o) => call<ListPendingReply>(ENDPOINTS.clarificationListPending, request, timeout(o)),
+    detach: (request, o) => call<DetachReply>(ENDPOINTS.clarificationDetach, request, timeout(o)),
+    expire: (request, o) => call<ExpireReply>(ENDPOINTS.clarificationExpire, request, timeout(o)),
+    async guard(request, o) {
+      const reply = await call<GuardReply>(ENDPOINTS.sessionGuard, request, timeout(o));
+      return reply.ok ? reply : { ...reply, blocked: true, live: true };
+    },
+    turns: (request, o) => call<TurnsReply>(ENDPOINTS.sessionTurns, request, timeout(o)),
+    pendingActions: (request, o) => call<PendingActionsReply>(ENDPOINTS.taskPendingActions, request, timeout(o)),
+    getSummary: (request, o) => call<SummaryReply>(ENDPOINTS.summaryGet, request, timeout(o)),
+    reproject: (request, o) => call<ReprojectReply>(ENDPOINTS.taskReproject, request, timeout(o)),
+  };
+}

@@ -1,0 +1,95 @@
+import type { Logger } from 'pino';
+import { abandonClaimedClarifications } from '../repository/abandonClaimedClarifications.js';
+import { finalizeClarificationDelivery, listPendingDeliveries, restoreClaimedClarifications } from '../repository/clarificationClaims.js';
+import { findMessagesByPendingId } from '../repository/clarifications.js';
+import type { RepositoryContext } from '../repository/context.js';
+import type { MessageRecord } from '../repository/rowMapping.js';
+import { timestampToMicros } from '../repository/timestamps.js';
+import { isTruthyFlag } from '../turns/lifecycleTurn.js';
+import type { ClarificationDelivery, EventPublisher, RefreshSummary } from './clarificationPorts.js';
+import { messageUpdatedEvents } from './messageUpdatedEvents.js';
+
+export interface RecoveryDeps {
+  ctx: RepositoryContext;
+  delivery: ClarificationDelivery;
+  events: EventPublisher;
+  refreshSummary: RefreshSummary;
+  logger: Logger;
+}
+
+export interface RecoveryOptions {
+  /**
+   * Claims younger than this are left alone: another replica may still be delivering them. Set it
+   * above the longest claim-to-finalise time (the respond deadline plus a margin).
+   */
+  minClaimAgeMs: number;
+}
+
+export interface RecoveryReport {
+  /** Back to pending: their turn is still current and the session non-terminal. */
+  restored: number;
+  /** The bus holds their resume command: finalised as delivered. */
+  finalized: number;
+  /** No longer restorable (newer turn or terminal session): marker cleared, terminal status kept. */
+  abandoned: number;
+  /** Too young to judge yet. */
+  deferred: number;
+  failed: number;
+}
+
+/**
+ * Startup recovery of claims left `response_delivery_pending` by a crash between claim and delivery
+ * (domain reference §7.5), one bundle at a time. Every changed row is published as
+ * `message.updated`, so the summary reprojects like after any other write.
+ */
+export async function recoverPendingDeliveries(deps: RecoveryDeps, options: RecoveryOptions): Promise<RecoveryReport> {
+  const log = deps.logger.child({ component: 'clarification-recovery' });
+  const report: RecoveryReport = { restored: 0, finalized: 0, abandoned: 0, deferred: 0, failed: 0 };
+  const publish = async (rows: MessageRecord[]) => {
+    if (rows.length === 0) return;
+    await deps.events.publish(messageUpdatedEvents(rows)).catch(async (err: Error) => {
+      log.warn({ err }, 'could not publish recovered rows; refreshing the summary directly');
+      await deps.refreshSummary(rows[0]!.taskId).catch(() => undefined);
+    });
+  };
+  for (const pendingId of await listPendingDeliveries(deps.ctx)) {
+    try {
+      const rows = (await findMessagesByPendingId(deps.ctx, pendingId)).filter(
+        (r) => r.type === 'clarification_request' && isTruthyFlag(r.metadata.response_delivery_pending),
+      );
+      if (rows.length === 0) continue;
+      const now = timestampToMicros(deps.ctx.clock());
+      const youngest = Math.max(...rows.map((r) => timestampToMicros(r.updatedAt)));
+      if (now - youngest < options.minClaimAgeMs * 1000) {
+        report.deferred++;
+        continue;
+      }
+      const statuses = new Set(rows.map((r) => r.metadata.status));
+      const [status] = [...statuses];
+      if (statuses.size !== 1 || (status !== 'answered' && status !== 'rejected')) {
+        log.error({ pendingId, statuses: [...statuses] }, 'claimed rows disagree on their status; left for an operator');
+        report.failed++;
+        continue;
+      }
+      const ids = rows.map((r) => r.id);
+      if (status === 'answered' && (await deps.delivery.wasResumeAccepted(rows[0]!.sessionId, pendingId).catch(() => false))) {
+        await publish(await finalizeClarificationDelivery(deps.ctx, ids));
+        report.finalized++;
+        continue;
+      }
+      const restore = await restoreClaimedClarifications(deps.ctx, pendingId, status, ids);
+      if (restore.restored) {
+        await publish(restore.rows);
+        report.restored++;
+      } else {
+        await publish(await abandonClaimedClarifications(deps.ctx, ids));
+        report.abandoned++;
+      }
+    } catch (err) {
+      log.error({ pendingId, err }, 'could not recover a clarification claim');
+      report.failed++;
+    }
+  }
+  log.info(report, 'clarification delivery recovery finished');
+  return report;
+}

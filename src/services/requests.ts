@@ -1,0 +1,79 @@
+import { z } from 'zod';
+import { toCanonicalTimestamp } from '../repository/timestamps.js';
+
+/**
+ * Request bodies of the worker's endpoints under `<prefix>pending_projector.v1.`, validated by zod
+ * before any handler runs (a failure replies `bad_request` and touches nothing).
+ */
+
+/** Endpoint names; the subject is `<prefix>pending_projector.v1.<name>`. */
+export const ENDPOINTS = {
+  summaryGet: 'summary.get',
+  taskReproject: 'task.reproject',
+  clarificationRespond: 'clarification.respond',
+  clarificationListPending: 'clarification.list_pending',
+  clarificationDetach: 'clarification.detach',
+  clarificationExpire: 'clarification.expire',
+  sessionGuard: 'session.guard',
+  sessionTurns: 'session.turns',
+  taskPendingActions: 'task.pending_actions',
+} as const;
+
+/** Kandev's cap on an answer's custom text and a rejection reason, in Unicode code points. */
+export const ANSWER_TEXT_MAX_CHARS = 2000;
+export const MAX_BUNDLE_QUESTIONS = 4;
+
+const id = z.string().min(1).max(256);
+const text = z
+  .string()
+  .refine((s) => [...s].length <= ANSWER_TEXT_MAX_CHARS, { message: `must be at most ${ANSWER_TEXT_MAX_CHARS} characters` });
+
+export const answerSchema = z.object({
+  question_id: id,
+  selected_options: z.array(id).max(16).default([]),
+  custom_text: text.default(''),
+});
+
+export const respondRequestSchema = z
+  .object({
+    pending_id: id,
+    answers: z
+      .array(answerSchema)
+      .min(1, { message: 'answers must hold at least one answer' })
+      .max(MAX_BUNDLE_QUESTIONS, { message: `a bundle has at most ${MAX_BUNDLE_QUESTIONS} questions, so at most ${MAX_BUNDLE_QUESTIONS} answers` })
+      .optional(),
+    reject: z.object({ reason: text.default('') }).optional(),
+  })
+  .superRefine((value, ctx) => {
+    if ((value.answers === undefined) === (value.reject === undefined)) {
+      ctx.addIssue({ code: 'custom', message: 'give exactly one of "answers" or "reject"', path: [] });
+    }
+  });
+export type RespondRequest = z.input<typeof respondRequestSchema>;
+export type ParsedRespondRequest = z.output<typeof respondRequestSchema>;
+
+const timestamp = z.string().refine(
+  (s) => {
+    try {
+      toCanonicalTimestamp(s);
+      return true;
+    } catch {
+      return false;
+    }
+  },
+  { message: 'must be an RFC 3339 UTC timestamp, e.g. 2026-08-27T19:56:39Z' },
+);
+
+export const listPendingRequestSchema = z.object({
+  workspace_id: id.optional(),
+  created_since: timestamp.optional(),
+  limit: z.number().int().min(1).max(500),
+  cursor: z.string().min(1).max(1024).optional(),
+});
+export type ListPendingRequest = z.input<typeof listPendingRequestSchema>;
+
+export const sessionRequestSchema = z.object({ session_id: id });
+export type SessionRequest = z.input<typeof sessionRequestSchema>;
+
+export const taskRequestSchema = z.object({ task_id: id });
+export type TaskRequest = z.input<typeof taskRequestSchema>;
