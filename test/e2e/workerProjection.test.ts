@@ -32,6 +32,16 @@ describe.each(availableDialects())('the worker over a real NATS on %s', (dialect
   let summaries: ReturnType<typeof collectSummaries>;
 
   const publish = (type: string, data: Record<string, unknown>) => nc.publish(`${prefix}${type}`, envelope(type, data));
+  /** Every published event acknowledged and no projection running (earlier tests' tails included). */
+  const drained = async () => {
+    const { jetstreamManager } = await import('@nats-io/jetstream');
+    const jsm = await jetstreamManager(nc);
+    await eventually(async () => {
+      const info = await jsm.consumers.info(worker.topology.eventsStream, worker.topology.consumer);
+      return info.num_pending === 0 && info.num_ack_pending === 0 ? true : undefined;
+    }, 20_000, 'the consumer to drain');
+    await worker.projector.whenIdle();
+  };
   const projections = async () => {
     const metric = await worker.metrics.projections.get();
     return metric.values.reduce((sum, v) => sum + v.value, 0);
@@ -86,10 +96,13 @@ describe.each(availableDialects())('the worker over a real NATS on %s', (dialect
     const { taskId, sessionId } = await seedSession(t.ctx);
     publish('task.created', { task_id: taskId });
     await eventually(() => summaries.latest(taskId));
+    await drained();
     const before = await projections();
     for (let i = 0; i < 20; i++) publish('message.updated', { task_id: taskId, session_id: sessionId, type: 'message', requests_input: false });
     publish('task.updated', { task_id: taskId });
+    await nc.flush();
     await eventually(async () => ((await projections()) > before ? true : undefined));
+    await drained();
     // Only the task.updated produced a projection; the 20 streaming updates were acked unread.
     expect((await projections()) - before).toBe(1);
   });
