@@ -6,29 +6,28 @@
  *                            [--loop-budget-ms 60000] [--explain-analyze]
  *
  * PostgreSQL URL: BENCH_POSTGRES_URL, else POSTGRES_URL, else postgres://postgres@127.0.0.1:5432/test.
+ * Server settings ride on the URL: `...?options=-c%20jit%3Doff` measures without JIT (each table's
+ * header line prints the settings in force).
+ *
+ * After ANALYZE and a warm-up, timings are medians of --repeat + 2 runs (windowed, 1,000 sessions),
+ * --repeat runs (windowed, all sessions) and ceil(--repeat / 2) runs (per-session loop, 1,000); the
+ * loop over all sessions runs once if its estimate fits --loop-budget-ms, else it is extrapolated.
  * Progress goes to stderr, results to stdout. A missed target prints FAIL and still exits 0; a wrong
- * answer (loop, window and the independent model disagree) or any error exits 1.
+ * answer (loop, window and the independent model in seedPlan.ts disagree) or any error exits 1.
  */
-import { randomUUID } from 'node:crypto';
-import fs from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import type { Knex } from 'knex';
-import { createRepositoryContext, rawRows, type RepositoryContext } from '../src/repository/context.js';
-import { createDatabase, type Database } from '../src/repository/database.js';
+import { rawRows, type RepositoryContext } from '../src/repository/context.js';
 import type { DialectName } from '../src/repository/dialect.js';
-import { migrateLatest } from '../src/repository/migrate.js';
 import { getPendingActionsBySessionIds, pendingActionsStatement } from '../src/repository/pendingActions.js';
 import type { PendingAction } from '../src/turns/pendingAction.js';
-import { MESSAGES_PER_SESSION, TURNS_PER_SESSION, createRng, planBatch, type Row, type TailShape } from './seedPlan.js';
+import { dropAllBenchDatabases, openBenchDatabase, seedBenchDatabase } from './benchDatabase.js';
+import { createRng } from './seedMessages.js';
+import { MESSAGES_PER_SESSION, TURNS_PER_SESSION } from './seedPlan.js';
 
 const DEFAULT_POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/test';
 const SAMPLE_SESSIONS = 1000;
-const SEED_BATCH_SESSIONS = 100;
-// SQLite's SQLITE_MAX_VARIABLE_NUMBER is 32766; PostgreSQL's wire protocol caps a statement at 65535.
-const MAX_BINDINGS: Record<DialectName, number> = { sqlite: 32_000, postgres: 65_000 };
 const TARGET_LOOP_OVER_WINDOW = 5;
 const TARGET_SCALING = 12;
 
@@ -39,6 +38,11 @@ interface Options {
   loopBudgetMs: number;
   explainAnalyze: boolean;
   postgresUrl: string;
+}
+
+class UsageError extends Error {
+  override name = 'UsageError';
+  readonly code = 'BENCH_USAGE';
 }
 
 function parseOptions(): Options {
@@ -63,7 +67,7 @@ function parseOptions(): Options {
   const sessions = int('sessions', values.sessions, 2);
   const repeat = int('repeat', values.repeat, 1);
   const loopBudgetMs = int('loop-budget-ms', values['loop-budget-ms'], 0);
-  if (problems.length > 0) throw new Error(`bad arguments:\n  ${problems.join('\n  ')}`);
+  if (problems.length > 0) throw new UsageError(`bad arguments:\n  ${problems.join('\n  ')}`);
   return {
     dialects: dialect === 'both' ? ['sqlite', 'postgres'] : [dialect as DialectName],
     sessions,
@@ -76,137 +80,6 @@ function parseOptions(): Options {
 
 const progress = (line: string) => process.stderr.write(`${line}\n`);
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
-
-// ---------------------------------------------------------------------------------------------
-// Databases: a temp SQLite file or a fresh PostgreSQL schema, both removed by `drop()`.
-
-interface BenchDatabase {
-  db: Database;
-  ctx: RepositoryContext;
-  where: string;
-  drop(): Promise<void>;
-}
-
-const pendingDrops = new Set<() => Promise<void>>();
-
-async function openBenchDatabase(dialect: DialectName, options: Options): Promise<BenchDatabase> {
-  let drop: () => Promise<void>;
-  let db: Database;
-  let where: string;
-  if (dialect === 'sqlite') {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pp-bench-'));
-    const file = path.join(dir, 'bench.db');
-    db = createDatabase(`sqlite:${file}`);
-    where = file;
-    drop = async () => {
-      await db.destroy();
-      fs.rmSync(dir, { recursive: true, force: true });
-    };
-  } else {
-    const schema = `bench_queries_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
-    const admin = createDatabase(options.postgresUrl, { maxConnections: 1 });
-    try {
-      await admin.knex.raw(`CREATE SCHEMA ${schema}`);
-    } finally {
-      await admin.destroy();
-    }
-    db = createDatabase(options.postgresUrl, { searchPath: schema, maxConnections: 2 });
-    where = `${db.description} schema ${schema}`;
-    drop = async () => {
-      await db.destroy();
-      const cleanup = createDatabase(options.postgresUrl, { maxConnections: 1 });
-      try {
-        await cleanup.knex.raw(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-      } finally {
-        await cleanup.destroy();
-      }
-    };
-  }
-  let dropped: Promise<void> | undefined;
-  const once = () => (dropped ??= drop());
-  pendingDrops.add(once);
-  await migrateLatest(db.knex);
-  return {
-    db,
-    ctx: createRepositoryContext(db),
-    where,
-    drop: async () => {
-      await once();
-      pendingDrops.delete(once);
-    },
-  };
-}
-
-// ---------------------------------------------------------------------------------------------
-// Seeding
-
-interface Seeded {
-  sessionIds: string[];
-  expected: Map<string, PendingAction>;
-  tails: Map<TailShape, number>;
-  seedMs: number;
-  analyzeMs: number;
-}
-
-/**
- * Multi-row `INSERT ... VALUES (...), (...)` in chunks that stay under the dialect's binding limit.
- * Built by hand because Knex compiles a multi-row SQLite insert as a UNION ALL of SELECTs, which
- * SQLite caps at 500 terms.
- */
-async function insertChunked(trx: Knex.Transaction, table: string, rows: Row[], maxBindings: number): Promise<void> {
-  if (rows.length === 0) return;
-  const columns = Object.keys(rows[0]!);
-  const tuple = `(${columns.map(() => '?').join(', ')})`;
-  const head = `INSERT INTO ${table} (${columns.join(', ')}) VALUES `;
-  const perStatement = Math.max(1, Math.floor(maxBindings / columns.length));
-  for (let i = 0; i < rows.length; i += perStatement) {
-    const chunk = rows.slice(i, i + perStatement);
-    const bindings = chunk.flatMap((row) => columns.map((c) => row[c] ?? null));
-    await trx.raw(head + chunk.map(() => tuple).join(', '), bindings);
-  }
-}
-
-async function seed(bench: BenchDatabase, sessions: number): Promise<Seeded> {
-  const { knex, dialect } = bench.db;
-  const label = `[${dialect.name}]`;
-  const result: Seeded = { sessionIds: [], expected: new Map(), tails: new Map(), seedMs: 0, analyzeMs: 0 };
-  progress(`${label} seeding ${sessions} sessions (${sessions * TURNS_PER_SESSION} turns, ${sessions * MESSAGES_PER_SESSION} messages) into ${bench.where}`);
-  // The default 2 MB page cache makes inserts into eight random-key indexes thrash; seeding gets a
-  // large one, measurements run with the default the application uses.
-  if (dialect.name === 'sqlite') await knex.raw('PRAGMA cache_size = -262144');
-  const started = performance.now();
-  let nextReport = 0.1;
-  for (let start = 0; start < sessions; start += SEED_BATCH_SESSIONS) {
-    const batch = planBatch(start, Math.min(SEED_BATCH_SESSIONS, sessions - start));
-    await knex.transaction(async (trx) => {
-      for (const [table, rows] of [
-        ['tasks', batch.tasks],
-        ['task_sessions', batch.sessions],
-        ['task_session_turns', batch.turns],
-        ['task_session_messages', batch.messages],
-      ] as const) {
-        await insertChunked(trx, table, rows, MAX_BINDINGS[dialect.name]);
-      }
-    });
-    result.sessionIds.push(...batch.sessionIds);
-    for (const [id, action] of batch.expected) result.expected.set(id, action);
-    for (const [tail, n] of batch.tails) result.tails.set(tail, (result.tails.get(tail) ?? 0) + n);
-    const done = start + batch.sessionIds.length;
-    if (done / sessions >= nextReport - 1e-9 || done === sessions) {
-      progress(`${label}   ${done}/${sessions} sessions (${Math.round((done / sessions) * 100)}%) after ${seconds(performance.now() - started)}`);
-      while (nextReport <= done / sessions + 1e-9) nextReport += 0.1;
-    }
-  }
-  result.seedMs = performance.now() - started;
-  progress(`${label} seeded in ${seconds(result.seedMs)}; running ANALYZE`);
-  const analyzeStarted = performance.now();
-  // PostgreSQL: only this schema's tables. A bare ANALYZE would walk every schema of the shared
-  // database, other engineers' included.
-  await knex.raw(dialect.name === 'sqlite' ? 'ANALYZE' : 'ANALYZE tasks, task_sessions, task_session_turns, task_session_messages');
-  result.analyzeMs = performance.now() - analyzeStarted;
-  if (dialect.name === 'sqlite') await knex.raw('PRAGMA cache_size = -2000');
-  return result;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Measuring
@@ -310,17 +183,35 @@ interface DialectReport {
   loopAll: Timing;
   actions: { clarification: number; permission: number };
   plan: string[];
+  /** Engine version and the settings that move these numbers. */
+  server: string;
+  /** 1-minute load average before and after measuring: the machine is shared. */
+  load: [number, number];
+}
+
+async function serverInfo(ctx: RepositoryContext): Promise<string> {
+  if (ctx.dialect.name === 'sqlite') {
+    const [row] = await rawRows<{ v: string; cache: number }>(ctx, 'SELECT sqlite_version() AS v, (SELECT cache_size FROM pragma_cache_size) AS cache');
+    return `SQLite ${row?.v}, cache_size ${row?.cache}`;
+  }
+  const [row] = await rawRows<{ v: string; jit: string; work_mem: string; shared_buffers: string }>(
+    ctx,
+    `SELECT current_setting('server_version') AS v, current_setting('jit') AS jit,
+            current_setting('work_mem') AS work_mem, current_setting('shared_buffers') AS shared_buffers`,
+  );
+  return `PostgreSQL ${row?.v}, jit=${row?.jit}, work_mem=${row?.work_mem}, shared_buffers=${row?.shared_buffers}`;
 }
 
 async function benchDialect(dialect: DialectName, options: Options): Promise<DialectReport> {
   const label = `[${dialect}]`;
-  const bench = await openBenchDatabase(dialect, options);
+  const bench = await openBenchDatabase(dialect, options.postgresUrl);
   try {
-    const seeded = await seed(bench, options.sessions);
+    const seeded = await seedBenchDatabase(bench, options.sessions, progress);
     const { ctx } = bench;
     const all = seeded.sessionIds;
     const sample = sampleOf(all, Math.min(SAMPLE_SESSIONS, all.length));
 
+    const loadBefore = os.loadavg()[0]!;
     progress(`${label} warm-up`);
     assertSameMap('windowed (all sessions) vs independent model', await getPendingActionsBySessionIds(ctx, all), seeded.expected);
     await getPendingActionsBySessionIds(ctx, sample);
@@ -352,6 +243,7 @@ async function benchDialect(dialect: DialectName, options: Options): Promise<Dia
       loopAll = { medianMs: estimateMs, minMs: estimateMs, maxMs: estimateMs, runs: 0, extrapolated: true };
     }
 
+    const load: [number, number] = [loadBefore, os.loadavg()[0]!];
     const plan = await explain(ctx, sample, options.explainAnalyze);
     const actions = { clarification: 0, permission: 0 };
     for (const action of seeded.expected.values()) actions[action] += 1;
@@ -368,6 +260,8 @@ async function benchDialect(dialect: DialectName, options: Options): Promise<Dia
       loopAll,
       actions,
       plan,
+      server: await serverInfo(ctx),
+      load,
     };
   } finally {
     progress(`${label} dropping ${bench.where}`);
@@ -382,9 +276,21 @@ const count = (n: number) => (n >= 1000 && n % 1000 === 0 ? `${n / 1000}k` : Str
 const ms = (t: Timing) => t.medianMs.toFixed(1);
 const spread = (t: Timing) => (t.extrapolated ? 'extrapolated' : t.runs === 1 ? '1 run' : `median of ${t.runs}, ${t.minMs.toFixed(1)}..${t.maxMs.toFixed(1)}`);
 
-function printReport(r: DialectReport): void {
+interface Verdicts {
+  loopRatio: number;
+  loopRatioPass: boolean;
+  scaling: number;
+  scalingPass: boolean;
+}
+
+function verdicts(r: DialectReport): Verdicts {
   const loopRatio = r.loopSample.medianMs / r.windowedSample.medianMs;
   const scaling = r.windowedAll.medianMs / r.windowedSample.medianMs;
+  return { loopRatio, loopRatioPass: loopRatio >= TARGET_LOOP_OVER_WINDOW, scaling, scalingPass: scaling <= TARGET_SCALING };
+}
+
+function printReport(r: DialectReport): void {
+  const { loopRatio, loopRatioPass, scaling, scalingPass } = verdicts(r);
   const rows: Array<[string, string, string, string]> = [
     [`windowed@${count(r.sample)} (ms)`, ms(r.windowedSample), '', spread(r.windowedSample)],
     [`windowed@${count(r.sessions)} (ms)`, ms(r.windowedAll), '', spread(r.windowedAll)],
@@ -395,12 +301,12 @@ function printReport(r: DialectReport): void {
       '',
       r.loopAll.extrapolated ? `extrapolated: loop@${count(r.sample)} x ${r.sessions / r.sample}, not run (over --loop-budget-ms)` : spread(r.loopAll),
     ],
-    [`loop / windowed @${count(r.sample)}`, `${loopRatio.toFixed(1)}x`, `>= ${TARGET_LOOP_OVER_WINDOW}x`, loopRatio >= TARGET_LOOP_OVER_WINDOW ? 'PASS' : 'FAIL'],
+    [`loop / windowed @${count(r.sample)}`, `${loopRatio.toFixed(1)}x`, `>= ${TARGET_LOOP_OVER_WINDOW}x`, loopRatioPass ? 'PASS' : 'FAIL'],
     [
       `windowed@${count(r.sessions)} / windowed@${count(r.sample)}`,
       `${scaling.toFixed(1)}x`,
       `<= ${TARGET_SCALING}x`,
-      scaling <= TARGET_SCALING ? 'PASS' : 'FAIL',
+      scalingPass ? 'PASS' : 'FAIL',
     ],
     [`loop / windowed @${count(r.sessions)}`, `${(r.loopAll.medianMs / r.windowedAll.medianMs).toFixed(1)}x`, '', r.loopAll.extrapolated ? 'extrapolated' : ''],
   ];
@@ -411,6 +317,7 @@ function printReport(r: DialectReport): void {
       `(seeded in ${seconds(r.seedMs)}, ANALYZE ${seconds(r.analyzeMs)}); ` +
       `${r.actions.clarification} clarification + ${r.actions.permission} permission sessions expected ==`,
   );
+  out.push(`  ${r.server}; load average ${r.load[0].toFixed(2)} -> ${r.load[1].toFixed(2)} on ${os.cpus().length} CPUs`);
   const widths = [0, 1, 2].map((i) => Math.max(...rows.map((row) => row[i]!.length), ['metric', 'value', 'target'][i]!.length));
   const line = (cells: readonly string[]) => `  ${cells.map((c, i) => (i < 3 ? (i === 1 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!)) : c)).join('  ')}`.trimEnd();
   out.push(line(['metric', 'value', 'target', 'result / notes']));
@@ -425,6 +332,7 @@ function printReport(r: DialectReport): void {
 
 function describeError(err: unknown): string {
   if (!(err instanceof Error)) return String(err);
+  if (err instanceof UsageError || (err as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return err.message;
   // Knex quotes the whole failed statement before the driver's reason; a bulk INSERT is megabytes.
   const message = err.message.length > 1500 ? `${err.message.slice(0, 300)} [...] ${err.message.slice(-800)}` : err.message;
   const frames = (err.stack ?? '').split('\n').filter((line) => /^\s+at /.test(line)).slice(0, 8);
@@ -436,16 +344,32 @@ async function main(): Promise<void> {
   const options = parseOptions();
   const stop = (signal: string) => {
     progress(`${signal}: dropping benchmark databases`);
-    void Promise.allSettled([...pendingDrops].map((drop) => drop())).then(() => process.exit(130));
+    void dropAllBenchDatabases().then(() => process.exit(130));
   };
   process.once('SIGINT', () => stop('SIGINT'));
   process.once('SIGTERM', () => stop('SIGTERM'));
-  for (const dialect of options.dialects) printReport(await benchDialect(dialect, options));
-  process.stdout.write(`\nwall time ${seconds(performance.now() - started)} (${options.dialects.join(' + ')}, ${options.sessions} sessions)\n`);
+  const reports: DialectReport[] = [];
+  for (const dialect of options.dialects) {
+    const report = await benchDialect(dialect, options);
+    printReport(report);
+    reports.push(report);
+  }
+  const summary = ['', 'summary (targets: loop/windowed >= 5x, windowed@all / windowed@1k <= 12x):'];
+  for (const r of reports) {
+    const v = verdicts(r);
+    summary.push(
+      `  ${r.dialect.padEnd(8)} loop/windowed ${v.loopRatio.toFixed(1)}x ${v.loopRatioPass ? 'PASS' : 'FAIL'}, ` +
+        `scaling ${v.scaling.toFixed(1)}x ${v.scalingPass ? 'PASS' : 'FAIL'}`,
+    );
+  }
+  const failed = reports.some((r) => !verdicts(r).loopRatioPass || !verdicts(r).scalingPass);
+  summary.push(failed ? '  FAIL: at least one target missed (see the tables above)' : '  all targets PASS');
+  summary.push(`wall time ${seconds(performance.now() - started)} (${options.dialects.join(' + ')}, ${options.sessions} sessions)`);
+  process.stdout.write(`${summary.join('\n')}\n`);
 }
 
 main().catch(async (err: unknown) => {
   process.stderr.write(`bench:queries failed: ${describeError(err)}\n`);
-  await Promise.allSettled([...pendingDrops].map((drop) => drop()));
+  await dropAllBenchDatabases();
   process.exitCode = 1;
 });
