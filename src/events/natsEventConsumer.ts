@@ -42,6 +42,8 @@ export class EventConsumer {
   private slotWaiters: Array<() => void> = [];
   private stopping = false;
   private lastProgressAt = Date.now();
+  private acks: Array<{ m: JsMsg; sent: () => void; failed: (err: unknown) => void }> = [];
+  private acksScheduled = false;
   private readonly log: Logger;
 
   constructor(private readonly options: EventConsumerOptions) {
@@ -102,7 +104,7 @@ export class EventConsumer {
     }
     try {
       const outcome = await this.options.handler.handleEvent(eventTypeOf(m.subject, topology.prefix), parsed.data);
-      m.ack();
+      await this.ack(m);
       metrics?.events.inc({ outcome });
       this.log.debug({ ...context, taskId: parsed.data.task_id, outcome }, 'event settled');
     } catch (raw) {
@@ -118,6 +120,33 @@ export class EventConsumer {
       metrics?.events.inc({ outcome: 'retried' });
       m.nak(delay);
     }
+  }
+
+  /**
+   * Acks once per event-loop turn, all together: nats.js writes its buffer to the socket on the next
+   * microtask, so acks issued one by one cost one socket write each, the dominant cost of cheap
+   * events. Still strictly after the covering projection committed; resolves once the ack is
+   * handed to the connection, so `stop()` (which waits for settled events) never drains before it.
+   */
+  private ack(m: JsMsg): Promise<void> {
+    return new Promise((sent, failed) => {
+      this.acks.push({ m, sent, failed });
+      if (this.acksScheduled) return;
+      this.acksScheduled = true;
+      setImmediate(() => {
+        const batch = this.acks;
+        this.acks = [];
+        this.acksScheduled = false;
+        for (const ack of batch) {
+          try {
+            ack.m.ack();
+            ack.sent();
+          } catch (err) {
+            ack.failed(err);
+          }
+        }
+      });
+    });
   }
 
   private async deadLetter(m: JsMsg, reason: string, detail: string): Promise<void> {

@@ -1,0 +1,552 @@
+/**
+ * Worker benchmark: the in-process worker (src/worker.ts) against the bare work one projection does,
+ * on SQLite (temp file) and PostgreSQL (a fresh schema), over a real NATS JetStream with a unique
+ * subject prefix, measured in one run and printed as ratios against the targets of the issue.
+ *
+ *   npm run bench -- [--dialect sqlite|postgres|both] [--scale <factor>]
+ *
+ * PostgreSQL: POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test); NATS: NATS_URL
+ * (default nats://127.0.0.1:4222). `--scale` multiplies every count (floors keep each measurement
+ * meaningful at small scales). Progress goes to stderr, results to stdout. A missed target prints
+ * FAIL and still exits 0; a wrong answer or any error exits 1. Streams, KV bucket, schema and temp
+ * file are removed at the end, also after an error or a first SIGINT/SIGTERM.
+ */
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connectNats } from '../src/bin/connectNats.js';
+import { NatsSummaryPublisher } from '../src/events/natsSummaryPublisher.js';
+import { ensureOutputTopology } from '../src/events/natsTopology.js';
+import { topologyFor } from '../src/events/subjects.js';
+import { silentLogger } from '../src/logger.js';
+import type { ReconcileProgress } from '../src/projectors/reconcile.js';
+import { createRepositoryContext, type RepositoryContext } from '../src/repository/context.js';
+import { createDatabase, type Database } from '../src/repository/database.js';
+import type { DialectName } from '../src/repository/dialect.js';
+import { migrateLatest } from '../src/repository/migrate.js';
+import { systemClock } from '../src/repository/timestamps.js';
+import { startWorker, type WorkerConfig, type WorkerHandle } from '../src/worker.js';
+import { deleteTopology, SummaryWatcher } from './workerNats.js';
+import { WorkerProcess } from './workerProcess.js';
+import {
+  addRates,
+  measureBareKeysetReads,
+  measureBareRoundTrips,
+  measureBursts,
+  measureDistinct,
+  measureLatency,
+  measureLimit,
+  mb,
+  measureMemory,
+  percentile,
+  perSecond,
+  WrongAnswerError,
+  type BenchEnv,
+  type MemoryResult,
+  type Rate,
+} from './workerPhases.js';
+import { seedTasks, toggleTasks } from './workerSeed.js';
+
+const DEFAULT_POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/test';
+const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
+const CONCURRENCY = 16;
+const PAGE_SIZE = 500;
+// The worker CLI's default pool (DB_MAX_CONNECTIONS); SQLite always has its one writer.
+const PG_POOL = 10;
+
+const TARGET_DISTINCT_OVER_LIMIT = 0.7;
+const TARGET_BURSTS_OVER_LIMIT = 5;
+const TARGET_LATENCY_P99_OVER_BARE = 3;
+const TARGET_RECONCILE_OVER_READS = 0.5;
+const TARGET_MEMORY_MB = 50;
+
+/** Counts at --scale 1, and the floor each scaled count keeps. */
+const COUNTS = {
+  reconcileTasks: [100_000, 2000],
+  warmTasks: [200, 50],
+  limitTasks: [4000, 128],
+  distinctTasks: [4000, 128],
+  burstTasks: [200, 16],
+  burstLength: [100, 10],
+  bareRoundTrips: [1000, 100],
+  latencyEvents: [2000, 200],
+  memoryWarmup: [20_000, 5000],
+  memoryEvents: [1_000_000, 20_000],
+  memoryMidpoint: [200_000, 5000],
+  memoryHotTasks: [1000, 50],
+} as const satisfies Record<string, readonly [number, number]>;
+type Counts = { [K in keyof typeof COUNTS]: number };
+
+interface Options {
+  dialects: DialectName[];
+  scale: number;
+  counts: Counts;
+  postgresUrl: string;
+  natsUrl: string;
+}
+
+function parseOptions(): Options {
+  const { values } = parseArgs({ options: { dialect: { type: 'string', default: 'both' }, scale: { type: 'string', default: '1' } }, strict: true });
+  const problems: string[] = [];
+  const dialect = values.dialect;
+  if (dialect !== 'sqlite' && dialect !== 'postgres' && dialect !== 'both') problems.push(`--dialect must be sqlite, postgres or both (got ${dialect})`);
+  const scale = Number(values.scale);
+  if (!Number.isFinite(scale) || scale <= 0 || scale > 100) problems.push(`--scale must be a number in (0, 100] (got ${values.scale})`);
+  if (problems.length > 0) throw new Error(`bad arguments:\n  ${problems.join('\n  ')}`);
+  const counts = Object.fromEntries(Object.entries(COUNTS).map(([k, [base, floor]]) => [k, Math.max(floor, Math.round(base * scale))])) as Counts;
+  return {
+    dialects: dialect === 'both' ? ['sqlite', 'postgres'] : [dialect as DialectName],
+    scale,
+    counts,
+    postgresUrl: process.env.POSTGRES_URL ?? DEFAULT_POSTGRES_URL,
+    natsUrl: process.env.NATS_URL ?? DEFAULT_NATS_URL,
+  };
+}
+
+const progress = (line: string): void => {
+  process.stderr.write(`${line}\n`);
+};
+const secs = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
+
+// ---------------------------------------------------------------------------------------------
+// Resources, each registered for cleanup so an error or a signal leaves nothing behind.
+
+const cleanups = new Set<() => Promise<void>>();
+
+function onCleanup(fn: () => Promise<unknown>): () => Promise<void> {
+  let done: Promise<void> | undefined;
+  const once = () =>
+    (done ??= fn().then(
+      () => undefined,
+      (err: Error) => {
+        progress(`cleanup failed: ${err.message}`);
+      },
+    ));
+  cleanups.add(once);
+  return async () => {
+    await once();
+    cleanups.delete(once);
+  };
+}
+
+async function runCleanups(): Promise<void> {
+  // Newest first: workers before streams before connections before databases.
+  for (const fn of [...cleanups].reverse()) await fn();
+  cleanups.clear();
+}
+
+interface OpenedDatabase {
+  db: Database;
+  ctx: RepositoryContext;
+  where: string;
+  /** How another process (the memory measurement's worker) opens the same database. */
+  url: string;
+  searchPath?: string;
+}
+
+async function openDatabase(dialect: DialectName, options: Options): Promise<OpenedDatabase> {
+  let db: Database;
+  let where: string;
+  let url: string;
+  let searchPath: string | undefined;
+  if (dialect === 'sqlite') {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pp-bench-worker-'));
+    const file = path.join(dir, 'bench.db');
+    url = `sqlite:${file}`;
+    db = createDatabase(url);
+    where = file;
+    onCleanup(async () => {
+      await db.destroy();
+      fs.rmSync(dir, { recursive: true, force: true });
+    });
+  } else {
+    const schema = `bench_worker_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
+    const admin = createDatabase(options.postgresUrl, { maxConnections: 1 });
+    try {
+      await admin.knex.raw(`CREATE SCHEMA ${schema}`);
+    } finally {
+      await admin.destroy();
+    }
+    url = options.postgresUrl;
+    searchPath = schema;
+    db = createDatabase(options.postgresUrl, { searchPath: schema, maxConnections: PG_POOL });
+    where = `${db.description} schema ${schema} (pool ${PG_POOL})`;
+    onCleanup(async () => {
+      await db.destroy();
+      const cleanup = createDatabase(options.postgresUrl, { maxConnections: 1 });
+      try {
+        await cleanup.knex.raw(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      } finally {
+        await cleanup.destroy();
+      }
+    });
+  }
+  await migrateLatest(db.knex);
+  return { db, ctx: createRepositoryContext(db), where, url, searchPath };
+}
+
+async function openNats(options: Options, name: string): Promise<NatsConnection> {
+  // The worker CLI's connection options (src/bin/connectNats.ts).
+  const nc = await connectNats({ natsUrl: options.natsUrl }, name);
+  onCleanup(async () => {
+    await nc.drain();
+  });
+  return nc;
+}
+
+function workerConfig(prefix: string, bootReconcile: boolean): WorkerConfig {
+  return {
+    subjectPrefix: prefix,
+    healthPort: 0,
+    concurrency: CONCURRENCY,
+    maxEventBytes: 256 * 1024,
+    maxDeliver: 10,
+    ackWaitMs: 30_000,
+    streamMaxAgeMs: 3_600_000,
+    reconcilePageSize: PAGE_SIZE,
+    bootReconcile,
+    respondDeadlineMs: 30_000,
+  };
+}
+
+async function startBenchWorker(db: Database, nc: NatsConnection, prefix: string, bootReconcile: boolean): Promise<{ worker: WorkerHandle; stop: () => Promise<void> }> {
+  const worker = await startWorker({ db, nc, config: workerConfig(prefix, bootReconcile), logger: silentLogger() });
+  return { worker, stop: onCleanup(() => worker.stop()) };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+interface DialectReport {
+  dialect: DialectName;
+  where: string;
+  seed: { tasks: number; drift: number; ms: number };
+  limit: Rate;
+  limitRounds: number[];
+  distinct: Rate;
+  distinctRounds: number[];
+  bursts: { rate: Rate; projections: number; tasks: number; length: number };
+  bare: number[];
+  latency: { samples: number[]; targetRate: number; achievedRate: number };
+  reconcile: { progress: ReconcileProgress; ms: number };
+  recheck: { progress: ReconcileProgress; ms: number };
+  reads: Rate;
+  memory: MemoryResult;
+  ms: number;
+}
+
+function slices(counts: Counts) {
+  let at = 0;
+  const take = (n: number) => [at, (at += n)] as const;
+  return {
+    warm: take(counts.warmTasks),
+    limit: take(counts.limitTasks),
+    distinct: take(counts.distinctTasks),
+    bursts: take(counts.burstTasks),
+    bare: take(counts.bareRoundTrips),
+    latency: take(counts.latencyEvents),
+    total: at,
+  };
+}
+
+async function benchDialect(dialect: DialectName, options: Options): Promise<DialectReport> {
+  const label = `[${dialect}]`;
+  const dialectStarted = performance.now();
+  const { counts } = options;
+  const plan = slices(counts);
+  const reconcileTasks = Math.max(counts.reconcileTasks, plan.total);
+  const { db, ctx, where, url, searchPath } = await openDatabase(dialect, options);
+  const ncWorker = await openNats(options, `bench-worker-${dialect}`);
+  const ncClient = await openNats(options, `bench-client-${dialect}`);
+  const prefix = `bench${randomUUID().replaceAll('-', '').slice(0, 8)}_${dialect}.`;
+  const topology = topologyFor(prefix);
+  onCleanup(() => deleteTopology(ncClient, topology));
+  const jsm = await jetstreamManager(ncClient);
+  const logger = silentLogger();
+  progress(`${label} database ${where}; NATS ${options.natsUrl} prefix ${prefix}`);
+
+  // (5) Seed, bare keyset reads, boot reconcile.
+  progress(`${label} seeding ${reconcileTasks} tasks (${plan.total} of them toggleable)`);
+  const seedStarted = performance.now();
+  let nextReport = 0.2;
+  const seeded = await seedTasks(ctx, {
+    tasks: reconcileTasks,
+    toggleTasks: plan.total,
+    onProgress: (done) => {
+      if (done / reconcileTasks >= nextReport - 1e-9) {
+        progress(`${label}   ${done}/${reconcileTasks} tasks after ${secs(performance.now() - seedStarted)}`);
+        while (nextReport <= done / reconcileTasks + 1e-9) nextReport += 0.2;
+      }
+    },
+  });
+  const seedMs = performance.now() - seedStarted;
+  progress(`${label} seeded in ${secs(seedMs)}: ${JSON.stringify(seeded.rows)}; ${seeded.expectedDrift} tasks need repair`);
+  const ids = seeded.taskIds;
+  const slice = ([from, to]: readonly [number, number]) => ids.slice(from, to);
+
+  // Timed on the second pass: the first warms the code paths, plans and caches the reconcile's
+  // reads will find warm too.
+  progress(`${label} bare keyset reads of ${reconcileTasks} tasks, pages of ${PAGE_SIZE} (warm-up pass, then the timed one)`);
+  await measureBareKeysetReads(ctx, PAGE_SIZE);
+  const reads = await measureBareKeysetReads(ctx, PAGE_SIZE);
+  progress(`${label}   ${Math.round(perSecond(reads))} tasks/s`);
+
+  const watcher = new SummaryWatcher(ncClient, topology);
+  onCleanup(async () => watcher.stop());
+  progress(`${label} boot reconcile of ${reconcileTasks} tasks through a worker (bootReconcile: true)`);
+  const reconciler = await startBenchWorker(db, ncWorker, prefix, true);
+  const reconcileStarted = performance.now();
+  const reconcileSummaries0 = watcher.received;
+  const ticker = setInterval(() => {
+    void reconciler.worker.metrics.reconcileTasks.get().then((m) => {
+      const visited = m.values.find((v) => v.labels.result === 'visited')?.value ?? 0;
+      progress(`${label}   ${visited}/${reconcileTasks} visited after ${secs(performance.now() - reconcileStarted)}`);
+    });
+  }, 15_000);
+  const result = await reconciler.worker.bootReconcile.finally(() => clearInterval(ticker));
+  const reconcileMs = performance.now() - reconcileStarted;
+  await reconciler.stop();
+  if (typeof result === 'string') throw new WrongAnswerError(`boot reconcile did not run: ${result}`);
+  if (result.visited !== reconcileTasks || result.drifted !== seeded.expectedDrift || result.repaired !== result.drifted || result.failed !== 0) {
+    throw new WrongAnswerError(`boot reconcile: ${JSON.stringify(result)}, expected ${reconcileTasks} visited and ${seeded.expectedDrift} drifted, all repaired`);
+  }
+  if (!(await watcher.waitReceived(reconcileSummaries0, result.repaired))) {
+    throw new WrongAnswerError(`boot reconcile: ${watcher.received - reconcileSummaries0} summaries published for ${result.repaired} repairs`);
+  }
+  progress(`${label}   ${Math.round((result.visited * 1000) / reconcileMs)} tasks/s (${result.repaired} repaired in ${secs(reconcileMs)})`);
+  // For context: the same walk once nothing needs repair (a second boot), i.e. reads and comparison only.
+  progress(`${label} second boot reconcile (nothing left to repair)`);
+  const rechecker = await startBenchWorker(db, ncWorker, prefix, true);
+  const recheckStarted = performance.now();
+  const recheck = await rechecker.worker.bootReconcile;
+  const recheckMs = performance.now() - recheckStarted;
+  await rechecker.stop();
+  if (typeof recheck === 'string' || recheck.visited !== reconcileTasks || recheck.drifted !== 0) {
+    throw new WrongAnswerError(`second boot reconcile: ${JSON.stringify(recheck)}, expected ${reconcileTasks} visited and none drifted`);
+  }
+  progress(`${label}   ${Math.round((recheck.visited * 1000) / recheckMs)} tasks/s`);
+
+  // The worker under test, and a publisher like the one it uses, for the bare figures.
+  const { worker, stop } = await startBenchWorker(db, ncWorker, prefix, false);
+  const { summaries } = await ensureOutputTopology(ncWorker, topology);
+  const publisher = new NatsSummaryPublisher(ncWorker, topology, summaries, systemClock);
+  const env: BenchEnv = { ctx, nc: ncClient, jsm, topology, watcher, sessionOf: seeded.sessionOf, logger, worker };
+  const toggle = (taskIds: readonly string[]) => toggleTasks(ctx, taskIds, systemClock());
+
+  progress(`${label} warm-up: ${counts.warmTasks} projections bare and through the worker`);
+  const warm = slice(plan.warm);
+  await toggle(warm);
+  await measureLimit(env, publisher, warm, CONCURRENCY);
+  await toggle(warm);
+  await measureDistinct(env, warm);
+
+  // (1) and (2), alternating halves so a neighbour's load spike hits both alike.
+  const limitIds = slice(plan.limit);
+  const distinctIds = slice(plan.distinct);
+  const limitRounds: Rate[] = [];
+  const distinctRounds: Rate[] = [];
+  for (const half of [0, 1]) {
+    const part = <T>(list: readonly T[]) => (half === 0 ? list.slice(0, list.length >> 1) : list.slice(list.length >> 1));
+    await toggle(part(limitIds));
+    progress(`${label} limit round ${half + 1}: projectTask x ${part(limitIds).length} distinct tasks, ${CONCURRENCY} concurrent`);
+    limitRounds.push(await measureLimit(env, publisher, part(limitIds), CONCURRENCY));
+    progress(`${label}   ${Math.round(perSecond(limitRounds[half]!))} projections/s`);
+    await toggle(part(distinctIds));
+    progress(`${label} worker round ${half + 1}: ${part(distinctIds).length} events for distinct changed tasks`);
+    distinctRounds.push(await measureDistinct(env, part(distinctIds)));
+    progress(`${label}   ${Math.round(perSecond(distinctRounds[half]!))} events/s`);
+  }
+  const limit = limitRounds.reduce(addRates);
+  const distinct = distinctRounds.reduce(addRates);
+
+  // (3)
+  const burstIds = slice(plan.bursts);
+  await toggle(burstIds);
+  progress(`${label} bursts: ${counts.burstLength} events x ${burstIds.length} tasks`);
+  const bursts = await measureBursts(env, worker, burstIds, counts.burstLength);
+  progress(`${label}   ${Math.round(perSecond(bursts.rate))} events/s, ${bursts.projections} projections`);
+
+  // (4)
+  const bareIds = slice(plan.bare);
+  await toggle(bareIds);
+  progress(`${label} bare round trips: ${bareIds.length}, one at a time`);
+  const bare = await measureBareRoundTrips(env, publisher, bareIds);
+  const latencyIds = slice(plan.latency);
+  await toggle(latencyIds);
+  const targetRate = perSecond(distinct) / 2;
+  progress(`${label} latency: ${latencyIds.length} events paced at ${Math.round(targetRate)}/s`);
+  const latency = await measureLatency(env, latencyIds, targetRate);
+
+  // (6) In a worker process of its own, so the RSS is the worker's alone (not this process's
+  // publisher, nor what seeding and the phases above left in the allocator).
+  await stop();
+  const hot = ids.slice(0, counts.memoryHotTasks);
+  progress(`${label} memory: a worker process; ${counts.memoryWarmup} warm-up events, then ${counts.memoryEvents}`);
+  const child = await WorkerProcess.start({ databaseUrl: url, searchPath, maxConnections: PG_POOL, natsUrl: options.natsUrl, config: workerConfig(prefix, false) });
+  const stopChild = onCleanup(() => child.stop());
+  const memoryStarted = performance.now();
+  const memory = await measureMemory(env, child, hot, { warmup: counts.memoryWarmup, events: counts.memoryEvents, midEvents: counts.memoryMidpoint }, (done, peak) => {
+    if (done % 100_000 === 0 || done === counts.memoryEvents) {
+      const rate = Math.round((done * 1000) / (performance.now() - memoryStarted));
+      progress(`${label}   ${done}/${counts.memoryEvents} events (~${rate}/s), worker rss peak so far ${Math.round(peak / 1048576)} MB`);
+    }
+  });
+  await stopChild();
+
+  return {
+    dialect,
+    where,
+    seed: { tasks: reconcileTasks, drift: seeded.expectedDrift, ms: seedMs },
+    limit,
+    limitRounds: limitRounds.map(perSecond),
+    distinct,
+    distinctRounds: distinctRounds.map(perSecond),
+    bursts: { ...bursts, tasks: burstIds.length, length: counts.burstLength },
+    bare,
+    latency: { ...latency, targetRate },
+    reconcile: { progress: result, ms: reconcileMs },
+    recheck: { progress: recheck, ms: recheckMs },
+    reads,
+    memory,
+    ms: performance.now() - dialectStarted,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reporting
+
+const int = (n: number) => Math.round(n).toLocaleString('en-US');
+const f1 = (n: number) => n.toFixed(1);
+const f2 = (n: number) => n.toFixed(2);
+const verdict = (ok: boolean) => (ok ? 'PASS' : 'FAIL');
+
+function printReport(r: DialectReport): { pass: number; fail: number } {
+  const limit = perSecond(r.limit);
+  const distinct = perSecond(r.distinct);
+  const bursts = perSecond(r.bursts.rate);
+  const bareP50 = percentile(r.bare, 50);
+  const bareP99 = percentile(r.bare, 99);
+  const latP50 = percentile(r.latency.samples, 50);
+  const latP99 = percentile(r.latency.samples, 99);
+  const reconcile = (r.reconcile.progress.visited * 1000) / r.reconcile.ms;
+  const reads = perSecond(r.reads);
+  const recheck = (r.recheck.progress.visited * 1000) / r.recheck.ms;
+  const m = r.memory;
+  const rssDelta = mb(m.after.rss - m.warm.rss);
+  const checks = [
+    distinct / limit >= TARGET_DISTINCT_OVER_LIMIT,
+    bursts / limit >= TARGET_BURSTS_OVER_LIMIT,
+    latP99 / bareP99 <= TARGET_LATENCY_P99_OVER_BARE,
+    reconcile / reads >= TARGET_RECONCILE_OVER_READS,
+    rssDelta <= TARGET_MEMORY_MB,
+  ];
+  const rows: Array<[string, string, string, string]> = [
+    [`1 limit: projectTask x ${r.limit.count}, ${CONCURRENCY} concurrent (proj/s)`, int(limit), '', `rounds ${r.limitRounds.map(int).join(', ')}`],
+    [`2 worker, ${r.distinct.count} distinct changed tasks (events/s)`, int(distinct), `>= ${TARGET_DISTINCT_OVER_LIMIT} x limit`, `${f2(distinct / limit)} x limit  ${verdict(checks[0]!)}  (rounds ${r.distinctRounds.map(int).join(', ')})`],
+    [
+      `3 worker, bursts ${r.bursts.length}/task x ${r.bursts.tasks} tasks (events/s)`,
+      int(bursts),
+      `>= ${TARGET_BURSTS_OVER_LIMIT} x limit`,
+      `${f2(bursts / limit)} x limit  ${verdict(checks[1]!)}  (${r.bursts.projections} projections for ${r.bursts.rate.count} events)`,
+    ],
+    [`4a bare round trip x ${r.bare.length}, p50 / p99 (ms)`, `${f2(bareP50)} / ${f2(bareP99)}`, '', 'projectTask incl. publish -> summary received, one at a time'],
+    [
+      `4b latency x ${r.latency.samples.length} @ ${int(r.latency.achievedRate)}/s, p50 / p99 (ms)`,
+      `${f2(latP50)} / ${f2(latP99)}`,
+      `p99 <= ${TARGET_LATENCY_P99_OVER_BARE} x bare p99`,
+      `${f2(latP99 / bareP99)} x bare p99  ${verdict(checks[2]!)}  (paced at (2)/2 = ${int(r.latency.targetRate)}/s)`,
+    ],
+    [
+      `5a boot reconcile of ${int(r.reconcile.progress.visited)} tasks (tasks/s)`,
+      int(reconcile),
+      '',
+      `${int(r.reconcile.progress.repaired)} repaired in ${secs(r.reconcile.ms)} = ${int((r.reconcile.progress.repaired * 1000) / r.reconcile.ms)} repairs/s; pages of ${PAGE_SIZE}`,
+    ],
+    [`5b bare keyset reads, same pages (tasks/s)`, int(reads), '', `${secs(r.reads.ms)}; see note`],
+    [`5  reconcile / bare keyset reads`, f2(reconcile / reads), `>= ${TARGET_RECONCILE_OVER_READS}`, verdict(checks[3]!)],
+    [
+      `5c context: second boot reconcile, nothing to repair (tasks/s)`,
+      int(recheck),
+      '',
+      `${f2(recheck / reads)} x bare keyset reads; not a target`,
+    ],
+    [
+      `6 memory: worker RSS after ${int(r.memory.events)} events - after ${int(r.memory.warmupEvents)} (MB)`,
+      f1(rssDelta),
+      `<= ${TARGET_MEMORY_MB} MB`,
+      `${verdict(checks[4]!)}  (RSS ${f1(mb(m.warm.rss))} -> ${f1(mb(m.after.rss))}, peak ${f1(mb(m.peakRss))}; heap used ${f1(mb(m.warm.heapUsed))} -> ${f1(mb(m.after.heapUsed))}, ` +
+        `heap total ${f1(mb(m.warm.heapTotal))} -> ${f1(mb(m.after.heapTotal))}, external ${f1(mb(m.warm.external))} -> ${f1(mb(m.after.external))})`,
+    ],
+    [
+      `6 context: RSS growth over the last ${int(m.events - m.midEvents)} events (MB)`,
+      f1(mb(m.after.rss - m.mid.rss)),
+      '',
+      `RSS ${f1(mb(m.mid.rss))} after ${int(m.midEvents)} -> ${f1(mb(m.after.rss))}; steady state, not a target`,
+    ],
+    [
+      `6 wall time of the ${int(m.events)} events (s)`,
+      f1(m.wallMs / 1000),
+      '',
+      `${int((m.events * 1000) / m.wallMs)} events/s, ${int(m.relevantEvents)} pending-sensitive`,
+    ],
+  ];
+  const out: string[] = [''];
+  out.push(`== ${r.dialect}: ${r.where} ==`);
+  out.push(`   ${int(r.seed.tasks)} tasks seeded in ${secs(r.seed.ms)} (${int(r.seed.drift)} needing repair); dialect run ${secs(r.ms)}`);
+  const widths = [0, 1, 2].map((i) => Math.max(...rows.map((row) => row[i]!.length), ['metric', 'value', 'target'][i]!.length));
+  const line = (cells: readonly string[]) => `  ${cells.map((c, i) => (i < 3 ? (i === 1 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!)) : c)).join('  ')}`.trimEnd();
+  out.push(line(['metric', 'value', 'target', 'result / notes']));
+  for (const row of rows) out.push(line(row));
+  out.push('  notes: (1) and (2) alternate in two rounds of half the tasks each; the figure is total count / total time.');
+  out.push("         (2), (3), (6): from the first publish until the worker's settled-event counter reaches the count AND the");
+  out.push('              durable consumer confirms every event acked (ack floor reached, nothing pending or unacknowledged).');
+  out.push('         (5b) "bare keyset reads" = per page listTaskIdsAfter, then loadTaskPendingStates + loadStatusSummaries');
+  out.push('              side by side (the reads reconcile issues), with no compare-and-set, no write and no publish;');
+  out.push('              timed on a second pass over the same pages, before the boot reconcile (same data it starts from).');
+  process.stdout.write(`${out.join('\n')}\n`);
+  const pass = checks.filter(Boolean).length;
+  return { pass, fail: checks.length - pass };
+}
+
+function describeError(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const message = err.message.length > 1500 ? `${err.message.slice(0, 300)} [...] ${err.message.slice(-800)}` : err.message;
+  const frames = (err.stack ?? '').split('\n').filter((l) => /^\s+at /.test(l)).slice(0, 8);
+  return [`${err.name}: ${message}`, ...frames].join('\n');
+}
+
+async function main(): Promise<void> {
+  const started = performance.now();
+  const options = parseOptions();
+  const stopOnSignal = (signal: string) => {
+    progress(`${signal}: cleaning up`);
+    void runCleanups().then(() => process.exit(130));
+  };
+  process.once('SIGINT', () => stopOnSignal('SIGINT'));
+  process.once('SIGTERM', () => stopOnSignal('SIGTERM'));
+  const cpu = os.cpus();
+  process.stdout.write(
+    `machine: ${cpu[0]?.model ?? 'unknown CPU'}, ${cpu.length} cores, ${f1(os.totalmem() / 1024 ** 3)} GiB RAM, node ${process.version}, ` +
+      `load average ${os.loadavg().map(f2).join(' ')}\n` +
+      `options: --dialect ${options.dialects.join('+')} --scale ${options.scale}; concurrency ${CONCURRENCY}; counts ${JSON.stringify(options.counts)}\n`,
+  );
+  let fail = 0;
+  for (const dialect of options.dialects) {
+    try {
+      fail += printReport(await benchDialect(dialect, options)).fail;
+    } finally {
+      await runCleanups();
+    }
+  }
+  process.stdout.write(`\nwall time ${secs(performance.now() - started)} (${options.dialects.join(' + ')}); ${fail === 0 ? 'all targets met' : `${fail} target(s) missed`}\n`);
+}
+
+main().catch(async (err: unknown) => {
+  process.stderr.write(`bench failed: ${describeError(err)}\n`);
+  await runCleanups();
+  process.exitCode = 1;
+});

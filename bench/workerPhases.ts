@@ -1,0 +1,359 @@
+/**
+ * The measurements of the worker benchmark, one function each. Every throughput figure is
+ * "count / elapsed" of one uninterrupted run; every latency list is in milliseconds.
+ */
+import { performance } from 'node:perf_hooks';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { JetStreamManager } from '@nats-io/jetstream';
+import type { Logger } from 'pino';
+import type { Topology } from '../src/events/subjects.js';
+import type { SummaryPublisher } from '../src/projectors/ports.js';
+import { projectTask } from '../src/projectors/projectTask.js';
+import type { RepositoryContext } from '../src/repository/context.js';
+import { loadTaskPendingStates } from '../src/repository/pendingActions.js';
+import { listTaskIdsAfter, loadStatusSummaries } from '../src/repository/statusSummaries.js';
+import type { WorkerHandle } from '../src/worker.js';
+import { ConsumerStalledError, ackProgress, encodeEvent, lastEventSeq, sleep, waitAcked, type SummaryWatcher } from './workerNats.js';
+import type { MemorySample } from './workerProcess.js';
+import { createRng } from './seedPlan.js';
+
+export interface BenchEnv {
+  ctx: RepositoryContext;
+  /** The connection Kandev and UI clients use (events in, summaries out). */
+  nc: NatsConnection;
+  jsm: JetStreamManager;
+  topology: Topology;
+  watcher: SummaryWatcher;
+  sessionOf: Map<string, string>;
+  logger: Logger;
+  /** The worker under test (its settled-event counter ends the throughput runs). */
+  worker?: WorkerHandle;
+}
+
+export interface Rate {
+  count: number;
+  ms: number;
+}
+
+export const perSecond = (r: Rate) => (r.count * 1000) / r.ms;
+export const addRates = (a: Rate, b: Rate): Rate => ({ count: a.count + b.count, ms: a.ms + b.ms });
+
+export class WrongAnswerError extends Error {
+  override name = 'WrongAnswerError';
+}
+
+/** Nearest-rank percentile of an unsorted list. */
+export function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
+
+/** (1) One projection's work per task, `concurrency` at a time: projectTask straight, no bus in. */
+export async function measureLimit(env: BenchEnv, publisher: SummaryPublisher, taskIds: readonly string[], concurrency: number): Promise<Rate> {
+  const deps = { ctx: env.ctx, publisher, logger: env.logger };
+  let next = 0;
+  let unexpected = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < taskIds.length) {
+        const result = await projectTask(deps, taskIds[next++]!);
+        if (result.outcome !== 'changed') unexpected++;
+      }
+    }),
+  );
+  const ms = performance.now() - started;
+  if (unexpected > 0) throw new WrongAnswerError(`limit: ${unexpected} of ${taskIds.length} projections did not change the summary`);
+  return { count: taskIds.length, ms };
+}
+
+function stateChanged(env: BenchEnv, taskId: string): Uint8Array {
+  return encodeEvent('task_session.state_changed', { task_id: taskId, session_id: env.sessionOf.get(taskId), state: 'RUNNING' });
+}
+
+/** Events the worker has settled (acked, or dead-lettered) since it started: its own counter. */
+export async function settledEvents(env: BenchEnv): Promise<number> {
+  if (!env.worker) throw new Error('no worker under test');
+  return (await env.worker.metrics.events.get()).values.reduce((sum, v) => (v.labels.outcome === 'retried' ? sum : sum + v.value), 0);
+}
+
+/**
+ * Waits until the worker has settled `count` more events than `settled0`, then until the durable
+ * consumer confirms every event up to `seq0 + count` acknowledged; resolves with performance.now()
+ * at that confirmation. The first wait reads an in-process counter (no request on the loop under
+ * test); the server is asked only at the end, so polling costs the worker next to nothing.
+ */
+export async function waitSettled(
+  env: BenchEnv,
+  seq0: number,
+  settled0: number,
+  count: number,
+  settled: () => Promise<number> = () => settledEvents(env),
+  stallMs = 60_000,
+): Promise<number> {
+  let last = -1;
+  let movedAt = performance.now();
+  for (;;) {
+    const n = (await settled()) - settled0;
+    if (n >= count) break;
+    const now = performance.now();
+    if (n !== last) {
+      last = n;
+      movedAt = now;
+    } else if (now - movedAt > stallMs) {
+      const p = await ackProgress(env.jsm, env.topology);
+      throw new ConsumerStalledError(`worker settled ${n} of ${count} events and made no progress for ${stallMs} ms (consumer: ${JSON.stringify(p)})`);
+    }
+    await sleep(2);
+  }
+  return waitAcked(env.jsm, env.topology, seq0 + count, { pollMs: 2, stallMs });
+}
+
+/**
+ * Publishes prepared events (subject, payload) through core NATS, as Kandev does, and resolves when
+ * the worker's consumer has acknowledged every one of them.
+ */
+async function publishAndWait(env: BenchEnv, events: ReadonlyArray<[string, Uint8Array]>): Promise<Rate> {
+  const seq0 = await lastEventSeq(env.jsm, env.topology);
+  const settled0 = await settledEvents(env);
+  const started = performance.now();
+  for (const [subject, payload] of events) env.nc.publish(subject, payload);
+  await env.nc.flush();
+  const done = await waitSettled(env, seq0, settled0, events.length);
+  return { count: events.length, ms: done - started };
+}
+
+/** (2) One event per distinct task whose state changed; every one must yield a summary. */
+export async function measureDistinct(env: BenchEnv, taskIds: readonly string[]): Promise<Rate> {
+  const subject = `${env.topology.prefix}task_session.state_changed`;
+  const events = taskIds.map((id): [string, Uint8Array] => [subject, stateChanged(env, id)]);
+  const before = env.watcher.received;
+  const rate = await publishAndWait(env, events);
+  if (!(await env.watcher.waitReceived(before, taskIds.length))) {
+    throw new WrongAnswerError(`distinct: ${env.watcher.received - before} summaries for ${taskIds.length} changed tasks`);
+  }
+  return rate;
+}
+
+async function projectionsSoFar(worker: WorkerHandle): Promise<number> {
+  return (await worker.metrics.projections.get()).values.reduce((sum, v) => sum + v.value, 0);
+}
+
+/** (3) `length` events per task, task after task; returns the rate and the projections used. */
+export async function measureBursts(env: BenchEnv, worker: WorkerHandle, taskIds: readonly string[], length: number): Promise<{ rate: Rate; projections: number }> {
+  const subject = `${env.topology.prefix}message.added`;
+  const events: Array<[string, Uint8Array]> = [];
+  for (const taskId of taskIds) {
+    for (let k = 0; k < length; k++) {
+      events.push([subject, encodeEvent('message.added', { task_id: taskId, session_id: env.sessionOf.get(taskId), type: 'clarification_request', requests_input: true })]);
+    }
+  }
+  const projections0 = await projectionsSoFar(worker);
+  const before = env.watcher.received;
+  const rate = await publishAndWait(env, events);
+  await worker.projector.whenIdle();
+  if (!(await env.watcher.waitReceived(before, taskIds.length))) {
+    throw new WrongAnswerError(`bursts: ${env.watcher.received - before} summaries for ${taskIds.length} changed tasks`);
+  }
+  return { rate, projections: (await projectionsSoFar(worker)) - projections0 };
+}
+
+/** A bare round trip, one at a time: projectTask (reread, CAS, publish) until a client has the summary. */
+export async function measureBareRoundTrips(env: BenchEnv, publisher: SummaryPublisher, taskIds: readonly string[]): Promise<number[]> {
+  const deps = { ctx: env.ctx, publisher, logger: env.logger };
+  const samples: number[] = [];
+  try {
+    for (const taskId of taskIds) {
+      let arrived!: () => void;
+      const seen = new Promise<void>((resolve) => (arrived = resolve));
+      env.watcher.listen((id) => {
+        if (id === taskId) arrived();
+      });
+      const started = performance.now();
+      const result = await projectTask(deps, taskId);
+      if (result.outcome !== 'changed') throw new WrongAnswerError(`bare round trip: ${taskId} ${result.outcome}`);
+      const timeout = sleep(10_000).then(() => {
+        throw new WrongAnswerError(`bare round trip: no summary for ${taskId} within 10 s`);
+      });
+      await Promise.race([seen, timeout]);
+      samples.push(performance.now() - started);
+    }
+  } finally {
+    env.watcher.listen(undefined);
+  }
+  return samples;
+}
+
+/**
+ * (4) A paced publisher at `ratePerSecond`: one state_changed event per changed task, latency from
+ * the publish call to the summary's arrival at a client.
+ */
+export async function measureLatency(env: BenchEnv, taskIds: readonly string[], ratePerSecond: number): Promise<{ samples: number[]; achievedRate: number }> {
+  const subject = `${env.topology.prefix}task_session.state_changed`;
+  const payloads = taskIds.map((id) => stateChanged(env, id));
+  const sentAt = new Map<string, number>();
+  const samples: number[] = [];
+  env.watcher.listen((id, at) => {
+    const t0 = sentAt.get(id);
+    if (t0 === undefined) return;
+    sentAt.delete(id);
+    samples.push(at - t0);
+  });
+  try {
+    const intervalMs = 1000 / ratePerSecond;
+    const started = performance.now();
+    for (let i = 0; i < taskIds.length; ) {
+      const now = performance.now();
+      const due = started + i * intervalMs;
+      if (now < due) {
+        await sleep(Math.max(0, due - now));
+        continue;
+      }
+      // Catch up on every slot that is due (timers fire late by a millisecond or so).
+      while (i < taskIds.length && started + i * intervalMs <= performance.now()) {
+        sentAt.set(taskIds[i]!, performance.now());
+        env.nc.publish(subject, payloads[i]!);
+        i++;
+      }
+    }
+    const achievedRate = (taskIds.length * 1000) / (performance.now() - started);
+    const deadline = performance.now() + 30_000;
+    while (samples.length < taskIds.length) {
+      if (performance.now() > deadline) throw new WrongAnswerError(`latency: ${samples.length} summaries for ${taskIds.length} changed tasks after 30 s`);
+      await sleep(5);
+    }
+    return { samples, achievedRate };
+  } finally {
+    env.watcher.listen(undefined);
+  }
+}
+
+/**
+ * (5b) The reads reconcile needs, page by page, with nothing written or published: listTaskIdsAfter,
+ * then loadTaskPendingStates and loadStatusSummaries side by side (as findDrift issues them).
+ */
+export async function measureBareKeysetReads(ctx: RepositoryContext, pageSize: number): Promise<Rate> {
+  let after: string | null = null;
+  let visited = 0;
+  const started = performance.now();
+  for (;;) {
+    const page = await listTaskIdsAfter(ctx, after, pageSize);
+    if (page.length === 0) break;
+    const [states] = await Promise.all([loadTaskPendingStates(ctx, page), loadStatusSummaries(ctx, page)]);
+    if (states.size !== page.length) throw new WrongAnswerError(`bare reads: ${states.size} states for a page of ${page.length}`);
+    visited += page.length;
+    after = page[page.length - 1]!;
+  }
+  return { count: visited, ms: performance.now() - started };
+}
+
+/** What the memory measurement needs from the worker process under test. */
+export interface MemoryProbe {
+  /** Events settled so far, and the process's RSS right now (no gc). */
+  settled(): Promise<{ settled: number; rss: number }>;
+  /** Settled events and memory after global.gc(). */
+  sample(): Promise<{ settled: number; memory: MemorySample }>;
+}
+
+export interface MemoryResult {
+  warmupEvents: number;
+  events: number;
+  midEvents: number;
+  relevantEvents: number;
+  warm: MemorySample;
+  mid: MemorySample;
+  after: MemorySample;
+  peakRss: number;
+  wallMs: number;
+}
+
+export const mb = (bytes: number) => bytes / (1024 * 1024);
+
+/**
+ * (6) Streams `events` events through the worker process after `warmup` events: 95% streaming
+ * `message.updated` of ordinary messages (acked unread), 5% pending-sensitive events over
+ * `hotTasks`. Published in batches of 5,000, at most three batches ahead of what the worker has
+ * settled, so JetStream and the worker keep up instead of the stream piling up. Memory is sampled
+ * (after gc) once warm, after `midEvents` of the run, and at the end.
+ */
+export async function measureMemory(
+  env: BenchEnv,
+  probe: MemoryProbe,
+  hotTasks: readonly string[],
+  counts: { warmup: number; events: number; midEvents: number },
+  onProgress: (done: number, rss: number) => void,
+): Promise<MemoryResult> {
+  const rng = createRng(0x3e3);
+  const batch = 5000;
+  const prefix = env.topology.prefix;
+  let relevant = 0;
+  const relevantTypes = ['message.added', 'turn.completed', 'task_session.state_changed', 'permission_request.received'];
+  const makeEvent = (k: number): [string, Uint8Array] => {
+    const taskId = hotTasks[Math.floor(rng() * hotTasks.length)]!;
+    const sessionId = env.sessionOf.get(taskId);
+    if (rng() < 0.05) {
+      relevant++;
+      const type = relevantTypes[k % relevantTypes.length]!;
+      return [`${prefix}${type}`, encodeEvent(type, { task_id: taskId, session_id: sessionId, type: 'clarification_request', requests_input: true })];
+    }
+    return [
+      `${prefix}message.updated`,
+      encodeEvent('message.updated', { task_id: taskId, session_id: sessionId, message_id: `stream-${k % 997}`, type: 'message', requests_input: false, content: 'Looking at the failing test, the fixture builds the session before' }),
+    ];
+  };
+  let peakRss = 0;
+  const settledCount = async () => {
+    const { settled, rss } = await probe.settled();
+    peakRss = Math.max(peakRss, rss);
+    return settled;
+  };
+  let mid: MemorySample | undefined;
+  const stream = async (count: number, midAt: number | undefined, report: boolean): Promise<number> => {
+    const seq0 = await lastEventSeq(env.jsm, env.topology);
+    const settled0 = await settledCount();
+    let pausedMs = 0;
+    const started = performance.now();
+    for (let sent = 0; sent < count; ) {
+      const n = Math.min(batch, count - sent);
+      for (let i = 0; i < n; i++) {
+        const [subject, payload] = makeEvent(sent + i);
+        env.nc.publish(subject, payload);
+      }
+      sent += n;
+      await env.nc.flush();
+      let waitedMs = 0;
+      const behind = midAt !== undefined && sent === midAt ? sent : sent - 3 * batch;
+      while ((await settledCount()) - settled0 < behind) {
+        if ((waitedMs += 5) > 60_000) throw new ConsumerStalledError(`worker stuck at ${(await settledCount()) - settled0} of ${sent} events`);
+        await sleep(5);
+      }
+      if (midAt !== undefined && sent === midAt) {
+        const pause = performance.now();
+        mid = (await probe.sample()).memory;
+        pausedMs += performance.now() - pause;
+      }
+      if (report) onProgress(sent, peakRss);
+    }
+    const done = await waitSettled(env, seq0, settled0, count, settledCount);
+    return done - started - pausedMs;
+  };
+  await stream(counts.warmup, undefined, false);
+  const warm = (await probe.sample()).memory;
+  relevant = 0;
+  peakRss = 0;
+  const midAt = Math.ceil(counts.midEvents / batch) * batch;
+  const wallMs = await stream(counts.events, midAt < counts.events ? midAt : undefined, true);
+  const after = (await probe.sample()).memory;
+  return {
+    warmupEvents: counts.warmup,
+    events: counts.events,
+    midEvents: mid ? midAt : counts.events,
+    relevantEvents: relevant,
+    warm,
+    mid: mid ?? after,
+    after,
+    peakRss: Math.max(peakRss, after.rss),
+    wallMs,
+  };
+}
