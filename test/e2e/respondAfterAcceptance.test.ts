@@ -1,0 +1,75 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../src/logger.js';
+import { findMessagesByPendingId } from '../../src/repository/clarifications.js';
+import { createDatabase } from '../../src/repository/database.js';
+import { startTurn } from '../../src/repository/turns.js';
+import type { ClarificationDelivery } from '../../src/services/clarificationPorts.js';
+import { createClarificationService } from '../../src/services/clarificationService.js';
+import { openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { seedClarificationBundle, seedSession } from '../support/seed.js';
+
+// A database fault exactly between the bus accepting the resume and finalisation. SQLite lets a
+// second connection hold the write lock deterministically; the rule under test (an accepted
+// response is never sent again) does not depend on the dialect.
+describe('a response accepted by the bus whose finalisation fails', () => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await openTestDatabase('sqlite', undefined, { file: true });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('replies internal, never publishes the resume again, and after recovery a retry replays the recorded answer', async () => {
+    const { sessionId } = await seedSession(t.ctx);
+    const turn = await startTurn(t.ctx, sessionId);
+    const { pendingId } = await seedClarificationBundle(t.ctx, { sessionId, turnId: turn.id });
+    const locker = createDatabase(t.url);
+    let resumes = 0;
+    // Our delivery port: no live waiter; the resume is accepted, and at that very moment another
+    // process takes the database's write lock.
+    const delivery: ClarificationDelivery = {
+      deliverToLiveWaiter: async () => ({ outcome: 'no_waiter' }),
+      publishResume: async () => {
+        resumes++;
+        await locker.knex.raw('BEGIN EXCLUSIVE');
+        return { accepted: true, duplicate: false };
+      },
+      wasResumeAccepted: async () => resumes > 0,
+    };
+    const published: unknown[] = [];
+    const service = createClarificationService({
+      ctx: t.ctx,
+      delivery,
+      events: { publish: async (events) => void published.push(...events) },
+      refreshSummary: async () => undefined,
+      respondDeadlineMs: 1000,
+      logger: silentLogger(),
+    });
+    const request = { pending_id: pendingId, answers: [{ question_id: 'q1', selected_options: ['a'], custom_text: '' }] };
+    try {
+      const reply = await service.respond(request);
+      expect(reply).toMatchObject({ ok: false, error: { code: 'internal', message: expect.stringMatching(/accepted \(resume\) but could not be finalised.*will not be delivered again/) } });
+    } finally {
+      await locker.knex.raw('ROLLBACK');
+      await locker.destroy();
+    }
+    expect(resumes).toBe(1);
+    const rows = await findMessagesByPendingId(t.ctx, pendingId);
+    expect(rows[0]!.metadata).toMatchObject({ status: 'answered', response_delivery_pending: true });
+
+    // Until recovery settles it, the outcome is in flight: a retry is refused, and nothing is resent.
+    const early = await service.respond(request);
+    expect(early).toMatchObject({ ok: false, error: { code: 'conflict', message: expect.stringMatching(/being delivered/) } });
+    expect(resumes).toBe(1);
+
+    // Recovery sees the accepted resume on the bus and finalises instead of reopening the question.
+    await service.recoverPendingDeliveries({ minClaimAgeMs: 0 });
+    const settled = await findMessagesByPendingId(t.ctx, pendingId);
+    expect(settled[0]!.metadata.status).toBe('answered');
+    expect(settled[0]!.metadata.response_delivery_pending).toBeUndefined();
+    const retry = await service.respond(request);
+    expect(retry).toMatchObject({ ok: true, claimed: false, status: 'answered' });
+    expect(resumes).toBe(1);
+  }, 60_000);
+});
