@@ -11,11 +11,12 @@ import type { SummaryPublisher } from '../src/projectors/ports.js';
 import { projectTask } from '../src/projectors/projectTask.js';
 import type { RepositoryContext } from '../src/repository/context.js';
 import { loadTaskPendingStates } from '../src/repository/pendingActions.js';
-import { listTaskIdsAfter, loadStatusSummaries } from '../src/repository/statusSummaries.js';
+import { loadStatusSummaries } from '../src/repository/statusSummaries.js';
 import type { WorkerHandle } from '../src/worker.js';
 import { ConsumerStalledError, ackProgress, encodeEvent, lastEventSeq, sleep, waitAcked, type SummaryWatcher } from './workerNats.js';
 import type { MemorySample } from './workerProcess.js';
 import { createRng } from './seedPlan.js';
+import { listTaskIdsAfter } from '../src/repository/tasks.js';
 
 export interface BenchEnv {
   ctx: RepositoryContext;

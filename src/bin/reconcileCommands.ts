@@ -3,10 +3,10 @@ import { createLogger } from '../logger.js';
 import { reconcileTasks } from '../projectors/reconcile.js';
 import { createRepositoryContext } from '../repository/context.js';
 import { createDatabase } from '../repository/database.js';
-import { countTasks } from '../repository/statusSummaries.js';
 import { connectNats } from './connectNats.js';
 import { createProgressReporter } from './progress.js';
 import { createStandaloneProjector } from './standaloneProjector.js';
+import { countTasks } from '../repository/tasks.js';
 
 /** `reconcile`: repair drifted summaries through the normal projection and publish each change. */
 export async function runReconcileCommand(config: Config, taskIds: string[]): Promise<number> {

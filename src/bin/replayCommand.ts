@@ -3,10 +3,10 @@ import type { Config } from '../config.js';
 import { parseEvent } from '../events/envelope.js';
 import { createLogger } from '../logger.js';
 import { createDatabase } from '../repository/database.js';
-import { taskIdOfSession } from '../repository/statusSummaries.js';
 import { connectNats } from './connectNats.js';
 import { createProgressReporter } from './progress.js';
 import { createStandaloneProjector } from './standaloneProjector.js';
+import { taskIdOfSession } from '../repository/tasks.js';
 
 /**
  * `replay`: reads a window of the event stream through an ephemeral ordered consumer (the live

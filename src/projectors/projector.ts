@@ -2,12 +2,12 @@ import type { Logger } from 'pino';
 import type { EventData } from '../events/envelope.js';
 import type { Metrics } from '../metrics.js';
 import type { RepositoryContext } from '../repository/context.js';
-import { taskIdOfSession } from '../repository/statusSummaries.js';
 import type { PendingAction } from '../turns/pendingAction.js';
 import { relevanceOf } from './eventRelevance.js';
 import type { SessionPendingActionUpdate, SummaryPublisher } from './ports.js';
 import { projectTask, type ProjectionResult } from './projectTask.js';
 import { TaskCoalescer } from './taskCoalescer.js';
+import { taskIdOfSession } from '../repository/tasks.js';
 
 export type EventOutcome = 'projected' | 'skipped' | 'unknown_type' | 'no_task';
 

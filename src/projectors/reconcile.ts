@@ -1,8 +1,9 @@
 import type { RepositoryContext } from '../repository/context.js';
 import { loadTaskPendingStates } from '../repository/pendingActions.js';
-import { listTaskIdsAfter, loadStatusSummaries } from '../repository/statusSummaries.js';
+import { loadStatusSummaries } from '../repository/statusSummaries.js';
 import { parseStoredSummary, pendingActionOf } from '../events/statusSummary.js';
 import type { PendingAction } from '../turns/pendingAction.js';
+import { listTaskIdsAfter } from '../repository/tasks.js';
 
 export type DriftKind = 'missing' | 'stale' | 'corrupt';
 

@@ -64,21 +64,3 @@ export async function compareAndSetStatusSummary(ctx: RepositoryContext, next: S
   );
   return rows.length > 0;
 }
-
-/** Keyset page of task ids after `afterId` (exclusive), ascending. */
-export async function listTaskIdsAfter(ctx: RepositoryContext, afterId: string | null, limit: number): Promise<string[]> {
-  const query = ctx.knex('tasks').select('id').orderBy('id').limit(limit);
-  if (afterId !== null) query.where('id', '>', afterId);
-  return (await query).map((r: Row) => String(r.id));
-}
-
-export async function countTasks(ctx: RepositoryContext): Promise<number> {
-  const row = await ctx.knex('tasks').count<{ n: number | string }[]>({ n: '*' }).first();
-  return Number(row?.n ?? 0);
-}
-
-/** The task of a session, for events that carry only a session id. */
-export async function taskIdOfSession(ctx: RepositoryContext, sessionId: string): Promise<string | undefined> {
-  const row = await ctx.knex('task_sessions').select('task_id').where({ id: sessionId }).first();
-  return row ? String(row.task_id) : undefined;
-}

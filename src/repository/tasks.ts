@@ -68,3 +68,21 @@ export async function setSessionState(ctx: RepositoryContext, sessionId: string,
   const changed = await ctx.knex('task_sessions').where({ id: sessionId }).update({ state, updated_at: ctx.clock() });
   return changed > 0;
 }
+
+/** Keyset page of task ids after `afterId` (exclusive), ascending. */
+export async function listTaskIdsAfter(ctx: RepositoryContext, afterId: string | null, limit: number): Promise<string[]> {
+  const query = ctx.knex('tasks').select('id').orderBy('id').limit(limit);
+  if (afterId !== null) query.where('id', '>', afterId);
+  return (await query).map((r: Record<string, unknown>) => String(r.id));
+}
+
+export async function countTasks(ctx: RepositoryContext): Promise<number> {
+  const row = await ctx.knex('tasks').count<{ n: number | string }[]>({ n: '*' }).first();
+  return Number(row?.n ?? 0);
+}
+
+/** The task of a session, for events that carry only a session id. */
+export async function taskIdOfSession(ctx: RepositoryContext, sessionId: string): Promise<string | undefined> {
+  const row = await ctx.knex('task_sessions').select('task_id').where({ id: sessionId }).first();
+  return row ? String(row.task_id) : undefined;
+}
