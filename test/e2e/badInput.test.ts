@@ -10,6 +10,7 @@ import { openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, envelope, eventually, natsUrl, uniquePrefix } from '../support/nats.js';
 import { seedSession } from '../support/seed.js';
 import { collectSummaries } from '../support/summaries.js';
+import { testWorkerConfig } from '../support/workerConfig.js';
 
 const CLI = fileURLToPath(new URL('../../bin/pending-projector.js', import.meta.url));
 
@@ -31,18 +32,7 @@ describe('bad input on the bus', () => {
       db: t.db,
       nc,
       logger: silentLogger(),
-      config: {
-        subjectPrefix: prefix,
-        healthPort: 0,
-        concurrency: 4,
-        maxEventBytes: 64 * 1024,
-        maxDeliver: 3,
-        ackWaitMs: 5000,
-        streamMaxAgeMs: 3_600_000,
-        reconcilePageSize: 100,
-        bootReconcile: false,
-        respondDeadlineMs: 5000,
-      },
+      config: testWorkerConfig(prefix, { concurrency: 4, maxDeliver: 3 }),
     });
   });
   afterAll(async () => {

@@ -23,20 +23,9 @@ import { startFakeAgent } from '../support/fakeAgent.js';
 import { connectTestNats, deleteTopology, envelope, eventually, uniquePrefix } from '../support/nats.js';
 import { seedClarificationBundle, seedSession } from '../support/seed.js';
 import { collectSummaries } from '../support/summaries.js';
+import { testWorkerConfig } from '../support/workerConfig.js';
 
 const RESPOND_DEADLINE_MS = 1500;
-const workerConfig = (prefix: string) => ({
-  subjectPrefix: prefix,
-  healthPort: 0,
-  concurrency: 8,
-  maxEventBytes: 64 * 1024,
-  maxDeliver: 5,
-  ackWaitMs: 5000,
-  streamMaxAgeMs: 3_600_000,
-  reconcilePageSize: 100,
-  bootReconcile: false,
-  respondDeadlineMs: RESPOND_DEADLINE_MS,
-});
 
 const answers = (...selected: string[]) => selected.map((option, i) => ({ question_id: `q${i + 1}`, selected_options: [option], custom_text: '' }));
 
@@ -75,7 +64,7 @@ describe.each(availableDialects())('clarification endpoints over a real NATS on 
     prefix = uniquePrefix(`clar_${dialect}`);
     summaries = collectSummaries(nc, prefix);
     bus = collectEvents(nc, prefix, [MESSAGE_UPDATED, CLARIFICATION_PRIMARY_ANSWERED, CLARIFICATION_STALE_DISMISSED]);
-    worker = await startWorker({ db: t.db, nc, config: workerConfig(prefix), logger: silentLogger() });
+    worker = await startWorker({ db: t.db, nc, config: testWorkerConfig(prefix, { respondDeadlineMs: RESPOND_DEADLINE_MS }), logger: silentLogger() });
     client = createPendingProjectorClient(nc, { prefix });
   });
   afterAll(async () => {

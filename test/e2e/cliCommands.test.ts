@@ -8,6 +8,7 @@ import { openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, envelope, eventually, natsUrl, uniquePrefix } from '../support/nats.js';
 import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/seed.js';
 import { collectSummaries } from '../support/summaries.js';
+import { testWorkerConfig } from '../support/workerConfig.js';
 
 const CLI = fileURLToPath(new URL('../../bin/pending-projector.js', import.meta.url));
 
@@ -74,7 +75,7 @@ describe('verify, reconcile and replay commands', () => {
       db: t.db,
       nc,
       logger: silentLogger(),
-      config: { subjectPrefix: prefix, healthPort: 0, concurrency: 4, maxEventBytes: 65536, maxDeliver: 5, ackWaitMs: 5000, streamMaxAgeMs: 3_600_000, reconcilePageSize: 100, bootReconcile: false, respondDeadlineMs: 5000 },
+      config: testWorkerConfig(prefix, { concurrency: 4 }),
     });
     try {
       nc.publish(`${prefix}task.updated`, envelope('task.updated', { task_id: tasks[1] }));

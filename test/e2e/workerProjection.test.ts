@@ -10,19 +10,8 @@ import { availableDialects, openTestDatabase, type TestDatabase } from '../suppo
 import { connectTestNats, deleteTopology, envelope, eventually, uniquePrefix } from '../support/nats.js';
 import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/seed.js';
 import { collectSummaries } from '../support/summaries.js';
+import { testWorkerConfig } from '../support/workerConfig.js';
 
-const workerConfig = (prefix: string) => ({
-  subjectPrefix: prefix,
-  healthPort: 0,
-  concurrency: 8,
-  maxEventBytes: 64 * 1024,
-  maxDeliver: 5,
-  ackWaitMs: 5000,
-  streamMaxAgeMs: 3_600_000,
-  reconcilePageSize: 100,
-  bootReconcile: true,
-  respondDeadlineMs: 5000,
-});
 
 describe.each(availableDialects())('the worker over a real NATS on %s', (dialect) => {
   let t: TestDatabase;
@@ -52,7 +41,7 @@ describe.each(availableDialects())('the worker over a real NATS on %s', (dialect
     nc = await connectTestNats();
     prefix = uniquePrefix(`proj_${dialect}`);
     summaries = collectSummaries(nc, prefix);
-    worker = await startWorker({ db: t.db, nc, config: workerConfig(prefix), logger: silentLogger() });
+    worker = await startWorker({ db: t.db, nc, config: testWorkerConfig(prefix, { bootReconcile: true }), logger: silentLogger() });
     await worker.bootReconcile;
   });
   afterAll(async () => {
