@@ -12,7 +12,7 @@ import { performance } from 'node:perf_hooks';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { createPendingProjectorClient } from '../src/client/pendingProjectorClient.js';
-import { topologyFor } from '../src/events/subjects.js';
+import { topologyFor, topologyStreams } from '../src/events/subjects.js';
 import { silentLogger } from '../src/logger.js';
 import { claimClarificationBundle, finalizeClarificationDelivery } from '../src/repository/clarificationClaims.js';
 import type { RepositoryContext } from '../src/repository/context.js';
@@ -152,7 +152,7 @@ async function measure(dialect: DialectName, nc: NatsConnection): Promise<Figure
   } finally {
     await worker.stop();
     const jsm = await jetstreamManager(nc);
-    for (const stream of [topology.eventsStream, topology.outputStream, topology.deadLetterStream, topology.agentResumeStream, `KV_${topology.summaryBucket}`]) {
+    for (const stream of topologyStreams(topology)) {
       await jsm.streams.delete(stream).catch(() => undefined);
     }
     await bench.drop();

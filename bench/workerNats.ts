@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import type { Topology } from '../src/events/subjects.js';
+import { topologyStreams, type Topology } from '../src/events/subjects.js';
 
 const encoder = new TextEncoder();
 
@@ -26,7 +26,7 @@ export async function deleteTopology(nc: NatsConnection, topology: Topology): Pr
   const jsm = await jetstreamManager(nc);
   const upper = topology.eventsStream.slice(0, topology.eventsStream.indexOf('PENDING_PROJECTOR_'));
   const lower = topology.summaryBucket.slice(0, topology.summaryBucket.indexOf('pending_projector_'));
-  const names = new Set([topology.eventsStream, topology.outputStream, topology.deadLetterStream, `KV_${topology.summaryBucket}`]);
+  const names = new Set(topologyStreams(topology));
   if (upper && lower) {
     for await (const name of jsm.streams.names()) {
       if (name.startsWith(upper) || name.startsWith(`KV_${lower}`)) names.add(name);

@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { topologyFor } from '../src/events/subjects.js';
+import { topologyFor, topologyStreams } from '../src/events/subjects.js';
 import { silentLogger } from '../src/logger.js';
 import { claimClarificationBundle, finalizeClarificationDelivery } from '../src/repository/clarificationClaims.js';
 import { listUnresolvedClarificationBundles } from '../src/repository/clarifications.js';
@@ -117,7 +117,7 @@ try {
   sub.unsubscribe();
   await worker.stop();
   const jsm = await jetstreamManager(nc);
-  for (const stream of [topology.eventsStream, topology.outputStream, topology.deadLetterStream, `KV_${topology.summaryBucket}`]) {
+  for (const stream of topologyStreams(topology)) {
     await jsm.streams.delete(stream).catch(() => undefined);
   }
   await nc.drain();

@@ -75,6 +75,11 @@ export function topologyFor(prefix: string): Topology {
   };
 }
 
+/** Every JetStream stream the worker creates for a topology, including the KV bucket's. */
+export function topologyStreams(topology: Topology): string[] {
+  return [topology.eventsStream, topology.outputStream, topology.deadLetterStream, topology.agentResumeStream, `KV_${topology.summaryBucket}`];
+}
+
 /**
  * Whether `value` can stand as one subject token (no separators, wildcards or whitespace): session
  * ids are spliced into the agent subjects above.

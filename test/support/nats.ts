@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { inject } from 'vitest';
-import { topologyFor } from '../../src/events/subjects.js';
+import { topologyFor, topologyStreams } from '../../src/events/subjects.js';
 
 export function natsAvailable(): boolean {
   return Boolean(inject('natsUrl'));
@@ -27,7 +27,7 @@ export async function connectTestNats(): Promise<NatsConnection> {
 export async function deleteTopology(nc: NatsConnection, prefix: string): Promise<void> {
   const t = topologyFor(prefix);
   const jsm = await jetstreamManager(nc);
-  for (const stream of [t.eventsStream, t.outputStream, t.deadLetterStream, t.agentResumeStream, `KV_${t.summaryBucket}`]) {
+  for (const stream of topologyStreams(t)) {
     await jsm.streams.delete(stream).catch(() => undefined);
   }
 }
