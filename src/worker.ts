@@ -94,23 +94,26 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
     logger,
   });
   // Claims a crashed process left between claim and delivery (domain reference §7.5). Younger claims
-  // may still be in delivery on another replica: they get one more look once that window has passed.
+  // may still be in delivery on another replica, and a claim whose resume cannot be checked (bus
+  // down) must not be guessed at: both get another look after the grace window, until none is left.
   const recoveryGraceMs = config.respondDeadlineMs + 5000;
   let recoveryTimer: NodeJS.Timeout | undefined;
   let recovery: Promise<unknown> = Promise.resolve();
-  const recoverClaims = () => {
+  let recoveryStopped = false;
+  const recoverClaims = async () => {
     const run = clarifications.recoverPendingDeliveries({ minClaimAgeMs: recoveryGraceMs }).catch((err: Error) => {
       log.error({ err }, 'clarification delivery recovery failed');
       return undefined;
     });
     recovery = run;
-    return run;
+    const report = await run;
+    if (!recoveryStopped && (report === undefined || report.deferred > 0)) {
+      recoveryTimer = setTimeout(() => void recoverClaims(), recoveryGraceMs);
+      recoveryTimer.unref();
+    }
+    return report;
   };
-  const firstRecovery = await recoverClaims();
-  if (firstRecovery && firstRecovery.deferred > 0) {
-    recoveryTimer = setTimeout(() => void recoverClaims(), recoveryGraceMs);
-    recoveryTimer.unref();
-  }
+  await recoverClaims();
   const endpoints = await startServiceEndpoints({ nc, topology, ctx, projector, clarifications, logger, maxRequestBytes: config.maxEventBytes });
 
   let stopping = false;
@@ -190,6 +193,7 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
       stopped ??= (async () => {
         stopping = true;
         clearInterval(lagTimer);
+        recoveryStopped = true;
         clearTimeout(recoveryTimer);
         await recovery;
         await endpoints.stop();

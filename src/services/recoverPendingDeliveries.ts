@@ -72,10 +72,22 @@ export async function recoverPendingDeliveries(deps: RecoveryDeps, options: Reco
         continue;
       }
       const ids = rows.map((r) => r.id);
-      if (status === 'answered' && (await deps.delivery.wasResumeAccepted(rows[0]!.sessionId, pendingId).catch(() => false))) {
-        await publish(await finalizeClarificationDelivery(deps.ctx, ids));
-        report.finalized++;
-        continue;
+      if (status === 'answered') {
+        let accepted: boolean;
+        try {
+          accepted = await deps.delivery.wasResumeAccepted(rows[0]!.sessionId, pendingId);
+        } catch (err) {
+          // Unknown is not "no": restoring a claim whose resume the bus may hold could deliver the
+          // answer twice. Leave it for the next pass.
+          log.warn({ pendingId, err }, 'could not tell whether the resume was accepted; deferring');
+          report.deferred++;
+          continue;
+        }
+        if (accepted) {
+          await publish(await finalizeClarificationDelivery(deps.ctx, ids));
+          report.finalized++;
+          continue;
+        }
       }
       const restore = await restoreClaimedClarifications(deps.ctx, pendingId, status, ids);
       if (restore.restored) {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/logger.js';
+import { claimClarificationBundle } from '../../src/repository/clarificationClaims.js';
 import { findMessagesByPendingId } from '../../src/repository/clarifications.js';
 import { createDatabase } from '../../src/repository/database.js';
 import { startTurn } from '../../src/repository/turns.js';
@@ -72,4 +73,37 @@ describe('a response accepted by the bus whose finalisation fails', () => {
     expect(retry).toMatchObject({ ok: true, claimed: false, status: 'answered' });
     expect(resumes).toBe(1);
   }, 60_000);
+
+  it('defers recovery of an answered claim while the bus cannot say whether its resume was accepted', async () => {
+    const { sessionId } = await seedSession(t.ctx);
+    const turn = await startTurn(t.ctx, sessionId);
+    const { pendingId } = await seedClarificationBundle(t.ctx, { sessionId, turnId: turn.id });
+    const claim = await claimClarificationBundle(t.ctx, pendingId, {
+      status: 'answered',
+      answers: new Map([['q1', { question_id: 'q1', selected_options: ['a'], custom_text: '' }]]),
+    });
+    expect(claim.claimed).toBe(true);
+    let busUp = false;
+    const service = createClarificationService({
+      ctx: t.ctx,
+      delivery: {
+        deliverToLiveWaiter: async () => ({ outcome: 'no_waiter' }),
+        publishResume: async () => ({ accepted: false, reason: 'unused' }),
+        wasResumeAccepted: async () => {
+          if (!busUp) throw new Error('no responders');
+          return false;
+        },
+      },
+      events: { publish: async () => undefined },
+      refreshSummary: async () => undefined,
+      respondDeadlineMs: 1000,
+      logger: silentLogger(),
+    });
+    // Unknown is not "no": restoring could deliver the answer a second time.
+    expect(await service.recoverPendingDeliveries({ minClaimAgeMs: 0 })).toMatchObject({ deferred: 1, restored: 0, finalized: 0 });
+    expect((await findMessagesByPendingId(t.ctx, pendingId))[0]!.metadata).toMatchObject({ status: 'answered', response_delivery_pending: true });
+    busUp = true;
+    expect(await service.recoverPendingDeliveries({ minClaimAgeMs: 0 })).toMatchObject({ deferred: 0, restored: 1 });
+    expect((await findMessagesByPendingId(t.ctx, pendingId))[0]!.metadata.status).toBe('pending');
+  });
 });
