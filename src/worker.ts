@@ -157,7 +157,7 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
       const progress = await reconcileTasks({
         ctx,
         pageSize: config.reconcilePageSize,
-        repair: (taskId) => projector.reproject(taskId),
+        repair: (taskIds) => projector.reprojectBatch(taskIds),
         shouldStop: () => stopping,
         beforePage: async () => {
           if (!(await acquireLease(ctx, BOOT_LEASE, owner, LEASE_TTL_MS))) throw new Error('boot reconcile lease lost');

@@ -22,7 +22,7 @@ export async function runReconcileCommand(config: Config, taskIds: string[]): Pr
       ctx,
       pageSize: config.reconcilePageSize,
       taskIds: taskIds.length > 0 ? taskIds : undefined,
-      repair: (taskId) => projector.reproject(taskId),
+      repair: (taskIds) => projector.reprojectBatch(taskIds),
       onPage: (p) => {
         const rate = Math.round(p.visited / Math.max(0.001, (Date.now() - started) / 1000));
         progress.update(`reconcile: ${p.visited}/${total} tasks, ${p.drifted} drifted, ${p.repaired} repaired, ${p.failed} failed (${rate} tasks/s)`);

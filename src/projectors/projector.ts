@@ -5,7 +5,7 @@ import type { RepositoryContext } from '../repository/context.js';
 import type { PendingAction } from '../turns/pendingAction.js';
 import { relevanceOf } from './eventRelevance.js';
 import type { SessionPendingActionUpdate, SummaryPublisher } from './ports.js';
-import { projectTask, type ProjectionResult } from './projectTask.js';
+import { projectTask, projectTasks, type ProjectionResult } from './projectTask.js';
 import { TaskCoalescer } from './taskCoalescer.js';
 import { taskIdOfSession } from '../repository/tasks.js';
 
@@ -55,6 +55,40 @@ export class Projector {
   /** Projects one task through the coalescer (reconcile, replay and services use this). */
   reproject(taskId: string): Promise<void> {
     return this.coalescer.run(taskId);
+  }
+
+  /**
+   * Projects many tasks in one transaction (reconcile pages), then any whose first insert raced a
+   * concurrent projection one by one through the coalescer. Resolves to the ids that failed.
+   */
+  async reprojectBatch(taskIds: readonly string[]): Promise<string[]> {
+    if (taskIds.length === 0) return [];
+    const { metrics } = this.options;
+    const sequence = ++this.sequence;
+    const stop = metrics?.projectionSeconds.startTimer();
+    let batch;
+    try {
+      batch = await projectTasks(
+        { ctx: this.options.ctx, publisher: this.options.publisher, logger: this.log, onConflict: () => metrics?.casConflicts.inc() },
+        taskIds,
+      );
+    } catch (err) {
+      metrics?.projections.inc({ result: 'failed' }, taskIds.length);
+      this.log.warn({ err, tasks: taskIds.length }, 'batched projection failed; projecting the tasks one by one');
+      batch = { results: new Map<string, ProjectionResult>(), conflicts: [...taskIds] };
+    } finally {
+      stop?.();
+    }
+    const sessions: Array<{ sessionId: string; taskId: string; pendingAction: PendingAction | null }> = [];
+    for (const [taskId, result] of batch.results) {
+      metrics?.projections.inc({ result: result.outcome });
+      if (result.outcome !== 'unknown_task') {
+        for (const s of result.state.sessions) sessions.push({ sessionId: s.sessionId, taskId, pendingAction: s.pendingAction });
+      }
+    }
+    await this.publishSessionChanges(sessions, sequence);
+    const settled = await Promise.allSettled(batch.conflicts.map((taskId) => this.reproject(taskId)));
+    return batch.conflicts.filter((_, i) => settled[i]!.status === 'rejected');
   }
 
   get activeTasks(): number {

@@ -54,8 +54,11 @@ export interface ReconcileProgress {
 export interface ReconcileOptions {
   ctx: RepositoryContext;
   pageSize: number;
-  /** Repairs one task (the projector, through its coalescer). Omit for a dry run (verify). */
-  repair?: (taskId: string) => Promise<void>;
+  /**
+   * Repairs a page's drifted tasks and resolves to the ids that failed (the projector's batched
+   * projection). Omit for a dry run (verify).
+   */
+  repair?: (taskIds: readonly string[]) => Promise<readonly string[]>;
   /** Restrict to these tasks instead of walking every task by keyset pages. */
   taskIds?: readonly string[];
   onPage?: (progress: ReconcileProgress, drift: readonly TaskDrift[]) => void;
@@ -66,8 +69,9 @@ export interface ReconcileOptions {
 }
 
 /**
- * Walks tasks by keyset pages (memory bounded by one page), finds drift, and repairs only drifted
- * tasks through the normal projection, so live events for the same task coalesce with it.
+ * Walks tasks by keyset pages (memory bounded by one page), finds drift, and repairs only the
+ * drifted tasks, a page at a time, through the projector's batched projection (the same rules and
+ * compare-and-set as a live projection; the database serialises it with live ones).
  */
 export async function reconcileTasks(options: ReconcileOptions): Promise<ReconcileProgress> {
   const progress: ReconcileProgress = { visited: 0, drifted: 0, repaired: 0, failed: 0, lastTaskId: null };
@@ -86,9 +90,10 @@ export async function reconcileTasks(options: ReconcileOptions): Promise<Reconci
     progress.visited += page.length;
     progress.drifted += drift.length;
     progress.lastTaskId = page[page.length - 1] ?? progress.lastTaskId;
-    if (options.repair) {
-      const results = await Promise.allSettled(drift.map((d) => options.repair!(d.taskId)));
-      for (const r of results) r.status === 'fulfilled' ? progress.repaired++ : progress.failed++;
+    if (options.repair && drift.length > 0) {
+      const failed = (await options.repair(drift.map((d) => d.taskId))).length;
+      progress.repaired += drift.length - failed;
+      progress.failed += failed;
     }
     options.onPage?.({ ...progress }, drift);
     if (explicit && explicit.length === 0) break;

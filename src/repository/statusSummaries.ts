@@ -32,6 +32,19 @@ export async function readStatusSummaryForUpdate(tx: RepositoryContext, taskId: 
   return rows[0] ? toStored(rows[0]) : undefined;
 }
 
+/** The batched form of `readStatusSummaryForUpdate`, locking in task id order (no deadlock between batches). */
+export async function readStatusSummariesForUpdate(tx: RepositoryContext, taskIds: readonly string[]): Promise<Map<string, StoredStatusSummary>> {
+  const result = new Map<string, StoredStatusSummary>();
+  if (taskIds.length === 0) return result;
+  const members = tx.dialect.inList('task_id', taskIds);
+  const lock = tx.dialect.name === 'postgres' ? ` ORDER BY ${tx.dialect.binaryText('task_id')} FOR UPDATE` : '';
+  for (const row of await rawRows<Row>(tx, `SELECT * FROM task_status_summaries WHERE ${members.sql}${lock}`, members.bindings)) {
+    const stored = toStored(row);
+    result.set(stored.taskId, stored);
+  }
+  return result;
+}
+
 export async function loadStatusSummaries(ctx: RepositoryContext, taskIds: readonly string[]): Promise<Map<string, StoredStatusSummary>> {
   const result = new Map<string, StoredStatusSummary>();
   if (taskIds.length === 0) return result;

@@ -1,0 +1,91 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../src/logger.js';
+import type { SessionPendingActionUpdate, SummaryPublisher, SummaryUpdate } from '../../src/projectors/ports.js';
+import { Projector } from '../../src/projectors/projector.js';
+import { projectTasks } from '../../src/projectors/projectTask.js';
+import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
+import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/seed.js';
+
+/** Our publisher port, recording what a projection hands to the bus. */
+class RecordingPublisher implements SummaryPublisher {
+  summaries: SummaryUpdate[] = [];
+  sessions: SessionPendingActionUpdate[] = [];
+  async publishSummary(update: SummaryUpdate) {
+    this.summaries.push(update);
+  }
+  async publishSessionPendingActions(updates: readonly SessionPendingActionUpdate[]) {
+    this.sessions.push(...updates);
+  }
+}
+
+describe.each(availableDialects())('batched projection on %s', (dialect) => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await openTestDatabase(dialect);
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  async function taskWithQuestion() {
+    const { taskId, sessionId, workspaceId } = await seedSession(t.ctx);
+    const turn = await seedTurnAt(t.ctx, sessionId, { startedAt: new Date().toISOString() });
+    await seedClarificationBundle(t.ctx, { sessionId, turnId: turn });
+    return { taskId, workspaceId };
+  }
+
+  it('writes and publishes exactly the semantic changes of a page, each at revision + 1, in one go', async () => {
+    const missing = await taskWithQuestion();
+    const stale = await taskWithQuestion();
+    const correct = await taskWithQuestion();
+    const corrupt = await taskWithQuestion();
+    const row = (taskId: string, workspaceId: string, summary: string) => ({ task_id: taskId, workspace_id: workspaceId, revision: 4, summary, updated_at: '2026-01-01T00:00:00.000000000Z' });
+    await t.ctx.knex('task_status_summaries').insert([
+      row(stale.taskId, stale.workspaceId, '{"git":{"additions":1}}'),
+      row(correct.taskId, correct.workspaceId, '{"pending_action":"clarification"}'),
+      row(corrupt.taskId, corrupt.workspaceId, 'not json'),
+    ]);
+    const publisher = new RecordingPublisher();
+    const ids = [missing.taskId, stale.taskId, correct.taskId, corrupt.taskId, 'no-such-task'];
+    const batch = await projectTasks({ ctx: t.ctx, publisher, logger: silentLogger() }, ids);
+    expect(batch.conflicts).toEqual([]);
+    expect(Object.fromEntries([...batch.results].map(([id, r]) => [id, r.outcome === 'unknown_task' ? r.outcome : [r.outcome, r.revision]]))).toEqual({
+      [missing.taskId]: ['changed', 1],
+      [stale.taskId]: ['changed', 5],
+      [correct.taskId]: ['unchanged', 4],
+      [corrupt.taskId]: ['changed', 5],
+      'no-such-task': 'unknown_task',
+    });
+    expect(publisher.summaries.map((u) => u.taskId).sort()).toEqual([missing.taskId, stale.taskId, corrupt.taskId].sort());
+    expect(publisher.summaries.find((u) => u.taskId === stale.taskId)!.summary).toMatchObject({ revision: 5, pending_action: 'clarification', git: { additions: 1 } });
+    const stored = await loadStatusSummaries(t.ctx, ids);
+    expect(JSON.parse(stored.get(corrupt.taskId)!.summary)).toEqual({ pending_action: 'clarification' });
+  });
+
+  it('hands a task whose first insert lost the compare-and-set to a single projection, which settles it', async () => {
+    const { taskId } = await taskWithQuestion();
+    const publisher = new RecordingPublisher();
+    // The same task twice in one batch: both read "no summary yet", the second insert loses.
+    const batch = await projectTasks({ ctx: t.ctx, publisher, logger: silentLogger() }, [taskId, taskId]);
+    expect(batch.conflicts).toEqual([taskId]);
+    const projector = new Projector({ ctx: t.ctx, publisher, logger: silentLogger(), concurrency: 2, epoch: '1' });
+    expect(await projector.reprojectBatch([taskId, taskId])).toEqual([]);
+    const stored = (await loadStatusSummaries(t.ctx, [taskId])).get(taskId)!;
+    expect(stored.revision).toBe(1);
+    expect(publisher.summaries.filter((u) => u.taskId === taskId).map((u) => u.summary.revision)).toEqual([1]);
+  });
+
+  it('rolls the whole page back when the bus refuses a publish, so nothing stored was unpublished', async () => {
+    const first = await taskWithQuestion();
+    const second = await taskWithQuestion();
+    const failing: SummaryPublisher = {
+      publishSummary: async (u) => {
+        if (u.taskId === second.taskId) throw new Error('bus down');
+      },
+      publishSessionPendingActions: async () => undefined,
+    };
+    await expect(projectTasks({ ctx: t.ctx, publisher: failing, logger: silentLogger() }, [first.taskId, second.taskId])).rejects.toThrow('bus down');
+    expect((await loadStatusSummaries(t.ctx, [first.taskId, second.taskId])).size).toBe(0);
+  });
+});
