@@ -97,7 +97,7 @@ function usage(): string {
   return `Usage: pending-projector <command> [flags]\n\nCommands:\n${lines.join('\n')}\n\nRun 'pending-projector <command> --help' for its flags and environment.\n`;
 }
 
-function commandHelp(name: string, command: Command): string {
+function commandHelp(command: Command): string {
   const own = Object.entries(command.options ?? {}).map(([flag, o]) => `  --${flag.padEnd(22)} ${''.padEnd(22)} ${o.help}`);
   return `${command.usage}\n\n${command.summary}\n\nFlags and environment (a flag wins over the environment):\n${[...own, describeSettings(command.settings)].join('\n')}\n`;
 }
@@ -117,11 +117,11 @@ export async function main(argv: string[]): Promise<number> {
   try {
     args = parseArgs({ args: rest, options: flagOptions(command), allowPositionals: true, strict: true });
   } catch (err) {
-    process.stderr.write(`${(err as Error).message}\n\n${commandHelp(name, command)}`);
+    process.stderr.write(`${(err as Error).message}\n\n${commandHelp(command)}`);
     return 2;
   }
   if (args.values.help) {
-    process.stdout.write(commandHelp(name, command));
+    process.stdout.write(commandHelp(command));
     return 0;
   }
   let config: Config;
@@ -129,7 +129,7 @@ export async function main(argv: string[]): Promise<number> {
     config = loadConfig(args.values as Record<string, string | boolean | undefined>, process.env, command.settings);
   } catch (err) {
     if (err instanceof ConfigError) {
-      process.stderr.write(`${err.message}\n\n${commandHelp(name, command)}`);
+      process.stderr.write(`${err.message}\n\n${commandHelp(command)}`);
       return 2;
     }
     throw err;

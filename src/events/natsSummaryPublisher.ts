@@ -24,7 +24,7 @@ export class NatsSummaryPublisher implements SummaryPublisher {
     private readonly topology: Topology,
     private readonly summaries: KV,
     private readonly clock: Clock,
-    private readonly timeoutMs = 5000,
+    timeoutMs = 5000,
   ) {
     this.js = jetstream(nc, { timeout: timeoutMs });
   }

@@ -2,7 +2,7 @@ import { rawRows, type RepositoryContext } from './context.js';
 import { currentTurnAuthority } from './currentTurnAuthority.js';
 import type { SqlDialect, SqlFragment } from './dialect.js';
 import { isInputCapableSessionState, taskPendingAction, type PendingAction } from '../turns/pendingAction.js';
-import { TERMINAL_STATES_SQL, pendingStatusPredicate } from './clarificationSql.js';
+import { CLARIFICATION_TYPE, PERMISSION_TYPE, TERMINAL_STATES_SQL, pendingStatusPredicate } from './clarificationSql.js';
 
 /**
  * The windowed pending-action statement for `sessionIds`, exactly as `getPendingActionsBySessionIds`
@@ -34,7 +34,7 @@ export function pendingActionsStatement(dialect: SqlDialect, sessionIds: readonl
         FROM current_turn ct
         CROSS JOIN task_session_messages m
        WHERE m.turn_id = ct.turn_id AND m.task_session_id = ct.task_session_id
-         AND m.type = 'clarification_request' AND ${pendingStatusPredicate(dialect, 'm.metadata')}
+         AND m.type = '${CLARIFICATION_TYPE}' AND ${pendingStatusPredicate(dialect, 'm.metadata')}
     ),
     latest_permissions AS (
       SELECT m.task_session_id, m.metadata,
@@ -42,7 +42,7 @@ export function pendingActionsStatement(dialect: SqlDialect, sessionIds: readonl
         FROM current_turn ct
         CROSS JOIN task_session_messages m
        WHERE m.turn_id = ct.turn_id AND m.task_session_id = ct.task_session_id
-         AND m.type = 'permission_request'
+         AND m.type = '${PERMISSION_TYPE}'
     )
     SELECT task_session_id, 'clarification' AS pending_action FROM pending_clarifications
     UNION ALL

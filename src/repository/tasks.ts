@@ -58,11 +58,6 @@ export async function getSession(ctx: RepositoryContext, sessionId: string): Pro
   return row ? toSessionRecord(row) : undefined;
 }
 
-export async function listTaskSessions(ctx: RepositoryContext, taskId: string): Promise<SessionRecord[]> {
-  const rows = await ctx.knex('task_sessions').where({ task_id: taskId }).orderBy([{ column: 'started_at' }, { column: 'id' }]);
-  return rows.map(toSessionRecord);
-}
-
 /** Moves a session to `state`; returns false when the session does not exist. */
 export async function setSessionState(ctx: RepositoryContext, sessionId: string, state: string): Promise<boolean> {
   const changed = await ctx.knex('task_sessions').where({ id: sessionId }).update({ state, updated_at: ctx.clock() });
