@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { withTransaction, type RepositoryContext } from '../repository/context.js';
 import { loadTaskPendingState, loadTaskPendingStates, type TaskPendingState } from '../repository/pendingActions.js';
 import {
+  compareAndSetStatusSummaries,
   compareAndSetStatusSummary,
   readStatusSummariesForUpdate,
   readStatusSummaryForUpdate,
@@ -35,19 +36,14 @@ export interface ProjectTaskDeps {
   onConflict?: () => void;
 }
 
-type StepResult = { outcome: 'unchanged'; revision: number } | { outcome: 'changed'; update: SummaryUpdate } | 'conflict';
+type Decision = { outcome: 'unchanged'; revision: number } | { outcome: 'changed'; row: StoredStatusSummary; update: SummaryUpdate };
 
 /**
- * The write half of a projection, inside the caller's transaction after it locked and read the
- * stored row: derive the summary with only `pending_action` replaced and, when that is a semantic
- * change, compare-and-set revision+1. Returns what must be published (before commit).
+ * The write half of a projection, decided from the stored row the caller locked and read: the
+ * summary with only `pending_action` replaced and, when that is a semantic change, the row to
+ * compare-and-set at revision+1 and the replacement to publish once it is accepted.
  */
-export async function storeNextSummary(
-  tx: RepositoryContext,
-  logger: Logger,
-  stored: StoredStatusSummary | undefined,
-  state: TaskPendingState,
-): Promise<StepResult> {
+export function decideNextSummary(logger: Logger, now: string, stored: StoredStatusSummary | undefined, state: TaskPendingState): Decision {
   const { taskId } = state;
   let current: SemanticSummary = {};
   let corrupt = false;
@@ -67,17 +63,12 @@ export async function storeNextSummary(
   const revision = (stored?.revision ?? 0) + 1;
   if (!Number.isSafeInteger(revision)) throw new RangeError(`task ${taskId}: revision overflow`);
   // Strictly after the stored instant, so clients ordering by updated_at agree with revision.
-  const now = tx.clock();
   const updatedAt = stored && timestampToMicros(now) <= timestampToMicros(stored.updatedAt) ? microsToTimestamp(timestampToMicros(stored.updatedAt) + 1) : now;
-  const accepted = await compareAndSetStatusSummary(tx, {
-    taskId,
-    workspaceId: state.workspaceId,
-    revision,
-    summary: canonicalSummaryJson(next),
-    updatedAt,
-  });
-  if (!accepted) return 'conflict';
-  return { outcome: 'changed', update: { taskId, workspaceId: state.workspaceId, summary: toPublishedSummary(next, revision, updatedAt) } };
+  return {
+    outcome: 'changed',
+    row: { taskId, workspaceId: state.workspaceId, revision, summary: canonicalSummaryJson(next), updatedAt },
+    update: { taskId, workspaceId: state.workspaceId, summary: toPublishedSummary(next, revision, updatedAt) },
+  };
 }
 
 /**
@@ -94,9 +85,9 @@ export async function projectTask(deps: ProjectTaskDeps, taskId: string): Promis
       const stored = await readStatusSummaryForUpdate(tx, taskId);
       const state = await loadTaskPendingState(tx, taskId);
       if (!state) return { outcome: 'unknown_task' };
-      const step = await storeNextSummary(tx, deps.logger, stored, state);
-      if (step === 'conflict') return step;
+      const step = decideNextSummary(deps.logger, tx.clock(), stored, state);
       if (step.outcome === 'unchanged') return { outcome: 'unchanged', revision: step.revision, state };
+      if (!(await compareAndSetStatusSummary(tx, step.row))) return 'conflict';
       await deps.publisher.publishSummary(step.update);
       return { outcome: 'changed', revision: step.update.summary.revision, state };
     });
@@ -116,7 +107,7 @@ export interface BatchProjection {
 
 /**
  * Projects many tasks in ONE transaction: lock and read their summaries and pending states in
- * batched statements, compare-and-set each change, then publish every replacement concurrently
+ * batched statements, compare-and-set every change in one statement, then publish every replacement concurrently
  * before commit. Same rules and ordering guarantees as `projectTask` (rows stay locked while their
  * revisions are published), but the bus round trips overlap instead of adding up: a reconcile page
  * of repairs costs about one round trip, not one per task.
@@ -126,23 +117,31 @@ export async function projectTasks(deps: ProjectTaskDeps, taskIds: readonly stri
     const stored = await readStatusSummariesForUpdate(tx, taskIds);
     const states = await loadTaskPendingStates(tx, taskIds);
     const results = new Map<string, ProjectionResult>();
-    const conflicts: string[] = [];
-    const updates: SummaryUpdate[] = [];
-    for (const taskId of taskIds) {
+    const changed: Array<{ row: StoredStatusSummary; update: SummaryUpdate; state: TaskPendingState }> = [];
+    const now = tx.clock();
+    for (const taskId of new Set(taskIds)) {
       const state = states.get(taskId);
       if (!state) {
         results.set(taskId, { outcome: 'unknown_task' });
         continue;
       }
-      const step = await storeNextSummary(tx, deps.logger, stored.get(taskId), state);
-      if (step === 'conflict') {
-        deps.onConflict?.();
-        conflicts.push(taskId);
-      } else if (step.outcome === 'unchanged') {
-        results.set(taskId, { outcome: 'unchanged', revision: step.revision, state });
+      const step = decideNextSummary(deps.logger, now, stored.get(taskId), state);
+      if (step.outcome === 'unchanged') results.set(taskId, { outcome: 'unchanged', revision: step.revision, state });
+      else changed.push({ ...step, state });
+    }
+    const accepted = await compareAndSetStatusSummaries(
+      tx,
+      changed.map((c) => c.row),
+    );
+    const conflicts: string[] = [];
+    const updates: SummaryUpdate[] = [];
+    for (const { row, update, state } of changed) {
+      if (accepted.has(row.taskId)) {
+        updates.push(update);
+        results.set(row.taskId, { outcome: 'changed', revision: row.revision, state });
       } else {
-        updates.push(step.update);
-        results.set(taskId, { outcome: 'changed', revision: step.update.summary.revision, state });
+        deps.onConflict?.();
+        conflicts.push(row.taskId);
       }
     }
     await Promise.all(updates.map((u) => deps.publisher.publishSummary(u)));

@@ -56,24 +56,46 @@ export async function loadStatusSummaries(ctx: RepositoryContext, taskIds: reado
   return result;
 }
 
+// Five bindings per row: well under SQLite's 32,766 and PostgreSQL's 65,535 per statement.
+const CAS_ROWS_PER_STATEMENT = 1000;
+
 /**
  * Kandev's compare-and-set: insert, or replace only when the stored revision is older AND something
  * semantic differs. False means "lost" (a newer or equal revision is stored, or nothing changed).
  */
 export async function compareAndSetStatusSummary(ctx: RepositoryContext, next: StoredStatusSummary): Promise<boolean> {
-  if (!next.taskId) throw new Error('task id required');
-  if (!(next.revision > 0)) throw new RangeError(`revision must be positive, got ${next.revision}`);
-  const rows = await rawRows<Row>(
-    ctx,
-    `INSERT INTO task_status_summaries (task_id, workspace_id, revision, summary, updated_at)
-     VALUES (?, ?, ?, ?, ?)
-     ON CONFLICT (task_id) DO UPDATE SET
-       workspace_id = excluded.workspace_id, revision = excluded.revision,
-       summary = excluded.summary, updated_at = excluded.updated_at
-     WHERE task_status_summaries.revision < excluded.revision
-       AND (task_status_summaries.workspace_id <> excluded.workspace_id OR task_status_summaries.summary <> excluded.summary)
-     RETURNING task_id`,
-    [next.taskId, next.workspaceId, next.revision, next.summary, next.updatedAt],
-  );
-  return rows.length > 0;
+  return (await compareAndSetStatusSummaries(ctx, [next])).has(next.taskId);
+}
+
+/**
+ * The compare-and-set of many tasks in one statement per thousand rows (a reconcile page of repairs
+ * costs one round trip, not one per task); resolves to the task ids whose row was written.
+ */
+export async function compareAndSetStatusSummaries(ctx: RepositoryContext, next: readonly StoredStatusSummary[]): Promise<Set<string>> {
+  const seen = new Set<string>();
+  for (const row of next) {
+    if (!row.taskId) throw new Error('task id required');
+    if (!(row.revision > 0)) throw new RangeError(`revision must be positive, got ${row.revision}`);
+    // PostgreSQL refuses to update one row twice in a statement; a caller doing so has a bug.
+    if (seen.has(row.taskId)) throw new Error(`task ${row.taskId} appears twice in one compare-and-set`);
+    seen.add(row.taskId);
+  }
+  const accepted = new Set<string>();
+  for (let i = 0; i < next.length; i += CAS_ROWS_PER_STATEMENT) {
+    const chunk = next.slice(i, i + CAS_ROWS_PER_STATEMENT);
+    const rows = await rawRows<Row>(
+      ctx,
+      `INSERT INTO task_status_summaries (task_id, workspace_id, revision, summary, updated_at)
+       VALUES ${chunk.map(() => '(?, ?, ?, ?, ?)').join(', ')}
+       ON CONFLICT (task_id) DO UPDATE SET
+         workspace_id = excluded.workspace_id, revision = excluded.revision,
+         summary = excluded.summary, updated_at = excluded.updated_at
+       WHERE task_status_summaries.revision < excluded.revision
+         AND (task_status_summaries.workspace_id <> excluded.workspace_id OR task_status_summaries.summary <> excluded.summary)
+       RETURNING task_id`,
+      chunk.flatMap((row) => [row.taskId, row.workspaceId, row.revision, row.summary, row.updatedAt]),
+    );
+    for (const row of rows) accepted.add(String(row.task_id));
+  }
+  return accepted;
 }

@@ -63,18 +63,45 @@ describe.each(availableDialects())('batched projection on %s', (dialect) => {
     expect(JSON.parse(stored.get(corrupt.taskId)!.summary)).toEqual({ pending_action: 'clarification' });
   });
 
-  it('hands a task whose first insert lost the compare-and-set to a single projection, which settles it', async () => {
+  it('projects a task listed twice in a batch once', async () => {
     const { taskId } = await taskWithQuestion();
     const publisher = new RecordingPublisher();
-    // The same task twice in one batch: both read "no summary yet", the second insert loses.
     const batch = await projectTasks({ ctx: t.ctx, publisher, logger: silentLogger() }, [taskId, taskId]);
-    expect(batch.conflicts).toEqual([taskId]);
-    const projector = new Projector({ ctx: t.ctx, publisher, logger: silentLogger(), concurrency: 2, epoch: '1' });
-    expect(await projector.reprojectBatch([taskId, taskId])).toEqual([]);
-    const stored = (await loadStatusSummaries(t.ctx, [taskId])).get(taskId)!;
-    expect(stored.revision).toBe(1);
-    expect(publisher.summaries.filter((u) => u.taskId === taskId).map((u) => u.summary.revision)).toEqual([1]);
+    expect(batch.conflicts).toEqual([]);
+    expect(batch.results.get(taskId)).toMatchObject({ outcome: 'changed', revision: 1 });
+    expect(publisher.summaries.map((u) => u.summary.revision)).toEqual([1]);
   });
+
+  // SQLite serialises writers (BEGIN IMMEDIATE), so only PostgreSQL can see a first insert race.
+  if (dialect === 'postgres') {
+    it('hands a task whose first insert lost to a concurrent insert to a single projection, which settles it', async () => {
+      const { taskId, workspaceId } = await taskWithQuestion();
+      const publisher = new RecordingPublisher();
+      const rival = await t.ctx.knex.transaction();
+      const rivalPid = (await rival.raw('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+      await rival.raw(`INSERT INTO task_status_summaries (task_id, workspace_id, revision, summary, updated_at) VALUES (?, ?, 1, '{}', ?)`, [
+        taskId,
+        workspaceId,
+        '2026-11-30T00:00:00.000000000Z',
+      ]);
+      // The batch sees no row to lock, then its insert waits on the rival's uncommitted one.
+      const batch = projectTasks({ ctx: t.ctx, publisher, logger: silentLogger() }, [taskId]);
+      for (let waited = 0; ; waited += 10) {
+        const rows = (await t.ctx.knex.raw('SELECT count(*)::int AS n FROM pg_stat_activity WHERE ? = ANY(pg_blocking_pids(pid))', [rivalPid])).rows;
+        if (rows[0].n > 0) break;
+        if (waited > 5000) throw new Error('the batch never waited on the rival insert');
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await rival.commit();
+      expect((await batch).conflicts).toEqual([taskId]);
+      expect(publisher.summaries).toEqual([]);
+      const projector = new Projector({ ctx: t.ctx, publisher, logger: silentLogger(), concurrency: 2, epoch: '1' });
+      expect(await projector.reprojectBatch([taskId])).toEqual([]);
+      const stored = (await loadStatusSummaries(t.ctx, [taskId])).get(taskId)!;
+      expect(stored).toMatchObject({ revision: 2, summary: '{"pending_action":"clarification"}' });
+      expect(publisher.summaries.map((u) => u.summary.revision)).toEqual([2]);
+    });
+  }
 
   it('rolls the whole page back when the bus refuses a publish, so nothing stored was unpublished', async () => {
     const first = await taskWithQuestion();

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acquireLease, releaseLease } from '../../src/repository/leases.js';
 import { CorruptMetaError, PENDING_ACTION_EPOCH_KEY, nextPendingActionProjectionEpoch } from '../../src/repository/meta.js';
-import { compareAndSetStatusSummary, loadStatusSummaries } from '../../src/repository/statusSummaries.js';
+import { compareAndSetStatusSummaries, compareAndSetStatusSummary, loadStatusSummaries } from '../../src/repository/statusSummaries.js';
 import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { withManualClock } from '../support/manualClock.js';
 import { seedSession } from '../support/seed.js';
@@ -34,6 +34,32 @@ describe.each(availableDialects())('summary store, epoch and leases on %s', (dia
     const stored = (await loadStatusSummaries(t.ctx, [taskId])).get(taskId)!;
     expect(stored).toMatchObject({ revision: 2, summary: '{"pending_action":"clarification"}', workspaceId });
     await expect(compareAndSetStatusSummary(t.ctx, row(taskId, workspaceId, 0, '{}'))).rejects.toThrow(RangeError);
+  });
+
+  it('compare-and-sets many tasks in one call with the same rule per row, across statement chunks', async () => {
+    const tasks = await Promise.all(Array.from({ length: 4 }, () => seedSession(t.ctx)));
+    const [a, b, c, d] = tasks.map((x) => x.taskId) as [string, string, string, string];
+    const ws = (taskId: string) => tasks.find((x) => x.taskId === taskId)!.workspaceId;
+    await compareAndSetStatusSummaries(t.ctx, [row(a, ws(a), 1, '{}'), row(b, ws(b), 1, '{}'), row(c, ws(c), 3, '{}')]);
+    const accepted = await compareAndSetStatusSummaries(t.ctx, [
+      row(a, ws(a), 2, '{"pending_action":"clarification"}'), // newer and different: written
+      row(b, ws(b), 2, '{}'), // semantic no-op: refused
+      row(c, ws(c), 3, '{"pending_action":"permission"}'), // not newer: refused
+      row(d, ws(d), 1, '{"pending_action":"permission"}'), // first insert: written
+    ]);
+    expect([...accepted].sort()).toEqual([a, d].sort());
+    const stored = await loadStatusSummaries(t.ctx, [a, b, c, d]);
+    expect([a, b, c, d].map((id) => stored.get(id)!.revision)).toEqual([2, 1, 3, 1]);
+    await expect(compareAndSetStatusSummaries(t.ctx, [row(a, ws(a), 3, '{}'), row(a, ws(a), 4, '{}')])).rejects.toThrow(/twice/);
+    expect(await compareAndSetStatusSummaries(t.ctx, [])).toEqual(new Set());
+
+    const many = await Promise.all(Array.from({ length: 1205 }, () => seedSession(t.ctx)));
+    const written = await compareAndSetStatusSummaries(
+      t.ctx,
+      many.map((x) => row(x.taskId, x.workspaceId, 1, '{}')),
+    );
+    expect(written.size).toBe(1205);
+    expect((await loadStatusSummaries(t.ctx, many.map((x) => x.taskId))).size).toBe(1205);
   });
 
   it('refuses a summary for a task that does not exist (foreign key)', async () => {
