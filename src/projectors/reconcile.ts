@@ -55,12 +55,13 @@ export interface ReconcileOptions {
   ctx: RepositoryContext;
   pageSize: number;
   /**
-   * Repairs a page's drifted tasks and resolves to the ids that failed (the projector's batched
-   * projection). Omit for a dry run (verify).
+   * Repairs a batch of drifted tasks (fewer than two pages' worth) and resolves to the ids that
+   * failed (the projector's batched projection). Omit for a dry run (verify).
    */
   repair?: (taskIds: readonly string[]) => Promise<readonly string[]>;
   /** Restrict to these tasks instead of walking every task by keyset pages. */
   taskIds?: readonly string[];
+  /** After each page with the drift found in it, and once more (no drift) after the last repairs. */
   onPage?: (progress: ReconcileProgress, drift: readonly TaskDrift[]) => void;
   /** Checked between pages; true stops the walk early (shutdown). */
   shouldStop?: () => boolean;
@@ -70,12 +71,23 @@ export interface ReconcileOptions {
 
 /**
  * Walks tasks by keyset pages (memory bounded by one page), finds drift, and repairs only the
- * drifted tasks, a page at a time, through the projector's batched projection (the same rules and
- * compare-and-set as a live projection; the database serialises it with live ones).
+ * drifted tasks through the projector's batched projection (the same rules and compare-and-set as a
+ * live projection; the database serialises it with live ones). Drifted ids are gathered across
+ * pages and repaired once a page's worth is known: a boot after an outage finds a few per page, and
+ * one transaction per page for those few would cost more than reading the page did.
  */
 export async function reconcileTasks(options: ReconcileOptions): Promise<ReconcileProgress> {
   const progress: ReconcileProgress = { visited: 0, drifted: 0, repaired: 0, failed: 0, lastTaskId: null };
-  let explicit = options.taskIds ? [...options.taskIds] : undefined;
+  const explicit = options.taskIds ? [...new Set(options.taskIds)] : undefined;
+  let unrepaired: string[] = [];
+  const repairGathered = async () => {
+    if (!options.repair || unrepaired.length === 0) return;
+    const batch = unrepaired;
+    unrepaired = [];
+    const failed = (await options.repair(batch)).length;
+    progress.repaired += batch.length - failed;
+    progress.failed += failed;
+  };
   for (;;) {
     if (options.shouldStop?.()) break;
     await options.beforePage?.();
@@ -90,13 +102,15 @@ export async function reconcileTasks(options: ReconcileOptions): Promise<Reconci
     progress.visited += page.length;
     progress.drifted += drift.length;
     progress.lastTaskId = page[page.length - 1] ?? progress.lastTaskId;
-    if (options.repair && drift.length > 0) {
-      const failed = (await options.repair(drift.map((d) => d.taskId))).length;
-      progress.repaired += drift.length - failed;
-      progress.failed += failed;
-    }
+    for (const d of drift) unrepaired.push(d.taskId);
+    if (unrepaired.length >= options.pageSize) await repairGathered();
     options.onPage?.({ ...progress }, drift);
     if (explicit && explicit.length === 0) break;
+  }
+  // Also when stopping early: at most a page of known drift, cheaper to settle now than to leave.
+  if (unrepaired.length > 0) {
+    await repairGathered();
+    options.onPage?.({ ...progress }, []);
   }
   return progress;
 }
