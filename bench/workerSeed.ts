@@ -217,3 +217,35 @@ export async function toggleTasks(ctx: RepositoryContext, taskIds: readonly stri
     );
   }
 }
+
+/**
+ * What pgbench does before it measures: vacuum and analyze what the seed and the boot reconcile
+ * wrote, and checkpoint, so the measured phases neither read dead row versions a production
+ * autovacuum would have cleared nor compete with the flush of the seed's dirty pages (the machine's
+ * PostgreSQL runs with autovacuum off). SQLite: fold the WAL back into the database file.
+ */
+export async function settleAfterBulkWrites(ctx: RepositoryContext): Promise<void> {
+  if (ctx.dialect.name === 'sqlite') {
+    await ctx.knex.raw('PRAGMA wal_checkpoint(TRUNCATE)');
+    return;
+  }
+  await ctx.knex.raw('VACUUM (ANALYZE) tasks, task_sessions, task_session_turns, task_session_messages, task_status_summaries');
+  await ctx.knex.raw('CHECKPOINT');
+}
+
+/**
+ * What a worker outage leaves behind, on every `step`-th task: a toggle task's session changed
+ * state (its summary is now stale), any other task was created meanwhile (no summary row yet).
+ * Resolves to how many tasks now need repair.
+ */
+export async function driftLikeAnOutage(ctx: RepositoryContext, taskIds: readonly string[], toggleTaskCount: number, step: number, now: string): Promise<number> {
+  const changed: string[] = [];
+  const created: string[] = [];
+  for (let i = step - 1; i < taskIds.length; i += step) (i < toggleTaskCount ? changed : created).push(taskIds[i]!);
+  await toggleTasks(ctx, changed, now);
+  for (let i = 0; i < created.length; i += 5000) {
+    const members = ctx.dialect.inList('task_id', created.slice(i, i + 5000));
+    await ctx.knex.raw(`DELETE FROM task_status_summaries WHERE ${members.sql}`, members.bindings as Knex.RawBinding[]);
+  }
+  return changed.length + created.length;
+}
