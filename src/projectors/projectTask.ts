@@ -107,10 +107,10 @@ export interface BatchProjection {
 
 /**
  * Projects many tasks in ONE transaction: lock and read their summaries and pending states in
- * batched statements, compare-and-set every change in one statement, then publish every replacement concurrently
- * before commit. Same rules and ordering guarantees as `projectTask` (rows stay locked while their
- * revisions are published), but the bus round trips overlap instead of adding up: a reconcile page
- * of repairs costs about one round trip, not one per task.
+ * batched statements, compare-and-set every change in one statement, then publish every
+ * replacement concurrently before commit. Same rules and ordering guarantees as `projectTask`
+ * (rows stay locked while their revisions are published), but the bus round trips overlap instead
+ * of adding up: a reconcile batch of repairs costs about one round trip, not one per task.
  */
 export async function projectTasks(deps: ProjectTaskDeps, taskIds: readonly string[]): Promise<BatchProjection> {
   return withTransaction(deps.ctx, async (tx) => {
@@ -129,10 +129,7 @@ export async function projectTasks(deps: ProjectTaskDeps, taskIds: readonly stri
       if (step.outcome === 'unchanged') results.set(taskId, { outcome: 'unchanged', revision: step.revision, state });
       else changed.push({ ...step, state });
     }
-    const accepted = await compareAndSetStatusSummaries(
-      tx,
-      changed.map((c) => c.row),
-    );
+    const accepted = await compareAndSetStatusSummaries(tx, changed.map((c) => c.row));
     const conflicts: string[] = [];
     const updates: SummaryUpdate[] = [];
     for (const { row, update, state } of changed) {
