@@ -492,6 +492,12 @@ function printReport(r: DialectReport): { pass: number; fail: number } {
       `${f2(latP99 / bareP99)} x bare p99  ${verdict(checks[2]!)}  (paced at (2)/2 = ${int(r.latency.targetRate)}/s)`,
     ],
     [
+      `4 context: the client's event-loop delay during (4b), p99 / max (ms)`,
+      `${f2(r.latency.clientLoopDelayMs.p99)} / ${f2(r.latency.clientLoopDelayMs.max)}`,
+      '',
+      'this process publishes and timestamps arrivals; a stall here adds to every sample waiting in it',
+    ],
+    [
       `5a boot after an outage: ${int(r.reconcile.progress.visited)} tasks, ${int(r.reconcile.progress.drifted)} to repair (tasks/s)`,
       int(reconcile),
       '',

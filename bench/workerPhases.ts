@@ -2,7 +2,7 @@
  * The measurements of the worker benchmark, one function each. Every throughput figure is
  * "count / elapsed" of one uninterrupted run; every latency list is in milliseconds.
  */
-import { performance } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { Logger } from 'pino';
@@ -189,6 +189,8 @@ export async function measureBareRoundTrips(env: BenchEnv, publisher: SummaryPub
 export interface LatencyResult {
   samples: number[];
   achievedRate: number;
+  /** This (client) process's event-loop delay over the phase. */
+  clientLoopDelayMs: { p99: number; max: number };
 }
 
 /**
@@ -200,6 +202,9 @@ export async function measureLatency(env: BenchEnv, taskIds: readonly string[], 
   const payloads = taskIds.map((id) => stateChanged(env, id));
   const sentAt = new Map<string, number>();
   const samples: number[] = [];
+  // Arrivals are timestamped on this process's event loop: a stall here inflates the samples.
+  const loop = monitorEventLoopDelay({ resolution: 1 });
+  loop.enable();
   env.watcher.listen((id, at) => {
     const t0 = sentAt.get(id);
     if (t0 === undefined) return;
@@ -229,8 +234,9 @@ export async function measureLatency(env: BenchEnv, taskIds: readonly string[], 
       if (performance.now() > deadline) throw new WrongAnswerError(`latency: ${samples.length} summaries for ${taskIds.length} changed tasks after 30 s`);
       await sleep(5);
     }
-    return { samples, achievedRate };
+    return { samples, achievedRate, clientLoopDelayMs: { p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 } };
   } finally {
+    loop.disable();
     env.watcher.listen(undefined);
   }
 }
