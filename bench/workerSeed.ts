@@ -18,6 +18,7 @@ import type { RepositoryContext } from '../src/repository/context.js';
 import type { DialectName } from '../src/repository/dialect.js';
 import { microsToTimestamp } from '../src/repository/timestamps.js';
 import { isInputCapableSessionState, type PendingAction } from '../src/turns/pendingAction.js';
+import { pick } from './seedMessages.js';
 import { createRng, type Row } from './seedPlan.js';
 
 export interface SeedOptions {
@@ -61,16 +62,6 @@ export async function insertRows(trx: Knex | Knex.Transaction, dialect: DialectN
     const chunk = rows.slice(i, i + perStatement);
     await trx.raw(head + chunk.map(() => tuple).join(', '), chunk.flatMap((row) => columns.map((c) => row[c] ?? null)));
   }
-}
-
-function pick<T>(rng: () => number, weights: ReadonlyArray<[T, number]>): T {
-  const total = weights.reduce((sum, [, w]) => sum + w, 0);
-  let r = rng() * total;
-  for (const [value, w] of weights) {
-    r -= w;
-    if (r < 0) return value;
-  }
-  return weights[weights.length - 1]![0];
 }
 
 const STATES: ReadonlyArray<[string, number]> = [
