@@ -20,6 +20,7 @@ import { parseArgs } from 'node:util';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connectNats } from '../src/bin/connectNats.js';
+import { SETTINGS } from '../src/config.js';
 import { NatsSummaryPublisher } from '../src/events/natsSummaryPublisher.js';
 import { ensureOutputTopology } from '../src/events/natsTopology.js';
 import { topologyFor } from '../src/events/subjects.js';
@@ -209,6 +210,7 @@ function workerConfig(prefix: string, bootReconcile: boolean): WorkerConfig {
     subjectPrefix: prefix,
     healthPort: 0,
     concurrency: CONCURRENCY,
+    projectionTransactions: SETTINGS.projectionTransactions.default,
     maxEventBytes: 256 * 1024,
     maxDeliver: 10,
     ackWaitMs: 30_000,

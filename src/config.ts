@@ -20,6 +20,13 @@ export const SETTINGS = {
   logLevel: { env: 'LOG_LEVEL', flag: 'log-level', schema: z.enum(LOG_LEVELS), default: 'info', help: LOG_LEVELS.join(' | ') },
   shutdownTimeoutMs: { env: 'SHUTDOWN_TIMEOUT_MS', flag: 'shutdown-timeout-ms', schema: intFrom(100, 600_000), default: 30_000, help: 'graceful shutdown budget before exiting non-zero' },
   concurrency: { env: 'CONCURRENCY', flag: 'concurrency', schema: intFrom(1, 1024), default: 16, help: 'projections in flight at once (distinct tasks)' },
+  projectionTransactions: {
+    env: 'PROJECTION_TRANSACTIONS',
+    flag: 'projection-transactions',
+    schema: intFrom(1, 200),
+    default: 2,
+    help: 'projection transactions open at once on PostgreSQL (at most the pool); tasks due meanwhile share the next one (SQLite: always 1)',
+  },
   maxEventBytes: { env: 'MAX_EVENT_BYTES', flag: 'max-event-bytes', schema: intFrom(1024, 64 * 1024 * 1024), default: 256 * 1024, help: 'larger events are dead-lettered' },
   maxDeliver: { env: 'MAX_DELIVER', flag: 'max-deliver', schema: intFrom(2, 1000), default: 10, help: 'deliveries before JetStream gives up on an event (then it is dead-lettered)' },
   ackWaitMs: { env: 'ACK_WAIT_MS', flag: 'ack-wait-ms', schema: intFrom(1000, 3_600_000), default: 30_000, help: 'redelivery timeout for an unacknowledged event' },

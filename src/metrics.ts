@@ -22,8 +22,14 @@ export function createMetrics() {
     deadLetters: new Counter({ name: 'pending_projector_dead_letters_total', help: 'Events written to the dead-letter stream', labelNames: ['reason'] as const, registers: [registry] }),
     projectionSeconds: new Histogram({
       name: 'pending_projector_projection_duration_seconds',
-      help: 'Duration of one projection (reread, compare-and-set, publish)',
+      help: 'Duration of one projection transaction (reread, compare-and-set, publish), of one task or several',
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5],
+      registers: [registry],
+    }),
+    projectionBatchTasks: new Histogram({
+      name: 'pending_projector_projection_batch_tasks',
+      help: 'Tasks per projection transaction (several when projections queue for the database)',
+      buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
       registers: [registry],
     }),
     consumerLag: new Gauge({ name: 'pending_projector_consumer_lag', help: 'Events in the stream not yet delivered to the consumer (num_pending)', registers: [registry] }),

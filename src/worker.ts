@@ -26,6 +26,7 @@ export type WorkerConfig = Pick<
   | 'subjectPrefix'
   | 'healthPort'
   | 'concurrency'
+  | 'projectionTransactions'
   | 'maxEventBytes'
   | 'maxDeliver'
   | 'ackWaitMs'
@@ -82,7 +83,7 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
   });
   const metrics = createMetrics();
   const publisher = new NatsSummaryPublisher(nc, topology, summaries, clock);
-  const projector = new Projector({ ctx, publisher, logger, metrics, concurrency: config.concurrency, epoch });
+  const projector = new Projector({ ctx, publisher, logger, metrics, concurrency: config.concurrency, transactions: Math.min(config.projectionTransactions, db.maxConnections), epoch });
   const consumer = new EventConsumer({ nc, topology, handler: projector, logger, metrics, maxEventBytes: config.maxEventBytes, maxDeliver: config.maxDeliver });
   await consumer.start();
   const clarifications = createClarificationService({

@@ -15,7 +15,7 @@ import { systemClock } from '../repository/timestamps.js';
 export async function createStandaloneProjector(
   db: Database,
   nc: NatsConnection,
-  config: Pick<Config, 'subjectPrefix' | 'concurrency'>,
+  config: Pick<Config, 'subjectPrefix' | 'concurrency' | 'projectionTransactions'>,
   logger: Logger,
 ): Promise<{ ctx: RepositoryContext; projector: Projector; topology: Topology }> {
   await migrateLatest(db.knex);
@@ -27,6 +27,7 @@ export async function createStandaloneProjector(
     publisher: new NatsSummaryPublisher(nc, topology, summaries, systemClock),
     logger,
     concurrency: config.concurrency,
+    transactions: Math.min(config.projectionTransactions, db.maxConnections),
     epoch: await nextPendingActionProjectionEpoch(ctx),
   });
   return { ctx, projector, topology };

@@ -5,6 +5,7 @@ import type { RepositoryContext } from '../repository/context.js';
 import type { PendingAction } from '../turns/pendingAction.js';
 import { relevanceOf } from './eventRelevance.js';
 import type { SessionPendingActionUpdate, SummaryPublisher } from './ports.js';
+import { ProjectionBatcher } from './projectionBatcher.js';
 import { projectTask, projectTasks, type ProjectionResult } from './projectTask.js';
 import { TaskCoalescer } from './taskCoalescer.js';
 import { taskIdOfSession } from '../repository/tasks.js';
@@ -17,6 +18,11 @@ export interface ProjectorOptions {
   logger: Logger;
   metrics?: Metrics;
   concurrency: number;
+  /**
+   * Projection transactions open at once on PostgreSQL (default 1); tasks due while all are busy
+   * share the next one. Always 1 on SQLite: its single writer would only queue the others.
+   */
+  transactions?: number;
   /** Epoch of this process's per-session pending-action revisions (allocated from kandev_meta). */
   epoch: string;
   /** Sessions whose last published pending action is remembered (bounds memory). */
@@ -35,7 +41,13 @@ export class Projector {
 
   constructor(private readonly options: ProjectorOptions) {
     this.log = options.logger.child({ component: 'projector' });
-    this.coalescer = new TaskCoalescer({ concurrency: options.concurrency, project: (taskId) => this.projectOnce(taskId) });
+    const transactions = options.ctx.dialect.name === 'sqlite' ? 1 : (options.transactions ?? 1);
+    const batcher = new ProjectionBatcher({
+      maxBatches: Math.max(1, Math.min(transactions, options.concurrency)),
+      maxBatchSize: options.concurrency,
+      runBatch: (taskIds) => this.projectLive(taskIds),
+    });
+    this.coalescer = new TaskCoalescer({ concurrency: options.concurrency, project: (taskId) => batcher.project(taskId) });
   }
 
   /**
@@ -63,8 +75,48 @@ export class Projector {
    */
   async reprojectBatch(taskIds: readonly string[]): Promise<string[]> {
     if (taskIds.length === 0) return [];
+    const conflicts = (await this.projectTogether(taskIds)) ?? [...taskIds];
+    const settled = await Promise.allSettled(conflicts.map((taskId) => this.reproject(taskId)));
+    return conflicts.filter((_, i) => settled[i]!.status === 'rejected');
+  }
+
+  get activeTasks(): number {
+    return this.coalescer.activeTasks;
+  }
+
+  whenIdle(): Promise<void> {
+    return this.coalescer.whenIdle();
+  }
+
+  /**
+   * The coalescer's tasks, grouped by the batcher: one alone takes the single-task path; several share
+   * one transaction. Tasks that transaction could not settle (it failed, a first insert raced, or
+   * the session publish failed) get a projection of their own, so one bad task fails alone. Not
+   * through the coalescer: these tasks are already in flight there.
+   */
+  private async projectLive(taskIds: readonly string[]): Promise<Array<PromiseSettledResult<void>>> {
+    if (taskIds.length === 1) return Promise.allSettled([this.projectOnce(taskIds[0]!)]);
+    let again: readonly string[];
+    try {
+      again = (await this.projectTogether(taskIds)) ?? taskIds;
+    } catch (err) {
+      this.log.warn({ err, tasks: taskIds.length }, 'publishing session pending actions failed; projecting the tasks one by one');
+      again = taskIds;
+    }
+    const retry = new Set(again);
+    return Promise.allSettled(taskIds.map((taskId) => (retry.has(taskId) ? this.projectOnce(taskId) : Promise.resolve())));
+  }
+
+  /**
+   * `projectTasks` with metrics and the session publishes. Resolves to the tasks whose first insert
+   * raced another projection, or undefined when the transaction failed (logged; nothing committed).
+   * Rejects when the session publish fails after commit.
+   */
+  private async projectTogether(taskIds: readonly string[]): Promise<string[] | undefined> {
     const { metrics } = this.options;
+    // Reserved before the read, as Kandev does (see projectOnce).
     const sequence = ++this.sequence;
+    metrics?.projectionBatchTasks.observe(taskIds.length);
     const stop = metrics?.projectionSeconds.startTimer();
     let batch;
     try {
@@ -75,7 +127,7 @@ export class Projector {
     } catch (err) {
       metrics?.projections.inc({ result: 'failed' }, taskIds.length);
       this.log.warn({ err, tasks: taskIds.length }, 'batched projection failed; projecting the tasks one by one');
-      batch = { results: new Map<string, ProjectionResult>(), conflicts: [...taskIds] };
+      return undefined;
     } finally {
       stop?.();
     }
@@ -87,16 +139,7 @@ export class Projector {
       }
     }
     await this.publishSessionChanges(sessions, sequence);
-    const settled = await Promise.allSettled(batch.conflicts.map((taskId) => this.reproject(taskId)));
-    return batch.conflicts.filter((_, i) => settled[i]!.status === 'rejected');
-  }
-
-  get activeTasks(): number {
-    return this.coalescer.activeTasks;
-  }
-
-  whenIdle(): Promise<void> {
-    return this.coalescer.whenIdle();
+    return batch.conflicts;
   }
 
   private async projectOnce(taskId: string): Promise<void> {
@@ -104,6 +147,7 @@ export class Projector {
     // Reserved before the read, as Kandev does: a read delayed behind a newer one carries the
     // older sequence and clients discard it.
     const sequence = ++this.sequence;
+    metrics?.projectionBatchTasks.observe(1);
     const stop = metrics?.projectionSeconds.startTimer();
     let result: ProjectionResult;
     try {

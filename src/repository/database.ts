@@ -12,6 +12,8 @@ export interface Database {
   readonly dialect: SqlDialect;
   /** The URL with any password removed, for logs and progress output. */
   readonly description: string;
+  /** Connections the pool opens at most (SQLite: 1, its single writer). */
+  readonly maxConnections: number;
   destroy(): Promise<void>;
 }
 
@@ -30,6 +32,7 @@ function knexLog(options: DatabaseOptions) {
 }
 
 export const DEFAULT_DATABASE_URL = 'sqlite:./data/pending-projector.db';
+const DEFAULT_PG_MAX_CONNECTIONS = 10;
 
 const TIMESTAMP_OID = 1114;
 const TIMESTAMPTZ_OID = 1184;
@@ -62,7 +65,7 @@ export function createDatabase(url: string = DEFAULT_DATABASE_URL, options: Data
       log: knexLog(options),
       pool: {
         min: 0,
-        max: options.maxConnections ?? 10,
+        max: options.maxConnections ?? DEFAULT_PG_MAX_CONNECTIONS,
         // JIT compilation of the batched pending-action statement costs more (about 0.5 s) than
         // running it; this service issues short OLTP statements only.
         afterCreate(conn: pg.Client, done: (err: Error | null, conn: pg.Client) => void) {
@@ -73,7 +76,7 @@ export function createDatabase(url: string = DEFAULT_DATABASE_URL, options: Data
         },
       },
     });
-    return wrap(knex, 'postgres', url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@'));
+    return wrap(knex, 'postgres', url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@'), options.maxConnections ?? DEFAULT_PG_MAX_CONNECTIONS);
   }
   if (url.startsWith('sqlite:')) {
     const filename = url.slice('sqlite:'.length);
@@ -104,19 +107,20 @@ export function createDatabase(url: string = DEFAULT_DATABASE_URL, options: Data
         },
       },
     });
-    return wrap(knex, 'sqlite', url);
+    return wrap(knex, 'sqlite', url, 1);
   }
   throw new DatabaseUrlError(
     `unsupported DATABASE_URL ${JSON.stringify(url)}: use sqlite:<path>, sqlite::memory: or postgres://user@host:port/db`,
   );
 }
 
-function wrap(knex: Knex, name: 'sqlite' | 'postgres', description: string): Database {
+function wrap(knex: Knex, name: 'sqlite' | 'postgres', description: string, maxConnections: number): Database {
   let destroyed: Promise<void> | undefined;
   return {
     knex,
     dialect: dialectFor(name),
     description,
+    maxConnections,
     destroy() {
       destroyed ??= knex.destroy();
       return destroyed;

@@ -6,6 +6,7 @@ export function testWorkerConfig(prefix: string, overrides: Partial<WorkerConfig
     subjectPrefix: prefix,
     healthPort: 0,
     concurrency: 8,
+    projectionTransactions: 2,
     maxEventBytes: 64 * 1024,
     maxDeliver: 5,
     ackWaitMs: 5000,

@@ -1,0 +1,115 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../src/logger.js';
+import { createMetrics } from '../../src/metrics.js';
+import type { SessionPendingActionUpdate, SummaryPublisher, SummaryUpdate } from '../../src/projectors/ports.js';
+import { Projector } from '../../src/projectors/projector.js';
+import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
+import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/seed.js';
+
+/**
+ * Records what reaches the bus; the first publish of `holdTask` waits for `release()` (its
+ * transaction stays open, as on a slow bus), and every publish of `refuseTask` fails.
+ */
+class GatedPublisher implements SummaryPublisher {
+  summaries: SummaryUpdate[] = [];
+  sessions: SessionPendingActionUpdate[] = [];
+  private gate: Promise<void>;
+  release!: () => void;
+  held!: Promise<void>;
+  private heldNow!: () => void;
+
+  constructor(
+    private readonly holdTask: string,
+    private readonly refuseTask?: string,
+  ) {
+    this.gate = new Promise((resolve) => (this.release = resolve));
+    this.held = new Promise((resolve) => (this.heldNow = resolve));
+  }
+
+  async publishSummary(update: SummaryUpdate) {
+    if (update.taskId === this.holdTask) {
+      this.heldNow();
+      await this.gate;
+    }
+    if (update.taskId === this.refuseTask) throw new Error(`bus refused ${update.taskId}`);
+    this.summaries.push(update);
+  }
+
+  async publishSessionPendingActions(updates: readonly SessionPendingActionUpdate[]) {
+    this.sessions.push(...updates);
+  }
+}
+
+describe.each(availableDialects())('live projections sharing a transaction on %s', (dialect) => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await openTestDatabase(dialect);
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  async function taskWithQuestion() {
+    const { taskId, sessionId } = await seedSession(t.ctx);
+    const turn = await seedTurnAt(t.ctx, sessionId, { startedAt: new Date().toISOString() });
+    await seedClarificationBundle(t.ctx, { sessionId, turnId: turn });
+    return taskId;
+  }
+
+  async function batchSizes(metrics: ReturnType<typeof createMetrics>) {
+    const values = (await metrics.projectionBatchTasks.get()).values;
+    return {
+      transactions: values.find((v) => v.metricName?.endsWith('_count'))?.value,
+      tasks: values.find((v) => v.metricName?.endsWith('_sum'))?.value,
+    };
+  }
+
+  it('puts the tasks that queued behind a busy transaction into the next one, each at revision 1', async () => {
+    const [first, ...queued] = [await taskWithQuestion(), await taskWithQuestion(), await taskWithQuestion(), await taskWithQuestion()];
+    const publisher = new GatedPublisher(first!);
+    const metrics = createMetrics();
+    const projector = new Projector({ ctx: t.ctx, publisher, logger: silentLogger(), metrics, concurrency: 8, transactions: 1, epoch: '1' });
+    const firstDone = projector.reproject(first!);
+    await publisher.held;
+    const queuedDone = queued.map((taskId) => projector.reproject(taskId));
+    publisher.release();
+    await Promise.all([firstDone, ...queuedDone]);
+    expect(await batchSizes(metrics)).toEqual({ transactions: 2, tasks: 4 });
+    expect(publisher.summaries.map((u) => [u.taskId, u.summary.revision, u.summary.pending_action])).toEqual(
+      [first!, ...queued].map((taskId) => [taskId, 1, 'clarification']),
+    );
+    const stored = await loadStatusSummaries(t.ctx, [first!, ...queued]);
+    expect([...stored.values()].map((s) => s.revision)).toEqual([1, 1, 1, 1]);
+    expect(publisher.sessions).toHaveLength(4);
+  });
+
+  it('fails only the task the bus refuses when it shared a transaction with others', async () => {
+    const first = await taskWithQuestion();
+    const good = await taskWithQuestion();
+    const refused = await taskWithQuestion();
+    const publisher = new GatedPublisher(first, refused);
+    const metrics = createMetrics();
+    const projector = new Projector({ ctx: t.ctx, publisher, logger: silentLogger(), metrics, concurrency: 8, transactions: 1, epoch: '1' });
+    const firstDone = projector.reproject(first);
+    await publisher.held;
+    const goodDone = projector.reproject(good);
+    const refusedDone = projector.reproject(refused);
+    publisher.release();
+    await firstDone;
+    await goodDone;
+    await expect(refusedDone).rejects.toThrow(`bus refused ${refused}`);
+    // The shared transaction rolled back whole; each task then had one of its own.
+    expect(await batchSizes(metrics)).toEqual({ transactions: 4, tasks: 5 });
+    const stored = await loadStatusSummaries(t.ctx, [first, good, refused]);
+    expect(stored.get(good)?.revision).toBe(1);
+    expect(stored.has(refused)).toBe(false);
+    // `good` reached the bus inside the rolled-back transaction, then again at the same revision:
+    // the same message id (task:revision), which the stream's duplicate window drops.
+    expect(publisher.summaries.map((u) => [u.taskId, u.summary.revision])).toEqual([
+      [first, 1],
+      [good, 1],
+      [good, 1],
+    ]);
+  });
+});
