@@ -6,6 +6,7 @@ import {
   compareAndSetStatusSummary,
   readStatusSummariesForUpdate,
   readStatusSummaryForUpdate,
+  restoreStatusSummaries,
   type StoredStatusSummary,
 } from '../repository/statusSummaries.js';
 import { microsToTimestamp, timestampToMicros } from '../repository/timestamps.js';
@@ -103,6 +104,8 @@ export interface BatchProjection {
   results: Map<string, ProjectionResult>;
   /** Tasks whose compare-and-set lost (a concurrent first insert): project them one by one. */
   conflicts: string[];
+  /** Tasks whose publish the bus refused, with its error: their rows were put back, nothing stored. */
+  failed: Map<string, unknown>;
 }
 
 /**
@@ -110,7 +113,10 @@ export interface BatchProjection {
  * batched statements, compare-and-set every change in one statement, then publish every
  * replacement concurrently before commit. Same rules and ordering guarantees as `projectTask`
  * (rows stay locked while their revisions are published), but the bus round trips overlap instead
- * of adding up: a reconcile batch of repairs costs about one round trip, not one per task.
+ * of adding up: a reconcile batch of repairs costs about one round trip, not one per task. A task
+ * whose publish fails has its row put back before commit and is reported in `failed`; the others
+ * commit, since their revisions are on the bus (rolling them back would leave the bus a revision
+ * ahead, and the stream would drop the retry's replacement as a duplicate of task:revision).
  */
 export async function projectTasks(deps: ProjectTaskDeps, taskIds: readonly string[]): Promise<BatchProjection> {
   return withTransaction(deps.ctx, async (tx) => {
@@ -131,17 +137,22 @@ export async function projectTasks(deps: ProjectTaskDeps, taskIds: readonly stri
     }
     const accepted = await compareAndSetStatusSummaries(tx, changed.map((c) => c.row));
     const conflicts: string[] = [];
-    const updates: SummaryUpdate[] = [];
-    for (const { row, update, state } of changed) {
-      if (accepted.has(row.taskId)) {
-        updates.push(update);
-        results.set(row.taskId, { outcome: 'changed', revision: row.revision, state });
-      } else {
+    const publishing: typeof changed = [];
+    for (const c of changed) {
+      if (accepted.has(c.row.taskId)) publishing.push(c);
+      else {
         deps.onConflict?.();
-        conflicts.push(row.taskId);
+        conflicts.push(c.row.taskId);
       }
     }
-    await Promise.all(updates.map((u) => deps.publisher.publishSummary(u)));
-    return { results, conflicts };
+    const published = await Promise.allSettled(publishing.map((c) => deps.publisher.publishSummary(c.update)));
+    const failed = new Map<string, unknown>();
+    publishing.forEach(({ row, state }, i) => {
+      const outcome = published[i]!;
+      if (outcome.status === 'fulfilled') results.set(row.taskId, { outcome: 'changed', revision: row.revision, state });
+      else failed.set(row.taskId, outcome.reason);
+    });
+    if (failed.size > 0) await restoreStatusSummaries(tx, [...failed.keys()].map((taskId) => ({ taskId, previous: stored.get(taskId) })));
+    return { results, conflicts, failed };
   });
 }

@@ -6,11 +6,13 @@ import type { PendingAction } from '../turns/pendingAction.js';
 import { relevanceOf } from './eventRelevance.js';
 import type { SessionPendingActionUpdate, SummaryPublisher } from './ports.js';
 import { ProjectionBatcher } from './projectionBatcher.js';
-import { projectTask, projectTasks, type ProjectionResult } from './projectTask.js';
+import { projectTask, projectTasks, type BatchProjection, type ProjectionResult } from './projectTask.js';
 import { TaskCoalescer } from './taskCoalescer.js';
 import { taskIdOfSession } from '../repository/tasks.js';
 
 export type EventOutcome = 'projected' | 'skipped' | 'unknown_type' | 'no_task';
+
+type BatchOutcome = Pick<BatchProjection, 'conflicts' | 'failed'>;
 
 export interface ProjectorOptions {
   ctx: RepositoryContext;
@@ -71,13 +73,15 @@ export class Projector {
 
   /**
    * Projects many tasks in one transaction (reconcile pages), then any whose first insert raced a
-   * concurrent projection one by one through the coalescer. Resolves to the ids that failed.
+   * concurrent projection, or whose publish failed, one by one through the coalescer. Resolves to
+   * the ids that failed.
    */
   async reprojectBatch(taskIds: readonly string[]): Promise<string[]> {
     if (taskIds.length === 0) return [];
-    const conflicts = (await this.projectTogether(taskIds)) ?? [...taskIds];
-    const settled = await Promise.allSettled(conflicts.map((taskId) => this.reproject(taskId)));
-    return conflicts.filter((_, i) => settled[i]!.status === 'rejected');
+    const batch = await this.projectTogether(taskIds);
+    const retry = batch ? [...batch.conflicts, ...batch.failed.keys()] : [...taskIds];
+    const settled = await Promise.allSettled(retry.map((taskId) => this.reproject(taskId)));
+    return retry.filter((_, i) => settled[i]!.status === 'rejected');
   }
 
   get activeTasks(): number {
@@ -90,29 +94,36 @@ export class Projector {
 
   /**
    * The coalescer's tasks, grouped by the batcher: one alone takes the single-task path; several share
-   * one transaction. Tasks that transaction could not settle (it failed, a first insert raced, or
-   * the session publish failed) get a projection of their own, so one bad task fails alone. Not
-   * through the coalescer: these tasks are already in flight there.
+   * one transaction. A task whose publish the bus refused fails alone (the others committed). Tasks
+   * the transaction could not settle (it failed, a first insert raced, or the session publish failed
+   * after commit) get a projection of their own, so a task that breaks the shared statements fails
+   * alone too. Not through the coalescer: these tasks are already in flight there.
    */
   private async projectLive(taskIds: readonly string[]): Promise<Array<PromiseSettledResult<void>>> {
     if (taskIds.length === 1) return Promise.allSettled([this.projectOnce(taskIds[0]!)]);
-    let again: readonly string[];
+    let batch: BatchOutcome | undefined;
     try {
-      again = (await this.projectTogether(taskIds)) ?? taskIds;
+      batch = await this.projectTogether(taskIds);
     } catch (err) {
       this.log.warn({ err, tasks: taskIds.length }, 'publishing session pending actions failed; projecting the tasks one by one');
-      again = taskIds;
     }
-    const retry = new Set(again);
-    return Promise.allSettled(taskIds.map((taskId) => (retry.has(taskId) ? this.projectOnce(taskId) : Promise.resolve())));
+    const again = new Set(batch ? batch.conflicts : taskIds);
+    return Promise.allSettled(
+      taskIds.map((taskId) => {
+        if (again.has(taskId)) return this.projectOnce(taskId);
+        if (batch?.failed.has(taskId)) return Promise.reject(batch.failed.get(taskId));
+        return Promise.resolve();
+      }),
+    );
   }
 
   /**
    * `projectTasks` with metrics and the session publishes. Resolves to the tasks whose first insert
-   * raced another projection, or undefined when the transaction failed (logged; nothing committed).
-   * Rejects when the session publish fails after commit.
+   * raced another projection and those whose publish failed (not stored), or undefined when the
+   * transaction failed (logged; nothing committed). Rejects when the session publish fails after
+   * commit.
    */
-  private async projectTogether(taskIds: readonly string[]): Promise<string[] | undefined> {
+  private async projectTogether(taskIds: readonly string[]): Promise<BatchOutcome | undefined> {
     const { metrics } = this.options;
     // Reserved before the read, as Kandev does (see projectOnce).
     const sequence = ++this.sequence;
@@ -131,6 +142,10 @@ export class Projector {
     } finally {
       stop?.();
     }
+    if (batch.failed.size > 0) {
+      metrics?.projections.inc({ result: 'failed' }, batch.failed.size);
+      this.log.warn({ tasks: [...batch.failed.keys()], err: [...batch.failed.values()][0] }, 'the bus refused some summaries of a batch; their rows were put back');
+    }
     const sessions: Array<{ sessionId: string; taskId: string; pendingAction: PendingAction | null }> = [];
     for (const [taskId, result] of batch.results) {
       metrics?.projections.inc({ result: result.outcome });
@@ -139,7 +154,7 @@ export class Projector {
       }
     }
     await this.publishSessionChanges(sessions, sequence);
-    return batch.conflicts;
+    return { conflicts: batch.conflicts, failed: batch.failed };
   }
 
   private async projectOnce(taskId: string): Promise<void> {

@@ -99,3 +99,28 @@ export async function compareAndSetStatusSummaries(ctx: RepositoryContext, next:
   }
   return accepted;
 }
+
+/**
+ * Puts rows back as they were before a compare-and-set in the same transaction (`previous`
+ * undefined: the row did not exist). For the tasks of a batch whose publish the bus refused: their
+ * rows are still locked by the caller, so nobody saw the new revision, and the batch can commit
+ * the others.
+ */
+export async function restoreStatusSummaries(
+  tx: RepositoryContext,
+  restores: ReadonlyArray<{ taskId: string; previous: StoredStatusSummary | undefined }>,
+): Promise<void> {
+  for (const { taskId, previous } of restores) {
+    if (!previous) {
+      await tx.knex.raw('DELETE FROM task_status_summaries WHERE task_id = ?', [taskId]);
+      continue;
+    }
+    await tx.knex.raw('UPDATE task_status_summaries SET workspace_id = ?, revision = ?, summary = ?, updated_at = ? WHERE task_id = ?', [
+      previous.workspaceId,
+      previous.revision,
+      previous.summary,
+      previous.updatedAt,
+      taskId,
+    ]);
+  }
+}

@@ -103,16 +103,42 @@ describe.each(availableDialects())('batched projection on %s', (dialect) => {
     });
   }
 
-  it('rolls the whole page back when the bus refuses a publish, so nothing stored was unpublished', async () => {
-    const first = await taskWithQuestion();
-    const second = await taskWithQuestion();
+  it('commits what reached the bus and puts back, as they were, the rows whose publish the bus refused', async () => {
+    const fresh = await taskWithQuestion();
+    const refusedNew = await taskWithQuestion();
+    const refusedStale = await taskWithQuestion();
+    const staleRow = {
+      task_id: refusedStale.taskId,
+      workspace_id: refusedStale.workspaceId,
+      revision: 4,
+      summary: '{"git":{"additions":1}}',
+      updated_at: '2026-01-01T00:00:00.000000000Z',
+    };
+    await t.ctx.knex('task_status_summaries').insert(staleRow);
+    const refused = new Set([refusedNew.taskId, refusedStale.taskId]);
+    const published: string[] = [];
     const failing: SummaryPublisher = {
       publishSummary: async (u) => {
-        if (u.taskId === second.taskId) throw new Error('bus down');
+        if (refused.has(u.taskId)) throw new Error(`bus refused ${u.taskId}`);
+        published.push(u.taskId);
       },
       publishSessionPendingActions: async () => undefined,
     };
-    await expect(projectTasks({ ctx: t.ctx, publisher: failing, logger: silentLogger() }, [first.taskId, second.taskId])).rejects.toThrow('bus down');
-    expect((await loadStatusSummaries(t.ctx, [first.taskId, second.taskId])).size).toBe(0);
+    const batch = await projectTasks({ ctx: t.ctx, publisher: failing, logger: silentLogger() }, [fresh.taskId, refusedNew.taskId, refusedStale.taskId]);
+    expect(published).toEqual([fresh.taskId]);
+    expect([...batch.results.keys()]).toEqual([fresh.taskId]);
+    expect(batch.results.get(fresh.taskId)).toMatchObject({ outcome: 'changed', revision: 1 });
+    expect([...batch.failed.keys()].sort()).toEqual([...refused].sort());
+    expect((batch.failed.get(refusedNew.taskId) as Error).message).toBe(`bus refused ${refusedNew.taskId}`);
+    const stored = await loadStatusSummaries(t.ctx, [fresh.taskId, refusedNew.taskId, refusedStale.taskId]);
+    expect(stored.get(fresh.taskId)?.revision).toBe(1);
+    expect(stored.has(refusedNew.taskId)).toBe(false);
+    expect(stored.get(refusedStale.taskId)).toEqual({
+      taskId: staleRow.task_id,
+      workspaceId: staleRow.workspace_id,
+      revision: 4,
+      summary: staleRow.summary,
+      updatedAt: staleRow.updated_at,
+    });
   });
 });
