@@ -5,7 +5,7 @@ import { Projector } from '../../src/projectors/projector.js';
 import { projectTasks } from '../../src/projectors/projectTask.js';
 import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
 import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
-import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/seed.js';
+import { seedTaskWithQuestion } from '../support/seed.js';
 
 /** Our publisher port, recording what a projection hands to the bus. */
 class RecordingPublisher implements SummaryPublisher {
@@ -28,12 +28,7 @@ describe.each(availableDialects())('batched projection on %s', (dialect) => {
     await t.close();
   });
 
-  async function taskWithQuestion() {
-    const { taskId, sessionId, workspaceId } = await seedSession(t.ctx);
-    const turn = await seedTurnAt(t.ctx, sessionId, { startedAt: new Date().toISOString() });
-    await seedClarificationBundle(t.ctx, { sessionId, turnId: turn });
-    return { taskId, workspaceId };
-  }
+  const taskWithQuestion = () => seedTaskWithQuestion(t.ctx);
 
   it('writes and publishes exactly the semantic changes of a page, each at revision + 1, in one go', async () => {
     const missing = await taskWithQuestion();

@@ -5,7 +5,7 @@ import type { SessionPendingActionUpdate, SummaryPublisher, SummaryUpdate } from
 import { Projector } from '../../src/projectors/projector.js';
 import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
 import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
-import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/seed.js';
+import { seedTaskWithQuestion } from '../support/seed.js';
 
 /**
  * Records what reaches the bus; the first publish of `holdTask` waits for `release()` (its
@@ -50,12 +50,7 @@ describe.each(availableDialects())('live projections sharing a transaction on %s
     await t.close();
   });
 
-  async function taskWithQuestion() {
-    const { taskId, sessionId } = await seedSession(t.ctx);
-    const turn = await seedTurnAt(t.ctx, sessionId, { startedAt: new Date().toISOString() });
-    await seedClarificationBundle(t.ctx, { sessionId, turnId: turn });
-    return taskId;
-  }
+  const taskWithQuestion = async () => (await seedTaskWithQuestion(t.ctx)).taskId;
 
   async function batchSizes(metrics: ReturnType<typeof createMetrics>) {
     const values = (await metrics.projectionBatchTasks.get()).values;

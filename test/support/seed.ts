@@ -103,3 +103,11 @@ export async function seedClarificationBundle(ctx: RepositoryContext, options: S
   }
   return { pendingId, messages };
 }
+
+/** A RUNNING task whose open turn asks one pending question: its pending action is 'clarification'. */
+export async function seedTaskWithQuestion(ctx: RepositoryContext): Promise<SeededSession> {
+  const seeded = await seedSession(ctx);
+  const turnId = await seedTurnAt(ctx, seeded.sessionId, { startedAt: new Date().toISOString() });
+  await seedClarificationBundle(ctx, { sessionId: seeded.sessionId, turnId });
+  return seeded;
+}
