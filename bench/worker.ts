@@ -500,6 +500,12 @@ function printReport(r: DialectReport): { pass: number; fail: number } {
       `${f2(latP99 / bareP99)} x bare p99  ${verdict(checks[2]!)}  (paced at (2)/2 = ${int(r.latency.targetRate)}/s)`,
     ],
     [
+      `4 context: (4b) publish -> worker read state, p50 / p99 (ms)`,
+      `${f2(percentile(r.latency.beforeRead, 50))} / ${f2(percentile(r.latency.beforeRead, 99))}`,
+      '',
+      `stream, delivery, wait for a projection transaction; then read -> received ${f2(percentile(r.latency.afterRead, 50))} / ${f2(percentile(r.latency.afterRead, 99))} (CAS, publish)`,
+    ],
+    [
       `4 context: the client's event-loop delay during (4b), p99 / max (ms)`,
       `${f2(r.latency.clientLoopDelayMs.p99)} / ${f2(r.latency.clientLoopDelayMs.max)}`,
       '',

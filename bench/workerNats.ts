@@ -88,7 +88,7 @@ export async function waitAcked(jsm: JetStreamManager, topology: Topology, targe
  */
 export class SummaryWatcher {
   private readonly sub: Subscription;
-  private listener: ((taskId: string, at: number) => void) | undefined;
+  private listener: ((taskId: string, at: number, payload: Uint8Array) => void) | undefined;
   received = 0;
 
   constructor(nc: NatsConnection, topology: Topology) {
@@ -99,12 +99,13 @@ export class SummaryWatcher {
         const at = performance.now();
         this.received++;
         const taskId = m.headers?.get('Pending-Projector-Task-Id');
-        if (taskId && this.listener) this.listener(taskId, at);
+        if (taskId && this.listener) this.listener(taskId, at, m.data);
       }
     })();
   }
 
-  listen(listener: ((taskId: string, at: number) => void) | undefined): void {
+  /** `payload` is the summary envelope, undecoded: a listener that needs it pays for the parse. */
+  listen(listener: ((taskId: string, at: number, payload: Uint8Array) => void) | undefined): void {
     this.listener = listener;
   }
 

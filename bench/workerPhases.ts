@@ -17,6 +17,7 @@ import { ConsumerStalledError, ackProgress, encodeEvent, lastEventSeq, sleep, wa
 import type { MemorySample } from './workerProcess.js';
 import { createRng } from './seedPlan.js';
 import { listTaskIdsAfter } from '../src/repository/tasks.js';
+import { timestampToMicros } from '../src/repository/timestamps.js';
 
 export interface BenchEnv {
   ctx: RepositoryContext;
@@ -188,6 +189,14 @@ export async function measureBareRoundTrips(env: BenchEnv, publisher: SummaryPub
 
 export interface LatencyResult {
   samples: number[];
+  /**
+   * Each sample split at the instant the worker read the task's state (the summary's updated_at,
+   * the worker's wall clock, millisecond resolution): publish -> read covers the stream, delivery
+   * and the wait for a projection transaction; read -> received covers the compare-and-set, the
+   * summary publish and its delivery to this client.
+   */
+  beforeRead: number[];
+  afterRead: number[];
   achievedRate: number;
   /** This (client) process's event-loop delay over the phase. */
   clientLoopDelayMs: { p99: number; max: number };
@@ -205,11 +214,18 @@ export async function measureLatency(env: BenchEnv, taskIds: readonly string[], 
   // Arrivals are timestamped on this process's event loop: a stall here inflates the samples.
   const loop = monitorEventLoopDelay({ resolution: 1 });
   loop.enable();
-  env.watcher.listen((id, at) => {
+  const beforeRead: number[] = [];
+  const afterRead: number[] = [];
+  const decoder = new TextDecoder();
+  env.watcher.listen((id, at, payload) => {
     const t0 = sentAt.get(id);
     if (t0 === undefined) return;
     sentAt.delete(id);
     samples.push(at - t0);
+    const updatedAt = (JSON.parse(decoder.decode(payload)) as { data: { status_summary: { updated_at: string } } }).data.status_summary.updated_at;
+    const readAt = timestampToMicros(updatedAt) / 1000 - performance.timeOrigin;
+    beforeRead.push(readAt - t0);
+    afterRead.push(at - readAt);
   });
   try {
     const intervalMs = 1000 / ratePerSecond;
@@ -234,7 +250,7 @@ export async function measureLatency(env: BenchEnv, taskIds: readonly string[], 
       if (performance.now() > deadline) throw new WrongAnswerError(`latency: ${samples.length} summaries for ${taskIds.length} changed tasks after 30 s`);
       await sleep(5);
     }
-    return { samples, achievedRate, clientLoopDelayMs: { p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 } };
+    return { samples, beforeRead, afterRead, achievedRate, clientLoopDelayMs: { p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 } };
   } finally {
     loop.disable();
     env.watcher.listen(undefined);
