@@ -79,6 +79,33 @@ describe.each(availableDialects())('live projections sharing a transaction on %s
     expect(publisher.sessions).toHaveLength(4);
   });
 
+  it('reprojects each task on its own when the session publish after a shared commit fails, and settles them all', async () => {
+    const first = await taskWithQuestion();
+    const queued = [await taskWithQuestion(), await taskWithQuestion()];
+    const publisher = new GatedPublisher(first);
+    const recordSessions = publisher.publishSessionPendingActions.bind(publisher);
+    let refusals = 0;
+    publisher.publishSessionPendingActions = async (updates) => {
+      // The shared transaction's session publish (both queued tasks) fails once.
+      if (updates.length > 1 && refusals++ === 0) throw new Error('bus refused the session publish');
+      await recordSessions(updates);
+    };
+    const metrics = createMetrics();
+    const projector = new Projector({ ctx: t.ctx, publisher, logger: silentLogger(), metrics, concurrency: 8, transactions: 1, epoch: '1' });
+    const firstDone = projector.reproject(first);
+    await publisher.held;
+    const queuedDone = queued.map((taskId) => projector.reproject(taskId));
+    publisher.release();
+    await Promise.all([firstDone, ...queuedDone]);
+    expect(refusals).toBe(1);
+    // first alone, the shared one, then one each for the queued tasks: unchanged, sessions republished.
+    expect(await batchSizes(metrics)).toEqual({ transactions: 4, tasks: 5 });
+    const stored = await loadStatusSummaries(t.ctx, [first, ...queued]);
+    expect([...stored.values()].map((s) => s.revision)).toEqual([1, 1, 1]);
+    expect(publisher.summaries.map((u) => u.taskId)).toEqual([first, ...queued]);
+    expect(publisher.sessions.map((u) => u.taskId).sort()).toEqual([first, ...queued].sort());
+  });
+
   it('fails only the task the bus refuses when it shared a transaction with others', async () => {
     const first = await taskWithQuestion();
     const good = await taskWithQuestion();
