@@ -1,11 +1,9 @@
 import type { Logger } from 'pino';
 import { withTransaction, type RepositoryContext } from '../repository/context.js';
-import { loadTaskPendingState, loadTaskPendingStates, type TaskPendingState } from '../repository/pendingActions.js';
+import { loadTaskPendingStates, type TaskPendingState } from '../repository/pendingActions.js';
 import {
   compareAndSetStatusSummaries,
-  compareAndSetStatusSummary,
   readStatusSummariesForUpdate,
-  readStatusSummaryForUpdate,
   restoreStatusSummaries,
   type StoredStatusSummary,
 } from '../repository/statusSummaries.js';
@@ -77,23 +75,16 @@ export function decideNextSummary(logger: Logger, now: string, stored: StoredSta
  * the stored one with only `pending_action` replaced, and when that is a semantic change
  * compare-and-set revision+1 and publish the full replacement, all in one transaction. The publish
  * happens before commit while the summary row is locked, so revisions of a task reach the bus in
- * order even across replicas, and a failed publish leaves nothing stored.
+ * order even across replicas, and a failed publish leaves nothing stored. The batch of one task
+ * (`projectTasks`), reread after a lost compare-and-set.
  */
 export async function projectTask(deps: ProjectTaskDeps, taskId: string): Promise<ProjectionResult> {
   const maxAttempts = deps.maxAttempts ?? 3;
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
-    const result = await withTransaction(deps.ctx, async (tx): Promise<ProjectionResult | 'conflict'> => {
-      const stored = await readStatusSummaryForUpdate(tx, taskId);
-      const state = await loadTaskPendingState(tx, taskId);
-      if (!state) return { outcome: 'unknown_task' };
-      const step = decideNextSummary(deps.logger, tx.clock(), stored, state);
-      if (step.outcome === 'unchanged') return { outcome: 'unchanged', revision: step.revision, state };
-      if (!(await compareAndSetStatusSummary(tx, step.row))) return 'conflict';
-      await deps.publisher.publishSummary(step.update);
-      return { outcome: 'changed', revision: step.update.summary.revision, state };
-    });
-    if (result !== 'conflict') return result;
-    deps.onConflict?.();
+    const batch = await projectTasks(deps, [taskId]);
+    if (batch.failed.has(taskId)) throw batch.failed.get(taskId);
+    const result = batch.results.get(taskId);
+    if (result) return result;
     deps.logger.debug({ taskId, attempt }, 'summary compare-and-set lost; rereading');
   }
   throw new ConflictExhaustedError(taskId, maxAttempts);

@@ -22,17 +22,11 @@ function toStored(row: Row): StoredStatusSummary {
 }
 
 /**
- * Reads the row inside a transaction and, on PostgreSQL, row-locks it until commit, so a concurrent
- * projector of the same task (another replica) waits: revisions are then committed AND published in
- * order. SQLite's single writer gives the same order for free.
+ * Reads the rows inside a transaction and, on PostgreSQL, row-locks them until commit, in task id
+ * order (no deadlock between batches), so a concurrent projector of the same task (another replica)
+ * waits: revisions are then committed AND published in order. SQLite's single writer gives the same
+ * order for free.
  */
-export async function readStatusSummaryForUpdate(tx: RepositoryContext, taskId: string): Promise<StoredStatusSummary | undefined> {
-  const lock = tx.dialect.name === 'postgres' ? ' FOR UPDATE' : '';
-  const rows = await rawRows<Row>(tx, `SELECT * FROM task_status_summaries WHERE task_id = ?${lock}`, [taskId]);
-  return rows[0] ? toStored(rows[0]) : undefined;
-}
-
-/** The batched form of `readStatusSummaryForUpdate`, locking in task id order (no deadlock between batches). */
 export async function readStatusSummariesForUpdate(tx: RepositoryContext, taskIds: readonly string[]): Promise<Map<string, StoredStatusSummary>> {
   const result = new Map<string, StoredStatusSummary>();
   if (taskIds.length === 0) return result;
@@ -60,16 +54,10 @@ export async function loadStatusSummaries(ctx: RepositoryContext, taskIds: reado
 const CAS_ROWS_PER_STATEMENT = 1000;
 
 /**
- * Kandev's compare-and-set: insert, or replace only when the stored revision is older AND something
- * semantic differs. False means "lost" (a newer or equal revision is stored, or nothing changed).
- */
-export async function compareAndSetStatusSummary(ctx: RepositoryContext, next: StoredStatusSummary): Promise<boolean> {
-  return (await compareAndSetStatusSummaries(ctx, [next])).has(next.taskId);
-}
-
-/**
- * The compare-and-set of many tasks in one statement per thousand rows (a reconcile page of repairs
- * costs one round trip, not one per task); resolves to the task ids whose row was written.
+ * Kandev's compare-and-set, for many tasks in one statement per thousand rows (a reconcile page of
+ * repairs costs one round trip, not one per task): insert, or replace only when the stored revision
+ * is older AND something semantic differs. Resolves to the task ids whose row was written; a task
+ * left out lost (a newer or equal revision is stored, or nothing changed).
  */
 export async function compareAndSetStatusSummaries(ctx: RepositoryContext, next: readonly StoredStatusSummary[]): Promise<Set<string>> {
   const seen = new Set<string>();

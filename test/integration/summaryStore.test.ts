@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acquireLease, releaseLease } from '../../src/repository/leases.js';
 import { CorruptMetaError, PENDING_ACTION_EPOCH_KEY, nextPendingActionProjectionEpoch } from '../../src/repository/meta.js';
-import { compareAndSetStatusSummaries, compareAndSetStatusSummary, loadStatusSummaries } from '../../src/repository/statusSummaries.js';
+import { compareAndSetStatusSummaries, loadStatusSummaries } from '../../src/repository/statusSummaries.js';
 import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { withManualClock } from '../support/manualClock.js';
 import { seedSession } from '../support/seed.js';
@@ -23,17 +23,18 @@ describe.each(availableDialects())('summary store, epoch and leases on %s', (dia
     summary,
     updatedAt: '2026-11-30T00:00:00.000000000Z',
   });
+  const compareAndSetOne = async (next: ReturnType<typeof row>) => (await compareAndSetStatusSummaries(t.ctx, [next])).has(next.taskId);
 
   it('accepts a first insert, a newer semantic change, and refuses an older revision or a semantic no-op', async () => {
     const { taskId, workspaceId } = await seedSession(t.ctx);
-    expect(await compareAndSetStatusSummary(t.ctx, row(taskId, workspaceId, 1, '{}'))).toBe(true);
-    expect(await compareAndSetStatusSummary(t.ctx, row(taskId, workspaceId, 2, '{"pending_action":"clarification"}'))).toBe(true);
-    expect(await compareAndSetStatusSummary(t.ctx, row(taskId, workspaceId, 2, '{"pending_action":"permission"}'))).toBe(false);
-    expect(await compareAndSetStatusSummary(t.ctx, row(taskId, workspaceId, 1, '{}'))).toBe(false);
-    expect(await compareAndSetStatusSummary(t.ctx, row(taskId, workspaceId, 3, '{"pending_action":"clarification"}'))).toBe(false);
+    expect(await compareAndSetOne(row(taskId, workspaceId, 1, '{}'))).toBe(true);
+    expect(await compareAndSetOne(row(taskId, workspaceId, 2, '{"pending_action":"clarification"}'))).toBe(true);
+    expect(await compareAndSetOne(row(taskId, workspaceId, 2, '{"pending_action":"permission"}'))).toBe(false);
+    expect(await compareAndSetOne(row(taskId, workspaceId, 1, '{}'))).toBe(false);
+    expect(await compareAndSetOne(row(taskId, workspaceId, 3, '{"pending_action":"clarification"}'))).toBe(false);
     const stored = (await loadStatusSummaries(t.ctx, [taskId])).get(taskId)!;
     expect(stored).toMatchObject({ revision: 2, summary: '{"pending_action":"clarification"}', workspaceId });
-    await expect(compareAndSetStatusSummary(t.ctx, row(taskId, workspaceId, 0, '{}'))).rejects.toThrow(RangeError);
+    await expect(compareAndSetOne(row(taskId, workspaceId, 0, '{}'))).rejects.toThrow(RangeError);
   });
 
   it('compare-and-sets many tasks in one call with the same rule per row, across statement chunks', async () => {
@@ -63,7 +64,7 @@ describe.each(availableDialects())('summary store, epoch and leases on %s', (dia
   });
 
   it('refuses a summary for a task that does not exist (foreign key)', async () => {
-    await expect(compareAndSetStatusSummary(t.ctx, row('no-such-task', 'ws', 1, '{}'))).rejects.toThrow();
+    await expect(compareAndSetOne(row('no-such-task', 'ws', 1, '{}'))).rejects.toThrow();
   });
 
   it('pages task ids by keyset in id order', async () => {
