@@ -19,6 +19,7 @@ export interface ProjectorOptions {
   publisher: SummaryPublisher;
   logger: Logger;
   metrics?: Metrics;
+  /** Tasks one projection transaction takes at most; `transactions` x this many are in flight. */
   concurrency: number;
   /**
    * Projection transactions open at once on PostgreSQL (default 1); tasks due while all are busy
@@ -44,12 +45,15 @@ export class Projector {
   constructor(private readonly options: ProjectorOptions) {
     this.log = options.logger.child({ component: 'projector' });
     const transactions = options.ctx.dialect.name === 'sqlite' ? 1 : (options.transactions ?? 1);
+    const maxBatches = Math.max(1, Math.min(transactions, options.concurrency));
     const batcher = new ProjectionBatcher({
-      maxBatches: Math.max(1, Math.min(transactions, options.concurrency)),
+      maxBatches,
       maxBatchSize: options.concurrency,
       runBatch: (taskIds) => this.projectLive(taskIds),
     });
-    this.coalescer = new TaskCoalescer({ concurrency: options.concurrency, project: (taskId) => batcher.project(taskId) });
+    // Enough tasks in flight for every slot to take a full batch: with only `concurrency` in flight,
+    // slots split it and a backlog drained in half-size transactions.
+    this.coalescer = new TaskCoalescer({ concurrency: maxBatches * options.concurrency, project: (taskId) => batcher.project(taskId) });
   }
 
   /**

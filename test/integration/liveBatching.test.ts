@@ -132,4 +132,33 @@ describe.each(availableDialects())('live projections sharing a transaction on %s
       [good, 1],
     ]);
   });
+  it('keeps every transaction slot fed: PROJECTION_TRANSACTIONS x CONCURRENCY tasks in flight (SQLite: one writer)', async () => {
+    const first = await taskWithQuestion();
+    const queued = [await taskWithQuestion(), await taskWithQuestion(), await taskWithQuestion(), await taskWithQuestion()];
+    const publisher = new GatedPublisher(first);
+    const metrics = createMetrics();
+    const projector = new Projector({ ctx: t.ctx, publisher, logger: silentLogger(), metrics, concurrency: 2, transactions: 2, epoch: '1' });
+    const firstDone = projector.reproject(first);
+    await publisher.held;
+    const queuedDone = queued.map((taskId) => projector.reproject(taskId));
+    if (dialect === 'postgres') {
+      // `first` holds one transaction open; the other slot serves the queue meanwhile. With four
+      // tasks in flight (2 x 2), two of them wait together and share a transaction.
+      try {
+        await Promise.all(queuedDone);
+        expect(await batchSizes(metrics)).toEqual({ transactions: 4, tasks: 5 });
+      } finally {
+        publisher.release();
+        await firstDone;
+      }
+    } else {
+      // One writer: everything waits for `first`, then the queue drains at CONCURRENCY in flight.
+      publisher.release();
+      await Promise.all([firstDone, ...queuedDone]);
+      expect(await batchSizes(metrics)).toEqual({ transactions: 5, tasks: 5 });
+    }
+    const stored = await loadStatusSummaries(t.ctx, [first, ...queued]);
+    expect([...stored.values()].map((s) => s.revision)).toEqual([1, 1, 1, 1, 1]);
+    expect(publisher.summaries.map((u) => u.taskId).sort()).toEqual([first, ...queued].sort());
+  });
 });
