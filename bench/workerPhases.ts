@@ -197,6 +197,8 @@ export interface LatencyResult {
    */
   beforeRead: number[];
   afterRead: number[];
+  /** When each sample was published, in ms since the first publish (aligned with `samples`). */
+  sentAt: number[];
   achievedRate: number;
   /** This (client) process's event-loop delay over the phase. */
   clientLoopDelayMs: { p99: number; max: number };
@@ -216,12 +218,15 @@ export async function measureLatency(env: BenchEnv, taskIds: readonly string[], 
   loop.enable();
   const beforeRead: number[] = [];
   const afterRead: number[] = [];
+  const sentOffsets: number[] = [];
+  let firstSent = 0;
   const decoder = new TextDecoder();
   env.watcher.listen((id, at, payload) => {
     const t0 = sentAt.get(id);
     if (t0 === undefined) return;
     sentAt.delete(id);
     samples.push(at - t0);
+    sentOffsets.push(t0 - firstSent);
     const updatedAt = (JSON.parse(decoder.decode(payload)) as { data: { status_summary: { updated_at: string } } }).data.status_summary.updated_at;
     const readAt = timestampToMicros(updatedAt) / 1000 - performance.timeOrigin;
     beforeRead.push(readAt - t0);
@@ -230,6 +235,7 @@ export async function measureLatency(env: BenchEnv, taskIds: readonly string[], 
   try {
     const intervalMs = 1000 / ratePerSecond;
     const started = performance.now();
+    firstSent = started;
     for (let i = 0; i < taskIds.length; ) {
       const now = performance.now();
       const due = started + i * intervalMs;
@@ -250,7 +256,7 @@ export async function measureLatency(env: BenchEnv, taskIds: readonly string[], 
       if (performance.now() > deadline) throw new WrongAnswerError(`latency: ${samples.length} summaries for ${taskIds.length} changed tasks after 30 s`);
       await sleep(5);
     }
-    return { samples, beforeRead, afterRead, achievedRate, clientLoopDelayMs: { p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 } };
+    return { samples, beforeRead, afterRead, sentAt: sentOffsets, achievedRate, clientLoopDelayMs: { p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 } };
   } finally {
     loop.disable();
     env.watcher.listen(undefined);
@@ -404,5 +410,38 @@ export async function measureMemory(
     after,
     peakRss: Math.max(peakRss, after.rss),
     wallMs,
+  };
+}
+
+export interface TailEpisodes {
+  /** Samples above the threshold. */
+  count: number;
+  /** Runs of them, split where publishes were more than `gapMs` apart. */
+  episodes: number;
+  /** The run holding the most of them: its sample count, publish span and worst latency (ms). */
+  largest: { count: number; spanMs: number; maxMs: number } | undefined;
+}
+
+/**
+ * Where a latency tail comes from: samples above `thresholdMs`, grouped by when they were published.
+ * A few dense episodes mean a stall and the backlog it left (at half the worker's capacity a backlog
+ * takes about as long to drain as the stall lasted); a thin spread means steady-state queueing.
+ */
+export function tailEpisodes(samples: readonly number[], sentAt: readonly number[], thresholdMs: number, gapMs = 100): TailEpisodes {
+  const slow = sentAt
+    .map((at, i) => ({ at, ms: samples[i]! }))
+    .filter((s) => s.ms > thresholdMs)
+    .sort((a, b) => a.at - b.at);
+  const runs: Array<Array<{ at: number; ms: number }>> = [];
+  for (const s of slow) {
+    const run = runs[runs.length - 1];
+    if (run && s.at - run[run.length - 1]!.at <= gapMs) run.push(s);
+    else runs.push([s]);
+  }
+  const largest = runs.reduce<(typeof runs)[number] | undefined>((best, run) => (!best || run.length > best.length ? run : best), undefined);
+  return {
+    count: slow.length,
+    episodes: runs.length,
+    largest: largest && { count: largest.length, spanMs: largest[largest.length - 1]!.at - largest[0]!.at, maxMs: Math.max(...largest.map((s) => s.ms)) },
   };
 }
