@@ -418,8 +418,8 @@ export interface TailEpisodes {
   count: number;
   /** Runs of them, split where publishes were more than `gapMs` apart. */
   episodes: number;
-  /** The run holding the most of them: its sample count, publish span and worst latency (ms). */
-  largest: { count: number; spanMs: number; maxMs: number } | undefined;
+  /** The run holding the most of them: its sample count, first publish (ms into the phase), span and worst latency (ms). */
+  largest: { count: number; startMs: number; spanMs: number; maxMs: number } | undefined;
 }
 
 /**
@@ -442,6 +442,6 @@ export function tailEpisodes(samples: readonly number[], sentAt: readonly number
   return {
     count: slow.length,
     episodes: runs.length,
-    largest: largest && { count: largest.length, spanMs: largest[largest.length - 1]!.at - largest[0]!.at, maxMs: Math.max(...largest.map((s) => s.ms)) },
+    largest: largest && { count: largest.length, startMs: largest[0]!.at, spanMs: largest[largest.length - 1]!.at - largest[0]!.at, maxMs: Math.max(...largest.map((s) => s.ms)) },
   };
 }
