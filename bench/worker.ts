@@ -529,6 +529,12 @@ function printReport(r: DialectReport): { pass: number; fail: number } {
       'this process publishes and timestamps arrivals; a stall here adds to every sample waiting in it',
     ],
     [
+      `4 context: the client's GC during (4b): minor / major (pauses, ms)`,
+      `${r.latency.clientGc.minor} / ${r.latency.clientGc.major}`,
+      '',
+      `${f1(r.latency.clientGc.totalMs)} ms in all, longest ${f1(r.latency.clientGc.maxMs)} ms; major at ${r.latency.clientGc.majorAtMs.length ? r.latency.clientGc.majorAtMs.map((ms) => `+${int(ms)}`).join(', ') : '-'} ms`,
+    ],
+    [
       `5a boot after an outage: ${int(r.reconcile.progress.visited)} tasks, ${int(r.reconcile.progress.drifted)} to repair (tasks/s)`,
       int(reconcile),
       '',

@@ -2,7 +2,7 @@
  * The measurements of the worker benchmark, one function each. Every throughput figure is
  * "count / elapsed" of one uninterrupted run; every latency list is in milliseconds.
  */
-import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance, PerformanceObserver, constants as perfConstants } from 'node:perf_hooks';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { Logger } from 'pino';
@@ -202,6 +202,8 @@ export interface LatencyResult {
   achievedRate: number;
   /** This (client) process's event-loop delay over the phase. */
   clientLoopDelayMs: { p99: number; max: number };
+  /** This process's garbage collections over the phase: minor (scavenges) and major, with total and longest pause (ms). */
+  clientGc: { minor: number; major: number; totalMs: number; maxMs: number; majorAtMs: number[] };
 }
 
 /**
@@ -216,26 +218,42 @@ export async function measureLatency(env: BenchEnv, taskIds: readonly string[], 
   // Arrivals are timestamped on this process's event loop: a stall here inflates the samples.
   const loop = monitorEventLoopDelay({ resolution: 1 });
   loop.enable();
-  const beforeRead: number[] = [];
-  const afterRead: number[] = [];
+  const clientGc = { minor: 0, major: 0, totalMs: 0, maxMs: 0, majorAtMs: [] as number[] };
+  let phaseStart = Number.POSITIVE_INFINITY;
+  const gcObserver = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      if (entry.startTime < phaseStart) continue;
+      const kind = (entry as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind;
+      if (kind === perfConstants.NODE_PERFORMANCE_GC_MINOR) clientGc.minor++;
+      else {
+        clientGc.major++;
+        clientGc.majorAtMs.push(Math.round(entry.startTime - phaseStart));
+      }
+      clientGc.totalMs += entry.duration;
+      clientGc.maxMs = Math.max(clientGc.maxMs, entry.duration);
+    }
+  });
+  gcObserver.observe({ entryTypes: ['gc'] });
   const sentOffsets: number[] = [];
+  const arrivals: Array<{ t0: number; at: number; payload: Uint8Array }> = [];
   let firstSent = 0;
-  const decoder = new TextDecoder();
+  // Only timestamps here; the summaries are parsed after the phase. Garbage made on this loop
+  // during the phase means GC pauses here, and while this client reads slowly nats-server holds
+  // back the worker's connection that publishes to it.
   env.watcher.listen((id, at, payload) => {
     const t0 = sentAt.get(id);
     if (t0 === undefined) return;
     sentAt.delete(id);
     samples.push(at - t0);
     sentOffsets.push(t0 - firstSent);
-    const updatedAt = (JSON.parse(decoder.decode(payload)) as { data: { status_summary: { updated_at: string } } }).data.status_summary.updated_at;
-    const readAt = timestampToMicros(updatedAt) / 1000 - performance.timeOrigin;
-    beforeRead.push(readAt - t0);
-    afterRead.push(at - readAt);
+    arrivals.push({ t0, at, payload });
   });
   try {
     const intervalMs = 1000 / ratePerSecond;
+    (globalThis as { gc?: () => void }).gc?.();
     const started = performance.now();
     firstSent = started;
+    phaseStart = started;
     for (let i = 0; i < taskIds.length; ) {
       const now = performance.now();
       const due = started + i * intervalMs;
@@ -256,9 +274,19 @@ export async function measureLatency(env: BenchEnv, taskIds: readonly string[], 
       if (performance.now() > deadline) throw new WrongAnswerError(`latency: ${samples.length} summaries for ${taskIds.length} changed tasks after 30 s`);
       await sleep(5);
     }
-    return { samples, beforeRead, afterRead, sentAt: sentOffsets, achievedRate, clientLoopDelayMs: { p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 } };
+    const decoder = new TextDecoder();
+    const beforeRead: number[] = [];
+    const afterRead: number[] = [];
+    for (const { t0, at, payload } of arrivals) {
+      const updatedAt = (JSON.parse(decoder.decode(payload)) as { data: { status_summary: { updated_at: string } } }).data.status_summary.updated_at;
+      const readAt = timestampToMicros(updatedAt) / 1000 - performance.timeOrigin;
+      beforeRead.push(readAt - t0);
+      afterRead.push(at - readAt);
+    }
+    return { samples, beforeRead, afterRead, sentAt: sentOffsets, achievedRate, clientLoopDelayMs: { p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 }, clientGc };
   } finally {
     loop.disable();
+    gcObserver.disconnect();
     env.watcher.listen(undefined);
   }
 }
