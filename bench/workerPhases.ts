@@ -237,9 +237,9 @@ export async function measureLatency(env: BenchEnv, taskIds: readonly string[], 
   const sentOffsets: number[] = [];
   const arrivals: Array<{ t0: number; at: number; payload: Uint8Array }> = [];
   let firstSent = 0;
-  // Only timestamps here; the summaries are parsed after the phase. Garbage made on this loop
-  // during the phase means GC pauses here, and while this client reads slowly nats-server holds
-  // back the worker's connection that publishes to it.
+  // Only timestamps here; the summaries are parsed after the phase. Garbage made on this loop during
+  // the phase means GC pauses that delay the arrival timestamps, and GC threads that take CPU from
+  // the worker, nats-server and the database on a small host.
   env.watcher.listen((id, at, payload) => {
     const t0 = sentAt.get(id);
     if (t0 === undefined) return;

@@ -132,6 +132,7 @@ describe.each(availableDialects())('live projections sharing a transaction on %s
       [good, 1],
     ]);
   });
+
   it('keeps every transaction slot fed: PROJECTION_TRANSACTIONS x CONCURRENCY tasks in flight (SQLite: one writer)', async () => {
     const first = await taskWithQuestion();
     const queued = [await taskWithQuestion(), await taskWithQuestion(), await taskWithQuestion(), await taskWithQuestion()];
