@@ -1,23 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/logger.js';
-import type { SessionPendingActionUpdate, SummaryPublisher, SummaryUpdate } from '../../src/projectors/ports.js';
+import type { SummaryPublisher } from '../../src/projectors/ports.js';
 import { Projector } from '../../src/projectors/projector.js';
 import { projectTasks } from '../../src/projectors/projectTask.js';
 import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
 import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { RecordingPublisher } from '../support/recordingPublisher.js';
 import { seedTaskWithQuestion } from '../support/seed.js';
-
-/** Our publisher port, recording what a projection hands to the bus. */
-class RecordingPublisher implements SummaryPublisher {
-  summaries: SummaryUpdate[] = [];
-  sessions: SessionPendingActionUpdate[] = [];
-  async publishSummary(update: SummaryUpdate) {
-    this.summaries.push(update);
-  }
-  async publishSessionPendingActions(updates: readonly SessionPendingActionUpdate[]) {
-    this.sessions.push(...updates);
-  }
-}
 
 describe.each(availableDialects())('batched projection on %s', (dialect) => {
   let t: TestDatabase;

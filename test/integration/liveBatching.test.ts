@@ -1,19 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/logger.js';
 import { createMetrics } from '../../src/metrics.js';
-import type { SessionPendingActionUpdate, SummaryPublisher, SummaryUpdate } from '../../src/projectors/ports.js';
+import type { SummaryUpdate } from '../../src/projectors/ports.js';
 import { Projector } from '../../src/projectors/projector.js';
 import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
 import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { RecordingPublisher } from '../support/recordingPublisher.js';
 import { seedTaskWithQuestion } from '../support/seed.js';
 
 /**
  * Records what reaches the bus; the first publish of `holdTask` waits for `release()` (its
  * transaction stays open, as on a slow bus), and every publish of `refuseTask` fails.
  */
-class GatedPublisher implements SummaryPublisher {
-  summaries: SummaryUpdate[] = [];
-  sessions: SessionPendingActionUpdate[] = [];
+class GatedPublisher extends RecordingPublisher {
   private gate: Promise<void>;
   release!: () => void;
   held!: Promise<void>;
@@ -23,21 +22,18 @@ class GatedPublisher implements SummaryPublisher {
     private readonly holdTask: string,
     private readonly refuseTask?: string,
   ) {
+    super();
     this.gate = new Promise((resolve) => (this.release = resolve));
     this.held = new Promise((resolve) => (this.heldNow = resolve));
   }
 
-  async publishSummary(update: SummaryUpdate) {
+  override async publishSummary(update: SummaryUpdate) {
     if (update.taskId === this.holdTask) {
       this.heldNow();
       await this.gate;
     }
     if (update.taskId === this.refuseTask) throw new Error(`bus refused ${update.taskId}`);
-    this.summaries.push(update);
-  }
-
-  async publishSessionPendingActions(updates: readonly SessionPendingActionUpdate[]) {
-    this.sessions.push(...updates);
+    await super.publishSummary(update);
   }
 }
 

@@ -1,18 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/logger.js';
-import type { SessionPendingActionUpdate, SummaryPublisher, SummaryUpdate } from '../../src/projectors/ports.js';
 import { Projector } from '../../src/projectors/projector.js';
 import { reconcileTasks } from '../../src/projectors/reconcile.js';
 import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { RecordingPublisher } from '../support/recordingPublisher.js';
 import { seedSession } from '../support/seed.js';
-
-class RecordingPublisher implements SummaryPublisher {
-  summaries: SummaryUpdate[] = [];
-  async publishSummary(update: SummaryUpdate) {
-    this.summaries.push(update);
-  }
-  async publishSessionPendingActions(_updates: readonly SessionPendingActionUpdate[]) {}
-}
 
 describe.each(availableDialects())('reconcile walk on %s', (dialect) => {
   let t: TestDatabase;
