@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { DEFAULT_DATABASE_URL } from './repository/database.js';
 import { ERROR_CODES, PendingProjectorError } from './errors.js';
+import { BUCKET_STORAGES } from './events/summaryBucket.js';
 
 /**
  * The one reader of process.env. Every setting has an env name and a flag; a flag wins over the
@@ -34,6 +35,13 @@ export const SETTINGS = {
   reconcilePageSize: { env: 'RECONCILE_PAGE_SIZE', flag: 'reconcile-page-size', schema: intFrom(1, 10_000), default: 500, help: 'tasks per keyset page in reconcile and verify' },
   bootReconcile: { env: 'BOOT_RECONCILE', flag: 'boot-reconcile', schema: z.enum(['true', 'false']).transform((v) => v === 'true'), default: 'true', help: 'reconcile every task at worker start (true | false)' },
   dbMaxConnections: { env: 'DB_MAX_CONNECTIONS', flag: 'db-max-connections', schema: intFrom(2, 200), default: 10, help: 'PostgreSQL pool size (SQLite always uses one writer)' },
+  summaryBucketStorage: {
+    env: 'SUMMARY_BUCKET_STORAGE',
+    flag: 'summary-bucket-storage',
+    schema: z.enum(BUCKET_STORAGES),
+    default: 'memory',
+    help: 'storage of the KV bucket of latest summaries, when it is created: memory (refilled from the database after a NATS restart) | file',
+  },
   respondDeadlineMs: { env: 'RESPOND_DEADLINE_MS', flag: 'respond-deadline-ms', schema: intFrom(100, 600_000), default: 30_000, help: 'deadline for a detached resume to be acknowledged' },
 } as const;
 

@@ -7,6 +7,7 @@ import { NatsSummaryPublisher } from './events/natsSummaryPublisher.js';
 import { ensureTopology } from './events/natsTopology.js';
 import { topologyFor, type Topology } from './events/subjects.js';
 import { startHealthServer } from './healthServer.js';
+import { startBucketRefiller } from './bucketRefiller.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { Projector } from './projectors/projector.js';
 import { reconcileTasks, type ReconcileProgress } from './projectors/reconcile.js';
@@ -34,7 +35,8 @@ export type WorkerConfig = Pick<
   | 'reconcilePageSize'
   | 'bootReconcile'
   | 'respondDeadlineMs'
->;
+> &
+  Partial<Pick<Config, 'summaryBucketStorage'>>;
 
 export interface WorkerDeps {
   db: Database;
@@ -54,6 +56,8 @@ export interface WorkerHandle {
   readonly clarifications: ClarificationService;
   /** Resolves when the boot reconcile finished (or was skipped or handed to another replica). */
   readonly bootReconcile: Promise<ReconcileProgress | 'skipped' | 'held_elsewhere'>;
+  /** Resolves once the summary bucket was checked against the database and no refill of it runs. */
+  summaryBucketFilled(): Promise<void>;
   /** Stops pulling, settles in-flight events, stops reconcile and endpoints. Idempotent. */
   stop(): Promise<void>;
 }
@@ -80,10 +84,16 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
     streamMaxAgeMs: config.streamMaxAgeMs,
     maxDeliver: config.maxDeliver,
     ackWaitMs: config.ackWaitMs,
+    bucketStorage: config.summaryBucketStorage,
   });
   const metrics = createMetrics();
   const publisher = new NatsSummaryPublisher(nc, topology, summaries, clock);
   const projector = new Projector({ ctx, publisher, logger, metrics, concurrency: config.concurrency, transactions: Math.min(config.projectionTransactions, db.maxConnections), epoch });
+  const bucketStorage = (await summaries.status()).storage;
+  if (config.summaryBucketStorage && bucketStorage !== config.summaryBucketStorage) {
+    log.warn({ bucket: topology.summaryBucket, storage: bucketStorage }, `the summary bucket exists with ${bucketStorage} storage; keeping it (delete the bucket to change it: the worker refills it)`);
+  }
+  const refiller = startBucketRefiller({ ctx, nc, bucket: summaries, publisher, pageSize: config.reconcilePageSize, logger });
   const consumer = new EventConsumer({ nc, topology, handler: projector, logger, metrics, maxEventBytes: config.maxEventBytes, maxDeliver: config.maxDeliver });
   await consumer.start();
   const clarifications = createClarificationService({
@@ -190,6 +200,7 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
     clarifications,
     healthPort: health.port,
     bootReconcile,
+    summaryBucketFilled: () => refiller.whenIdle(),
     stop() {
       stopped ??= (async () => {
         stopping = true;
@@ -201,6 +212,7 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
         await consumer.stop();
         await bootReconcile.catch(() => undefined);
         await projector.whenIdle();
+        await refiller.stop();
         await health.close();
         log.info('worker stopped');
       })();

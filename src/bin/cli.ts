@@ -42,13 +42,13 @@ const COMMANDS: Record<string, Command> = {
   worker: {
     summary: 'run the projector: consume events, compare-and-set summaries, publish replacements',
     usage: 'pending-projector worker [flags]',
-    settings: [...DB, ...BUS, 'healthPort', 'shutdownTimeoutMs', 'concurrency', 'projectionTransactions', 'maxEventBytes', 'maxDeliver', 'ackWaitMs', 'streamMaxAgeMs', 'reconcilePageSize', 'bootReconcile', 'respondDeadlineMs'],
+    settings: [...DB, ...BUS, 'healthPort', 'shutdownTimeoutMs', 'concurrency', 'projectionTransactions', 'maxEventBytes', 'maxDeliver', 'ackWaitMs', 'streamMaxAgeMs', 'reconcilePageSize', 'bootReconcile', 'respondDeadlineMs', 'summaryBucketStorage'],
     run: (config) => runWorkerCommand(config),
   },
   reconcile: {
     summary: 'repair every task summary (or --task ID ...) from the database, publishing each change',
     usage: 'pending-projector reconcile [--task ID]... [flags]',
-    settings: [...DB, ...BUS, 'reconcilePageSize', 'concurrency', 'projectionTransactions'],
+    settings: [...DB, ...BUS, 'reconcilePageSize', 'concurrency', 'projectionTransactions', 'summaryBucketStorage'],
     options: { task: { type: 'string', multiple: true, help: 'only this task (repeatable)' } },
     run: (config, args) => runReconcileCommand(config, (args.values.task as string[] | undefined) ?? []),
   },
@@ -65,7 +65,7 @@ const COMMANDS: Record<string, Command> = {
   replay: {
     summary: 'reproject every task touched by events in a window of the event stream (ops)',
     usage: 'pending-projector replay (--since <RFC3339 time> | --from-seq <n>) [flags]',
-    settings: [...DB, ...BUS, 'concurrency', 'projectionTransactions'],
+    settings: [...DB, ...BUS, 'concurrency', 'projectionTransactions', 'summaryBucketStorage'],
     options: {
       since: { type: 'string', help: 'start at this instant, e.g. 2026-11-30T06:00:00Z' },
       'from-seq': { type: 'string', help: 'start at this stream sequence' },

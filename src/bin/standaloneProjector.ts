@@ -15,13 +15,13 @@ import { systemClock } from '../repository/timestamps.js';
 export async function createStandaloneProjector(
   db: Database,
   nc: NatsConnection,
-  config: Pick<Config, 'subjectPrefix' | 'concurrency' | 'projectionTransactions'>,
+  config: Pick<Config, 'subjectPrefix' | 'concurrency' | 'projectionTransactions' | 'summaryBucketStorage'>,
   logger: Logger,
 ): Promise<{ ctx: RepositoryContext; projector: Projector; topology: Topology }> {
   await migrateLatest(db.knex);
   const ctx = createRepositoryContext(db);
   const topology = topologyFor(config.subjectPrefix);
-  const { summaries } = await ensureOutputTopology(nc, topology);
+  const { summaries } = await ensureOutputTopology(nc, topology, config.summaryBucketStorage);
   const projector = new Projector({
     ctx,
     publisher: new NatsSummaryPublisher(nc, topology, summaries, systemClock),

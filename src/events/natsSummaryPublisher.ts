@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
-import type { KV } from '@nats-io/kv';
 import type { SessionPendingActionUpdate, SummaryPublisher, SummaryUpdate } from '../projectors/ports.js';
 import type { Clock } from '../repository/timestamps.js';
 import { createEnvelope } from './envelope.js';
 import { SESSION_PENDING_ACTION_CHANGED, SUMMARY_UPDATED, type Topology } from './subjects.js';
 import { summaryKey } from './natsTopology.js';
+import type { SummaryBucket } from './summaryBucket.js';
 
 const encoder = new TextEncoder();
 
@@ -22,7 +22,7 @@ export class NatsSummaryPublisher implements SummaryPublisher {
   constructor(
     nc: NatsConnection,
     private readonly topology: Topology,
-    private readonly summaries: KV,
+    private readonly summaries: SummaryBucket,
     private readonly clock: Clock,
     timeoutMs = 5000,
   ) {
@@ -30,6 +30,23 @@ export class NatsSummaryPublisher implements SummaryPublisher {
   }
 
   async publishSummary(update: SummaryUpdate): Promise<void> {
+    const payload = this.summaryEnvelope(update);
+    const h = headers();
+    h.set('Pending-Projector-Task-Id', update.taskId);
+    h.set('Pending-Projector-Revision', String(update.summary.revision));
+    await this.js.publish(this.topology.summarySubject, payload, { msgID: `${update.taskId}:${update.summary.revision}`, headers: h });
+    await this.summaries.put(summaryKey(update.taskId), payload);
+  }
+
+  /**
+   * Puts a stored summary into the KV bucket if its key is empty (refilling a bucket the server
+   * lost), without publishing it: it is no change. Resolves to false when the key was taken.
+   */
+  fillSummary(update: SummaryUpdate): Promise<boolean> {
+    return this.summaries.fill(summaryKey(update.taskId), this.summaryEnvelope(update));
+  }
+
+  private summaryEnvelope(update: SummaryUpdate): Uint8Array {
     const envelope = createEnvelope(
       SUMMARY_UPDATED,
       this.topology.summarySubject,
@@ -37,12 +54,7 @@ export class NatsSummaryPublisher implements SummaryPublisher {
       randomUUID(),
       this.clock(),
     );
-    const payload = encoder.encode(JSON.stringify(envelope));
-    const h = headers();
-    h.set('Pending-Projector-Task-Id', update.taskId);
-    h.set('Pending-Projector-Revision', String(update.summary.revision));
-    await this.js.publish(this.topology.summarySubject, payload, { msgID: `${update.taskId}:${update.summary.revision}`, headers: h });
-    await this.summaries.put(summaryKey(update.taskId), payload);
+    return encoder.encode(JSON.stringify(envelope));
   }
 
   async publishSessionPendingActions(updates: readonly SessionPendingActionUpdate[]): Promise<void> {

@@ -10,19 +10,21 @@ import {
   type JetStreamManager,
   type StreamConfig,
 } from '@nats-io/jetstream';
-import { Kvm, type KV } from '@nats-io/kv';
 import type { Topology } from './subjects.js';
+import { SummaryBucket, type BucketStorage } from './summaryBucket.js';
 
 export interface TopologyOptions {
   topology: Topology;
   streamMaxAgeMs: number;
   maxDeliver: number;
   ackWaitMs: number;
+  /** Storage of the summary bucket when it has to be created (default memory). */
+  bucketStorage?: BucketStorage;
 }
 
 export interface EnsuredTopology {
   jsm: JetStreamManager;
-  summaries: KV;
+  summaries: SummaryBucket;
 }
 
 function isNotFound(err: unknown): boolean {
@@ -53,7 +55,7 @@ async function ensureStream(jsm: JetStreamManager, config: Partial<StreamConfig>
  *   worker's consumer (an event no delivery ever settled, e.g. one that crashed the worker);
  * - the agent resume stream capturing `<prefix>agent.*.resume` (detached clarification answers);
  * - the durable pull consumer shared by every replica;
- * - the KV bucket holding the latest summary per task for late joiners.
+ * - the KV bucket holding the latest summary per task for late joiners (SummaryBucket).
  */
 export async function ensureTopology(nc: NatsConnection, options: TopologyOptions): Promise<EnsuredTopology> {
   const { topology } = options;
@@ -107,7 +109,7 @@ export async function ensureTopology(nc: NatsConnection, options: TopologyOption
       });
     }
   }
-  const { summaries } = await ensureOutputTopology(nc, topology);
+  const { summaries } = await ensureOutputTopology(nc, topology, options.bucketStorage);
   return { jsm, summaries };
 }
 
@@ -115,7 +117,7 @@ export async function ensureTopology(nc: NatsConnection, options: TopologyOption
  * Only what publishing projections needs (the output stream and the KV bucket), for one-shot
  * commands (reconcile, replay) that must not touch the events stream's settings or the consumer.
  */
-export async function ensureOutputTopology(nc: NatsConnection, topology: Topology): Promise<{ summaries: KV }> {
+export async function ensureOutputTopology(nc: NatsConnection, topology: Topology, bucketStorage?: BucketStorage): Promise<{ summaries: SummaryBucket }> {
   const jsm = await jetstreamManager(nc);
   await ensureStream(jsm, {
     name: topology.outputStream,
@@ -126,7 +128,7 @@ export async function ensureOutputTopology(nc: NatsConnection, topology: Topolog
     discard: DiscardPolicy.Old,
     duplicate_window: nanos(10 * 60_000),
   });
-  const summaries = await new Kvm(nc).create(topology.summaryBucket, { history: 1 });
+  const summaries = await SummaryBucket.open(nc, topology, bucketStorage);
   return { summaries };
 }
 

@@ -50,6 +50,18 @@ export async function loadStatusSummaries(ctx: RepositoryContext, taskIds: reado
   return result;
 }
 
+/** Stored summaries in task id order after `afterTaskId` (keyset pages for refilling the bus's copy). */
+export async function listStatusSummariesAfter(ctx: RepositoryContext, afterTaskId: string | null, limit: number): Promise<StoredStatusSummary[]> {
+  const query = ctx.knex('task_status_summaries').select('*').orderBy('task_id').limit(limit);
+  if (afterTaskId !== null) query.where('task_id', '>', afterTaskId);
+  return (await query).map((row: Row) => toStored(row));
+}
+
+export async function countStatusSummaries(ctx: RepositoryContext): Promise<number> {
+  const row = await ctx.knex('task_status_summaries').count<{ n: number | string }[]>({ n: '*' }).first();
+  return Number(row?.n ?? 0);
+}
+
 // Five bindings per row: well under SQLite's 32,766 and PostgreSQL's 65,535 per statement.
 const CAS_ROWS_PER_STATEMENT = 1000;
 

@@ -7,7 +7,10 @@ import { fileURLToPath } from 'node:url';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { afterEach, describe, expect, it } from 'vitest';
+import { Kvm } from '@nats-io/kv';
+import { summaryKey } from '../../src/events/natsTopology.js';
 import { topologyFor } from '../../src/events/subjects.js';
+import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
 import { findDrift } from '../../src/projectors/reconcile.js';
 import type { DialectName } from '../../src/repository/dialect.js';
 import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
@@ -139,6 +142,18 @@ describe('worker resilience against infrastructure failures', () => {
     });
     await settled(nc, prefix);
     expect(await findDrift(t.ctx, tasks.map((x) => x.taskId))).toEqual([]);
+    // The bucket lives in memory, so the restart emptied it: the worker recreated it and refilled every
+    // task's stored summary from the database.
+    const bucket = await new Kvm(nc).open(topologyFor(prefix).summaryBucket);
+    const stored = await loadStatusSummaries(t.ctx, tasks.map((x) => x.taskId));
+    await eventually(async () => {
+      for (const { taskId } of tasks) {
+        const entry = await bucket.get(summaryKey(taskId));
+        const revision = (entry?.json() as { data?: { status_summary?: { revision?: number } } } | undefined)?.data?.status_summary?.revision;
+        if (revision !== stored.get(taskId)!.revision) return undefined;
+      }
+      return true;
+    }, 20_000, 'the bucket to hold every stored summary');
     expect(worker.child.exitCode).toBeNull();
   }, 180_000);
 

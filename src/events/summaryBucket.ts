@@ -1,0 +1,99 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import { jetstreamManager, JetStreamApiCodes, JetStreamApiError, StorageType } from '@nats-io/jetstream';
+import { Kvm, type KV } from '@nats-io/kv';
+import type { Topology } from './subjects.js';
+
+export const BUCKET_STORAGES = ['memory', 'file'] as const;
+export type BucketStorage = (typeof BUCKET_STORAGES)[number];
+
+/**
+ * The KV bucket holding the latest summary envelope per task, for late joiners. A copy of what the
+ * database holds, never the source of truth, so it may live in memory (the default): on nats-server
+ * 2.9 a put into a file bucket removes the key's previous entry from its 8 MB block, and a block that
+ * is not cached is loaded (and, once half deleted, rewritten) first, holding every publish of the
+ * connection for 15-30 ms. A memory bucket is gone after a server restart: a put that fails, or the
+ * worker on reconnecting, finds it missing and recreates it, and the worker refills the keys from
+ * the database (refillSummaryBucket).
+ */
+export class SummaryBucket {
+  private recreating: Promise<void> | undefined;
+  private readonly listeners: Array<() => void> = [];
+
+  private constructor(
+    private readonly nc: NatsConnection,
+    private readonly topology: Topology,
+    private readonly storage: BucketStorage,
+    private kv: KV,
+  ) {}
+
+  /** Opens the bucket, creating it with `storage` when missing (an existing one is kept as it is). */
+  static async open(nc: NatsConnection, topology: Topology, storage: BucketStorage = 'memory'): Promise<SummaryBucket> {
+    return new SummaryBucket(nc, topology, storage, await createBucket(nc, topology, storage));
+  }
+
+  /** Stores `payload` under `key`; a put that fails is retried once after the bucket is made sure to exist. */
+  async put(key: string, payload: Uint8Array): Promise<void> {
+    try {
+      await this.kv.put(key, payload);
+    } catch (err) {
+      await this.restoreIfLost(err);
+      await this.kv.put(key, payload);
+    }
+  }
+
+  /**
+   * Stores `payload` under `key` only when the key holds nothing, so a fill from the database never
+   * overwrites an entry a projection put. Resolves to false when the key was taken.
+   */
+  async fill(key: string, payload: Uint8Array): Promise<boolean> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        // Not kv.create: when the bucket is gone, its fallback read waits out the request timeout.
+        await this.kv.put(key, payload, { previousSeq: 0 });
+        return true;
+      } catch (err) {
+        if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamWrongLastSequence) return false;
+        if (attempt > 1) throw err;
+        await this.restoreIfLost(err);
+      }
+    }
+  }
+
+  /** Keys holding a value now, and the storage the bucket actually has (an older one may differ). */
+  async status(): Promise<{ values: number; storage: BucketStorage }> {
+    const status = await this.kv.status();
+    return { values: status.values, storage: status.streamInfo.config.storage === StorageType.Memory ? 'memory' : 'file' };
+  }
+
+  /** `listener` runs each time this process recreated the bucket after the server lost it. */
+  onRecreated(listener: () => void): void {
+    this.listeners.push(listener);
+  }
+
+  /**
+   * Recreates the bucket if the server no longer has it (concurrent callers share one recreation).
+   * Rejects with `cause` when the server cannot say. A bucket that exists may just have been
+   * recreated by another replica, so the caller retries its operation once either way.
+   */
+  async restoreIfLost(cause?: unknown): Promise<void> {
+    if (this.recreating) return this.recreating;
+    const jsm = await jetstreamManager(this.nc);
+    try {
+      await jsm.streams.info(`KV_${this.topology.summaryBucket}`);
+      return;
+    } catch (err) {
+      if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound)) throw cause ?? err;
+    }
+    this.recreating ??= (async () => {
+      this.kv = await createBucket(this.nc, this.topology, this.storage);
+      for (const listener of this.listeners) listener();
+    })().finally(() => {
+      this.recreating = undefined;
+    });
+    return this.recreating;
+  }
+}
+
+function createBucket(nc: NatsConnection, topology: Topology, storage: BucketStorage): Promise<KV> {
+  return new Kvm(nc).create(topology.summaryBucket, { history: 1, storage: storage === 'memory' ? StorageType.Memory : StorageType.File });
+}
