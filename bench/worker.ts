@@ -26,6 +26,7 @@ import { ensureOutputTopology } from '../src/events/natsTopology.js';
 import { topologyFor } from '../src/events/subjects.js';
 import { silentLogger } from '../src/logger.js';
 import type { ReconcileProgress } from '../src/projectors/reconcile.js';
+import { refillSummaryBucket, type RefillProgress } from '../src/projectors/refillSummaryBucket.js';
 import { createRepositoryContext, type RepositoryContext } from '../src/repository/context.js';
 import { createDatabase, type Database } from '../src/repository/database.js';
 import type { DialectName } from '../src/repository/dialect.js';
@@ -251,6 +252,7 @@ interface DialectReport {
   cold: ReconcileRun;
   reconcile: ReconcileRun;
   ceiling: Rate;
+  refill: { progress: RefillProgress; ms: number };
   recheck: ReconcileRun;
   reads: Rate;
   memory: MemoryResult;
@@ -355,6 +357,21 @@ async function benchDialect(dialect: DialectName, options: Options): Promise<Dia
   await deleteTopology(ncClient, ceilingTopology);
   progress(`${label}   ${Math.round(perSecond(ceiling))} pairs/s`);
 
+  // (5f) A NATS restart empties the summary bucket (memory storage); the worker refills it from the
+  // stored summaries. No worker runs here, so every key is empty when the refill reaches it.
+  progress(`${label} refill of an emptied summary bucket from the stored summaries, pages of ${PAGE_SIZE}`);
+  const { summaries: lostBucket } = await ensureOutputTopology(ncWorker, topology);
+  await jsm.streams.delete(`KV_${topology.summaryBucket}`);
+  await lostBucket.restoreIfLost();
+  const refillPublisher = new NatsSummaryPublisher(ncWorker, topology, lostBucket, systemClock);
+  const refillStarted = performance.now();
+  const refilled = await refillSummaryBucket({ ctx, pageSize: PAGE_SIZE, fill: (update) => refillPublisher.fillSummary(update) });
+  const refill = { progress: refilled, ms: performance.now() - refillStarted };
+  if (refilled.filled !== refilled.visited || refilled.corrupt !== 0 || (await lostBucket.status()).values !== refilled.visited) {
+    throw new WrongAnswerError(`refill: ${JSON.stringify(refilled)}, bucket holds ${(await lostBucket.status()).values} keys`);
+  }
+  progress(`${label}   ${Math.round((refilled.visited * 1000) / refill.ms)} keys/s`);
+
   // The worker under test, and a publisher like the one it uses, for the bare figures.
   const { worker, stop } = await startBenchWorker(db, ncWorker, prefix, false);
   const { summaries } = await ensureOutputTopology(ncWorker, topology);
@@ -455,6 +472,7 @@ async function benchDialect(dialect: DialectName, options: Options): Promise<Dia
     recheck,
     reads,
     ceiling,
+    refill,
     memory,
     ms: performance.now() - dialectStarted,
   };
@@ -554,6 +572,12 @@ function printReport(r: DialectReport): { pass: number; fail: number } {
       int(ceiling),
       '',
       `${int(r.ceiling.count)} pairs, ${PAGE_SIZE} in flight, no database: the ceiling of repairs/s`,
+    ],
+    [
+      `5f context: refill of an emptied summary bucket (keys/s)`,
+      int((r.refill.progress.visited * 1000) / r.refill.ms),
+      '',
+      `${int(r.refill.progress.filled)} keys in ${secs(r.refill.ms)}, pages of ${PAGE_SIZE}: what a worker does after a NATS restart`,
     ],
     [
       `6 memory: worker RSS after ${int(r.memory.events)} events - after ${int(r.memory.warmupEvents)} (MB)`,
