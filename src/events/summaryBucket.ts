@@ -1,4 +1,4 @@
-import type { NatsConnection } from '@nats-io/transport-node';
+import { errors, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, JetStreamApiCodes, JetStreamApiError, StorageType } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import type { Topology } from './subjects.js';
@@ -31,11 +31,15 @@ export class SummaryBucket {
     return new SummaryBucket(nc, topology, storage, await createBucket(nc, topology, storage));
   }
 
-  /** Stores `payload` under `key`; a put that fails is retried once after the bucket is made sure to exist. */
+  /**
+   * Stores `payload` under `key`. A put refused at once (not timed out: a slow server is not a lost
+   * bucket, and the caller holds a row lock) is retried once after the bucket is made sure to exist.
+   */
   async put(key: string, payload: Uint8Array): Promise<void> {
     try {
       await this.kv.put(key, payload);
     } catch (err) {
+      if (err instanceof errors.TimeoutError) throw err;
       await this.restoreIfLost(err);
       await this.kv.put(key, payload);
     }
@@ -53,7 +57,7 @@ export class SummaryBucket {
         return true;
       } catch (err) {
         if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamWrongLastSequence) return false;
-        if (attempt > 1) throw err;
+        if (attempt > 1 || err instanceof errors.TimeoutError) throw err;
         await this.restoreIfLost(err);
       }
     }
