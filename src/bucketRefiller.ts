@@ -2,6 +2,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
 import type { NatsSummaryPublisher } from './events/natsSummaryPublisher.js';
 import type { SummaryBucket } from './events/summaryBucket.js';
+import type { Metrics } from './metrics.js';
 import { refillSummaryBucket } from './projectors/refillSummaryBucket.js';
 import type { RepositoryContext } from './repository/context.js';
 import { countStatusSummaries } from './repository/statusSummaries.js';
@@ -13,6 +14,7 @@ export interface BucketRefillerDeps {
   publisher: NatsSummaryPublisher;
   pageSize: number;
   logger: Logger;
+  metrics?: Metrics;
   /** Wait before a failed refill runs again (default 5 s). */
   retryMs?: number;
 }
@@ -55,8 +57,11 @@ export function startBucketRefiller(deps: BucketRefillerDeps): BucketRefiller {
             shouldStop: () => stopping,
             onPage: (p) => log.debug(p, 'summary bucket refill page'),
           });
+          deps.metrics?.bucketRefills.inc({ result: 'done' });
+          deps.metrics?.bucketKeysFilled.inc(progress.filled);
           log.info({ reason, ...progress, ms: Math.round(performance.now() - started) }, 'summary bucket refilled from the database');
         } catch (err) {
+          deps.metrics?.bucketRefills.inc({ result: 'failed' });
           log.error({ err, reason }, 'summary bucket refill failed; retrying');
           clearTimeout(retryTimer);
           retryTimer = setTimeout(() => refill(reason), deps.retryMs ?? 5000);

@@ -35,6 +35,13 @@ export function createMetrics() {
     consumerLag: new Gauge({ name: 'pending_projector_consumer_lag', help: 'Events in the stream not yet delivered to the consumer (num_pending)', registers: [registry] }),
     ackPending: new Gauge({ name: 'pending_projector_consumer_ack_pending', help: 'Events delivered but not yet acknowledged', registers: [registry] }),
     reconcileTasks: new Counter({ name: 'pending_projector_reconcile_tasks_total', help: 'Tasks visited by reconcile', labelNames: ['result'] as const, registers: [registry] }),
+    bucketRefills: new Counter({
+      name: 'pending_projector_summary_bucket_refills_total',
+      help: 'Refills of the summary KV bucket from the database (at start, or after the bus lost it), by result (done, failed)',
+      labelNames: ['result'] as const,
+      registers: [registry],
+    }),
+    bucketKeysFilled: new Counter({ name: 'pending_projector_summary_bucket_keys_filled_total', help: 'Empty summary bucket keys a refill filled', registers: [registry] }),
   };
 }
 

@@ -93,7 +93,7 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
   if (config.summaryBucketStorage && bucketStorage !== config.summaryBucketStorage) {
     log.warn({ bucket: topology.summaryBucket, storage: bucketStorage }, `the summary bucket exists with ${bucketStorage} storage; keeping it (delete the bucket to change it: the worker refills it)`);
   }
-  const refiller = startBucketRefiller({ ctx, nc, bucket: summaries, publisher, pageSize: config.reconcilePageSize, logger });
+  const refiller = startBucketRefiller({ ctx, nc, bucket: summaries, publisher, pageSize: config.reconcilePageSize, logger, metrics });
   const consumer = new EventConsumer({ nc, topology, handler: projector, logger, metrics, maxEventBytes: config.maxEventBytes, maxDeliver: config.maxDeliver });
   await consumer.start();
   const clarifications = createClarificationService({

@@ -8,6 +8,7 @@ import { ensureOutputTopology, summaryKey } from '../../src/events/natsTopology.
 import { topologyFor, type Topology } from '../../src/events/subjects.js';
 import { SummaryBucket } from '../../src/events/summaryBucket.js';
 import { silentLogger } from '../../src/logger.js';
+import { createMetrics } from '../../src/metrics.js';
 import { Projector } from '../../src/projectors/projector.js';
 import { refillSummaryBucket } from '../../src/projectors/refillSummaryBucket.js';
 import { systemClock } from '../../src/repository/timestamps.js';
@@ -128,17 +129,20 @@ describe.each(availableDialects())('refilling the summary bucket from %s', (dial
     }
   });
 
-  it('refills at start when the bucket holds fewer keys than there are stored summaries, and after the bucket is lost', async () => {
+  it('refills at start when the bucket holds fewer keys than there are stored summaries, and after it recreated a lost bucket', async () => {
     await loseBucket(topology);
     await bucket.restoreIfLost();
-    const refiller = startBucketRefiller({ ctx: t.ctx, nc, bucket, publisher, pageSize: 2, logger: silentLogger() });
+    const metrics = createMetrics();
+    const refiller = startBucketRefiller({ ctx: t.ctx, nc, bucket, publisher, pageSize: 2, logger: silentLogger(), metrics });
     try {
       await refiller.whenIdle();
       expect((await bucket.status()).values).toBe(5);
       await loseBucket(topology);
-      await bucket.put(summaryKey(taskIds[0]!), encoder.encode('{}'));
+      await bucket.restoreIfLost();
       await refiller.whenIdle();
       expect((await bucket.status()).values).toBe(5);
+      expect((await metrics.bucketRefills.get()).values).toEqual([expect.objectContaining({ labels: { result: 'done' }, value: 2 })]);
+      expect((await metrics.bucketKeysFilled.get()).values[0]?.value).toBe(10);
     } finally {
       await refiller.stop();
     }
