@@ -361,7 +361,7 @@ async function benchDialect(dialect: DialectName, options: Options): Promise<Dia
   // stored summaries. No worker runs here, so every key is empty when the refill reaches it.
   progress(`${label} refill of an emptied summary bucket from the stored summaries, pages of ${PAGE_SIZE}`);
   const { summaries: lostBucket } = await ensureOutputTopology(ncWorker, topology);
-  await jsm.streams.delete(`KV_${topology.summaryBucket}`);
+  await jsm.streams.delete(topology.summaryBucketStream);
   await lostBucket.restoreIfLost();
   const refillPublisher = new NatsSummaryPublisher(ncWorker, topology, lostBucket, systemClock);
   const refillStarted = performance.now();

@@ -1,7 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
 import type { NatsSummaryPublisher } from './events/natsSummaryPublisher.js';
-import type { SummaryBucket } from './events/summaryBucket.js';
+import type { BucketStorage, SummaryBucket } from './events/summaryBucket.js';
 import type { Metrics } from './metrics.js';
 import { refillSummaryBucket } from './projectors/refillSummaryBucket.js';
 import type { RepositoryContext } from './repository/context.js';
@@ -15,6 +15,8 @@ export interface BucketRefillerDeps {
   pageSize: number;
   logger: Logger;
   metrics?: Metrics;
+  /** The storage configured for the bucket: an existing bucket with another one is kept, with a warning. */
+  expectedStorage?: BucketStorage;
   /** Wait before a failed refill runs again (default 5 s). */
   retryMs?: number;
 }
@@ -77,6 +79,9 @@ export function startBucketRefiller(deps: BucketRefillerDeps): BucketRefiller {
   const checked = (async () => {
     try {
       const [status, stored] = await Promise.all([deps.bucket.status(), countStatusSummaries(deps.ctx)]);
+      if (deps.expectedStorage && status.storage !== deps.expectedStorage) {
+        log.warn({ storage: status.storage }, `the summary bucket exists with ${status.storage} storage; keeping it (delete the bucket to change it: the worker refills it)`);
+      }
       if (status.values < stored) refill(`the bucket holds ${status.values} keys for ${stored} stored summaries`);
     } catch (err) {
       log.warn({ err }, 'could not compare the summary bucket with the database; not refilling it at start');

@@ -89,11 +89,7 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
   const metrics = createMetrics();
   const publisher = new NatsSummaryPublisher(nc, topology, summaries, clock);
   const projector = new Projector({ ctx, publisher, logger, metrics, concurrency: config.concurrency, transactions: Math.min(config.projectionTransactions, db.maxConnections), epoch });
-  const bucketStorage = (await summaries.status()).storage;
-  if (config.summaryBucketStorage && bucketStorage !== config.summaryBucketStorage) {
-    log.warn({ bucket: topology.summaryBucket, storage: bucketStorage }, `the summary bucket exists with ${bucketStorage} storage; keeping it (delete the bucket to change it: the worker refills it)`);
-  }
-  const refiller = startBucketRefiller({ ctx, nc, bucket: summaries, publisher, pageSize: config.reconcilePageSize, logger, metrics });
+  const refiller = startBucketRefiller({ ctx, nc, bucket: summaries, publisher, pageSize: config.reconcilePageSize, logger, metrics, expectedStorage: config.summaryBucketStorage });
   const consumer = new EventConsumer({ nc, topology, handler: projector, logger, metrics, maxEventBytes: config.maxEventBytes, maxDeliver: config.maxDeliver });
   await consumer.start();
   const clarifications = createClarificationService({

@@ -12,6 +12,7 @@ import {
 } from '@nats-io/jetstream';
 import type { Topology } from './subjects.js';
 import { SummaryBucket, type BucketStorage } from './summaryBucket.js';
+import { isNotFound } from './isNotFound.js';
 
 export interface TopologyOptions {
   topology: Topology;
@@ -25,11 +26,6 @@ export interface TopologyOptions {
 export interface EnsuredTopology {
   jsm: JetStreamManager;
   summaries: SummaryBucket;
-}
-
-function isNotFound(err: unknown): boolean {
-  const e = err as { code?: unknown; message?: string; name?: string };
-  return e?.name === 'StreamNotFoundError' || e?.name === 'ConsumerNotFoundError' || /not found/i.test(String(e?.message ?? ''));
 }
 
 async function ensureStream(jsm: JetStreamManager, config: Partial<StreamConfig> & { name: string; subjects: string[] }): Promise<void> {

@@ -34,6 +34,8 @@ export interface Topology {
   deadLetterStream: string;
   consumer: string;
   summaryBucket: string;
+  /** The JetStream stream behind the KV bucket (nats.js names it `KV_<bucket>`). */
+  summaryBucketStream: string;
   inboundSubjects: string[];
   summarySubject: string;
   sessionPendingSubject: string;
@@ -62,6 +64,7 @@ export function topologyFor(prefix: string): Topology {
     deadLetterStream: `${upper}PENDING_PROJECTOR_DEAD_LETTERS`,
     consumer: `${lower}pending-projector`,
     summaryBucket: `${lower}pending_projector_summaries`,
+    summaryBucketStream: `KV_${lower}pending_projector_summaries`,
     inboundSubjects: INBOUND_SUBJECTS.map((s) => `${prefix}${s}`),
     summarySubject: `${prefix}${SUMMARY_UPDATED}`,
     sessionPendingSubject: `${prefix}${SESSION_PENDING_ACTION_CHANGED}`,
@@ -77,7 +80,7 @@ export function topologyFor(prefix: string): Topology {
 
 /** Every JetStream stream the worker creates for a topology, including the KV bucket's. */
 export function topologyStreams(topology: Topology): string[] {
-  return [topology.eventsStream, topology.outputStream, topology.deadLetterStream, topology.agentResumeStream, `KV_${topology.summaryBucket}`];
+  return [topology.eventsStream, topology.outputStream, topology.deadLetterStream, topology.agentResumeStream, topology.summaryBucketStream];
 }
 
 /**

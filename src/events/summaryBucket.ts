@@ -1,5 +1,6 @@
 import { errors, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, JetStreamApiCodes, JetStreamApiError, StorageType } from '@nats-io/jetstream';
+import { isNotFound } from './isNotFound.js';
 import { Kvm, type KV } from '@nats-io/kv';
 import type { Topology } from './subjects.js';
 
@@ -81,12 +82,13 @@ export class SummaryBucket {
    */
   async restoreIfLost(cause?: unknown): Promise<void> {
     if (this.recreating) return this.recreating;
-    const jsm = await jetstreamManager(this.nc);
+    // No API probe: this runs when the bus may be failing, and the info request answers that too.
+    const jsm = await jetstreamManager(this.nc, { checkAPI: false });
     try {
-      await jsm.streams.info(`KV_${this.topology.summaryBucket}`);
+      await jsm.streams.info(this.topology.summaryBucketStream);
       return;
     } catch (err) {
-      if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound)) throw cause ?? err;
+      if (!isNotFound(err)) throw cause ?? err;
     }
     this.recreating ??= (async () => {
       this.kv = await createBucket(this.nc, this.topology, this.storage);

@@ -27,7 +27,7 @@ const fresh = (label: string): Topology => {
   prefixes.push(prefix);
   return topologyFor(prefix);
 };
-const loseBucket = async (topology: Topology) => (await jetstreamManager(nc)).streams.delete(`KV_${topology.summaryBucket}`);
+const loseBucket = async (topology: Topology) => (await jetstreamManager(nc)).streams.delete(topology.summaryBucketStream);
 
 beforeAll(async () => {
   nc = await connectTestNats();
@@ -45,7 +45,7 @@ describe('the summary bucket on a real NATS', () => {
     expect((await (await SummaryBucket.open(nc, file, 'file')).status()).storage).toBe('file');
     const reopened = await SummaryBucket.open(nc, file, 'memory');
     expect((await reopened.status()).storage).toBe('file');
-    const info = await (await jetstreamManager(nc)).streams.info(`KV_${file.summaryBucket}`);
+    const info = await (await jetstreamManager(nc)).streams.info(file.summaryBucketStream);
     expect(info.config.storage).toBe(StorageType.File);
   });
 
