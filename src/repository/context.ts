@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { connectionTransaction } from './connectionTransaction.js';
 import type { Database } from './database.js';
 import type { SqlDialect } from './dialect.js';
 import { systemClock, type Clock } from './timestamps.js';
@@ -20,7 +21,7 @@ export function createRepositoryContext(db: Database, clock: Clock = systemClock
 /** Runs `fn` in one transaction (joining the caller's if `ctx` already is one). */
 export async function withTransaction<T>(ctx: RepositoryContext, fn: (tx: RepositoryContext) => Promise<T>): Promise<T> {
   if (isTransaction(ctx.knex)) return fn(ctx);
-  return ctx.knex.transaction((trx) => fn({ ...ctx, knex: trx }));
+  return connectionTransaction(ctx.knex, ctx.dialect, (trx) => fn({ ...ctx, knex: trx }));
 }
 
 function isTransaction(knex: Knex | Knex.Transaction): knex is Knex.Transaction {

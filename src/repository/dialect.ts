@@ -22,6 +22,13 @@ export interface SqlFragment {
 
 export interface SqlDialect {
   readonly name: DialectName;
+  /**
+   * The statement that opens a transaction. SQLite's is IMMEDIATE: it takes the write lock at BEGIN,
+   * because a deferred transaction that reads first and writes later cannot wait for another
+   * process's writer (SQLite fails the upgrade at once with "database is locked"; busy_timeout does
+   * not apply, to avoid deadlock). Every transaction of this service may write.
+   */
+  readonly beginTransaction: string;
   /** Boolean expression: the JSON value at `key` is one of the four truthy encodings. Never NULL. */
   jsonFlag(column: string, key: string): string;
   /** Text expression: the JSON string at `path` (nested keys), NULL for any other type or document. */
@@ -65,6 +72,7 @@ function sqliteDoc(column: string): string {
 
 export const sqliteDialect: SqlDialect = {
   name: 'sqlite',
+  beginTransaction: 'BEGIN IMMEDIATE',
   jsonFlag(column, key) {
     const doc = sqliteDoc(column);
     const path = `'$.${checkKey(key)}'`;
@@ -110,6 +118,7 @@ export const sqliteDialect: SqlDialect = {
 
 export const postgresDialect: SqlDialect = {
   name: 'postgres',
+  beginTransaction: 'BEGIN',
   // The pp_json_* functions are created by the first migration; each parses the document once and
   // turns a cast failure into "no keys" (PostgreSQL 15 has no pg_input_is_valid).
   jsonFlag(column, key) {

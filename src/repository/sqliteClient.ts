@@ -8,10 +8,9 @@ const ClientBetterSQLite3 = require('knex/lib/dialects/better-sqlite3/index.js')
 const TransactionSqlite = require('knex/lib/dialects/sqlite3/execution/sqlite-transaction.js') as TransactionClass;
 
 /**
- * SQLite transactions that take the write lock at BEGIN. A deferred transaction that reads first and
- * writes later cannot wait for another process's writer: SQLite fails the upgrade at once with
- * "database is locked" (busy_timeout does not apply, to avoid deadlock). Every transaction of this
- * service may write, so IMMEDIATE lets busy_timeout queue it behind the other writer instead.
+ * `knex.transaction()` on SQLite opens with BEGIN IMMEDIATE too (migrations, tests), for the reason
+ * `SqlDialect.beginTransaction` gives; the service's own transactions go through
+ * `connectionTransaction`.
  */
 class ImmediateTransaction extends TransactionSqlite {
   begin(conn: unknown) {
