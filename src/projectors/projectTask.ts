@@ -33,6 +33,8 @@ export interface ProjectTaskDeps {
   maxAttempts?: number;
   /** Observes every lost compare-and-set (metrics). */
   onConflict?: () => void;
+  /** Called once the replacements are published and only COMMIT is left. */
+  beforeCommit?: () => void;
 }
 
 type Decision = { outcome: 'unchanged'; revision: number } | { outcome: 'changed'; row: StoredStatusSummary; update: SummaryUpdate };
@@ -144,6 +146,7 @@ export async function projectTasks(deps: ProjectTaskDeps, taskIds: readonly stri
       else failed.set(row.taskId, outcome.reason);
     });
     if (failed.size > 0) await restoreStatusSummaries(tx, [...failed.keys()].map((taskId) => ({ taskId, previous: stored.get(taskId) })));
+    deps.beforeCommit?.();
     return { results, conflicts, failed };
   });
 }

@@ -9,8 +9,12 @@
  */
 
 export interface ProjectionBatcherOptions {
-  /** Projects distinct tasks in one go; settles per task, in the order given. */
-  runBatch(taskIds: readonly string[]): Promise<Array<PromiseSettledResult<void>>>;
+  /**
+   * Projects distinct tasks in one go; settles per task, in the order given. May call `release` once
+   * the batch no longer needs its slot: the rest of its work (a COMMIT waiting on the disk, publishes
+   * after it) then runs beside the next batch, and its tasks still settle only when it is done.
+   */
+  runBatch(taskIds: readonly string[], release: () => void): Promise<Array<PromiseSettledResult<void>>>;
   /** Batches in flight at once (the writers the database offers). */
   maxBatches: number;
   /** Tasks per batch. */
@@ -48,8 +52,15 @@ export class ProjectionBatcher {
   }
 
   private async run(batch: Request[]): Promise<void> {
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      this.running--;
+      this.pump();
+    };
     try {
-      const settled = await this.options.runBatch(batch.map((r) => r.taskId));
+      const settled = await this.options.runBatch(batch.map((r) => r.taskId), release);
       batch.forEach((request, i) => {
         const outcome = settled[i];
         if (outcome?.status === 'fulfilled') request.resolve();
@@ -58,8 +69,7 @@ export class ProjectionBatcher {
     } catch (error) {
       for (const request of batch) request.reject(error);
     } finally {
-      this.running--;
-      this.pump();
+      release();
     }
   }
 }

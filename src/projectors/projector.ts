@@ -6,7 +6,7 @@ import type { PendingAction } from '../turns/pendingAction.js';
 import { relevanceOf } from './eventRelevance.js';
 import type { SessionPendingActionUpdate, SummaryPublisher } from './ports.js';
 import { ProjectionBatcher } from './projectionBatcher.js';
-import { projectTask, projectTasks, type BatchProjection, type ProjectionResult } from './projectTask.js';
+import { projectTask, projectTasks, type BatchProjection, type ProjectionResult, type ProjectTaskDeps } from './projectTask.js';
 import { TaskCoalescer } from './taskCoalescer.js';
 import { taskIdOfSession } from '../repository/tasks.js';
 
@@ -49,7 +49,7 @@ export class Projector {
     const batcher = new ProjectionBatcher({
       maxBatches,
       maxBatchSize: options.concurrency,
-      runBatch: (taskIds) => this.projectLive(taskIds),
+      runBatch: (taskIds, release) => this.projectLive(taskIds, release),
     });
     // Enough tasks in flight for every slot to take a full batch: with only `concurrency` in flight,
     // slots split it and a backlog drained in half-size transactions.
@@ -103,11 +103,11 @@ export class Projector {
    * after commit) get a projection of their own, so a task that breaks the shared statements fails
    * alone too. Not through the coalescer: these tasks are already in flight there.
    */
-  private async projectLive(taskIds: readonly string[]): Promise<Array<PromiseSettledResult<void>>> {
-    if (taskIds.length === 1) return Promise.allSettled([this.projectOnce(taskIds[0]!)]);
+  private async projectLive(taskIds: readonly string[], release: () => void): Promise<Array<PromiseSettledResult<void>>> {
+    if (taskIds.length === 1) return Promise.allSettled([this.projectOnce(taskIds[0]!, release)]);
     let batch: BatchOutcome | undefined;
     try {
-      batch = await this.projectTogether(taskIds);
+      batch = await this.projectTogether(taskIds, release);
     } catch (err) {
       this.log.warn({ err, tasks: taskIds.length }, 'publishing session pending actions failed; projecting the tasks one by one');
     }
@@ -127,7 +127,7 @@ export class Projector {
    * transaction failed (logged; nothing committed). Rejects when the session publish fails after
    * commit.
    */
-  private async projectTogether(taskIds: readonly string[]): Promise<BatchOutcome | undefined> {
+  private async projectTogether(taskIds: readonly string[], release?: () => void): Promise<BatchOutcome | undefined> {
     const { metrics } = this.options;
     // Reserved before the read, as Kandev does (see projectOnce).
     const sequence = ++this.sequence;
@@ -135,10 +135,8 @@ export class Projector {
     const stop = metrics?.projectionSeconds.startTimer();
     let batch;
     try {
-      batch = await projectTasks(
-        { ctx: this.options.ctx, publisher: this.options.publisher, logger: this.log, onConflict: () => metrics?.casConflicts.inc() },
-        taskIds,
-      );
+      batch = await projectTasks(this.projectionDeps(release), taskIds);
+      release?.();
     } catch (err) {
       metrics?.projections.inc({ result: 'failed' }, taskIds.length);
       this.log.warn({ err, tasks: taskIds.length }, 'batched projection failed; projecting the tasks one by one');
@@ -161,7 +159,7 @@ export class Projector {
     return { conflicts: batch.conflicts, failed: batch.failed };
   }
 
-  private async projectOnce(taskId: string): Promise<void> {
+  private async projectOnce(taskId: string, release?: () => void): Promise<void> {
     const { metrics } = this.options;
     // Reserved before the read, as Kandev does: a read delayed behind a newer one carries the
     // older sequence and clients discard it.
@@ -170,10 +168,8 @@ export class Projector {
     const stop = metrics?.projectionSeconds.startTimer();
     let result: ProjectionResult;
     try {
-      result = await projectTask(
-        { ctx: this.options.ctx, publisher: this.options.publisher, logger: this.log, onConflict: () => metrics?.casConflicts.inc() },
-        taskId,
-      );
+      result = await projectTask(this.projectionDeps(release), taskId);
+      release?.();
     } catch (err) {
       metrics?.projections.inc({ result: 'failed' });
       throw err;
@@ -187,6 +183,23 @@ export class Projector {
       result.state.sessions.map((s) => ({ sessionId: s.sessionId, taskId, pendingAction: s.pendingAction })),
       sequence,
     );
+  }
+
+  /**
+   * What a projection transaction needs, releasing its batcher slot (if any) once only COMMIT is left
+   * on PostgreSQL, where the next batch's transaction runs on another connection beside a COMMIT
+   * waiting for the WAL flush. SQLite's one connection stays with the committing transaction, so
+   * there the slot is released after COMMIT (by the caller), still before the session publish.
+   */
+  private projectionDeps(release: (() => void) | undefined): ProjectTaskDeps {
+    const { metrics } = this.options;
+    return {
+      ctx: this.options.ctx,
+      publisher: this.options.publisher,
+      logger: this.log,
+      onConflict: () => metrics?.casConflicts.inc(),
+      beforeCommit: this.options.ctx.dialect.name === 'postgres' ? release : undefined,
+    };
   }
 
   private async publishSessionChanges(

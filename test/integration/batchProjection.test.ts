@@ -47,6 +47,20 @@ describe.each(availableDialects())('batched projection on %s', (dialect) => {
     expect(JSON.parse(stored.get(corrupt.taskId)!.summary)).toEqual({ pending_action: 'clarification' });
   });
 
+  it('says when only COMMIT is left: after every publish, before the COMMIT statement', async () => {
+    const { taskId } = await taskWithQuestion();
+    const publisher = new RecordingPublisher();
+    const seen: string[] = [];
+    const onQuery = (q: { sql: string }) => seen.push(q.sql.trim().split(/\s+/)[0]!.toUpperCase());
+    t.db.knex.on('query', onQuery);
+    try {
+      await projectTasks({ ctx: t.ctx, publisher, logger: silentLogger(), beforeCommit: () => seen.push(`hook after ${publisher.summaries.length} publish`) }, [taskId]);
+    } finally {
+      t.db.knex.removeListener('query', onQuery);
+    }
+    expect(seen.slice(-3)).toEqual(['INSERT', 'hook after 1 publish', 'COMMIT']);
+  });
+
   it('projects a task listed twice in a batch once', async () => {
     const { taskId } = await taskWithQuestion();
     const publisher = new RecordingPublisher();

@@ -129,6 +129,37 @@ describe.each(availableDialects())('live projections sharing a transaction on %s
     ]);
   });
 
+  it('frees the slot once a transaction committed: the next task projects while the session publish is still on its way', async () => {
+    const first = await taskWithQuestion();
+    const next = await taskWithQuestion();
+    const publisher = new RecordingPublisher();
+    let releaseSessions!: () => void;
+    const sessionsGate = new Promise<void>((resolve) => (releaseSessions = resolve));
+    let sessionsHeld!: () => void;
+    const held = new Promise<void>((resolve) => (sessionsHeld = resolve));
+    const recordSessions = publisher.publishSessionPendingActions.bind(publisher);
+    publisher.publishSessionPendingActions = async (updates) => {
+      if (updates.some((u) => u.taskId === first)) {
+        sessionsHeld();
+        await sessionsGate;
+      }
+      await recordSessions(updates);
+    };
+    const projector = new Projector({ ctx: t.ctx, publisher, logger: silentLogger(), concurrency: 8, transactions: 1, epoch: '1' });
+    const firstDone = projector.reproject(first);
+    await held;
+    try {
+      const waitedForTheSlot = new Promise((_, reject) => setTimeout(() => reject(new Error('the next task waited for the previous session publish')), 3000));
+      await Promise.race([projector.reproject(next), waitedForTheSlot]);
+      expect(publisher.summaries.map((u) => u.taskId)).toEqual([first, next]);
+      expect(publisher.sessions.map((u) => u.taskId)).toEqual([next]);
+    } finally {
+      releaseSessions();
+      await firstDone;
+    }
+    expect(publisher.sessions.map((u) => u.taskId)).toEqual([next, first]);
+  });
+
   it('keeps every transaction slot fed: PROJECTION_TRANSACTIONS x CONCURRENCY tasks in flight (SQLite: one writer)', async () => {
     const first = await taskWithQuestion();
     const queued = [await taskWithQuestion(), await taskWithQuestion(), await taskWithQuestion(), await taskWithQuestion()];

@@ -3,10 +3,15 @@ import { ProjectionBatcher } from '../../src/projectors/projectionBatcher.js';
 
 /** A runBatch whose calls the test settles by hand. */
 function manualBatches() {
-  const calls: Array<{ taskIds: readonly string[]; settle: (results: Array<PromiseSettledResult<void>>) => void; fail: (e: unknown) => void }> = [];
-  const runBatch = (taskIds: readonly string[]) =>
+  const calls: Array<{
+    taskIds: readonly string[];
+    settle: (results: Array<PromiseSettledResult<void>>) => void;
+    fail: (e: unknown) => void;
+    release: () => void;
+  }> = [];
+  const runBatch = (taskIds: readonly string[], release: () => void) =>
     new Promise<Array<PromiseSettledResult<void>>>((settle, fail) => {
-      calls.push({ taskIds, settle, fail });
+      calls.push({ taskIds, settle, fail, release });
     });
   return { calls, runBatch };
 }
@@ -82,6 +87,28 @@ describe('ProjectionBatcher', () => {
     calls[2]!.settle([ok]);
     await tick();
     expect(later.outcome).toBe('resolved');
+  });
+
+  it('lets the next transaction start once a batch released its slot, and frees that slot only once', async () => {
+    const { calls, runBatch } = manualBatches();
+    const batcher = new ProjectionBatcher({ runBatch, maxBatches: 1, maxBatchSize: 8 });
+    const states = ['a', 'b', 'c', 'd'].map((id) => track(batcher.project(id)));
+    expect(calls.map((c) => c.taskIds)).toEqual([['a']]);
+    calls[0]!.release();
+    calls[0]!.release();
+    expect(calls.map((c) => c.taskIds)).toEqual([['a'], ['b', 'c', 'd']]);
+    // The first batch still settles its task; its end does not free a second slot.
+    const e = track(batcher.project('e'));
+    calls[0]!.settle([ok]);
+    await tick();
+    expect(calls).toHaveLength(2);
+    expect(states[0]!.outcome).toBe('resolved');
+    calls[1]!.settle([ok, ok, ok]);
+    await tick();
+    expect(calls.map((c) => c.taskIds)).toEqual([['a'], ['b', 'c', 'd'], ['e']]);
+    calls[2]!.settle([ok]);
+    await tick();
+    expect([...states, e].map((s) => s.outcome)).toEqual(['resolved', 'resolved', 'resolved', 'resolved', 'resolved']);
   });
 
   it('refuses limits below one', () => {
