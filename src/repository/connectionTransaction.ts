@@ -15,10 +15,17 @@ interface EventEmitterState {
 interface PooledClient extends Knex.Client {
   acquireConnection(): Promise<object>;
   releaseConnection(connection: object): Promise<void>;
+  query(connection: object, query: unknown): Promise<unknown>;
+}
+
+export class TransactionEndedError extends Error {
+  override name = 'TransactionEndedError';
 }
 
 /** A knex bound to one pooled connection, built once per connection and reused by its transactions. */
 const boundKnexes = new WeakMap<object, Knex>();
+/** Connections a transaction of ours holds right now. */
+const inTransaction = new WeakSet<object>();
 
 /**
  * Runs `fn` in a transaction on one connection taken from `knex`'s pool: BEGIN (the dialect's),
@@ -30,8 +37,9 @@ const boundKnexes = new WeakMap<object, Knex>();
  * major GCs that land in the latency tail. Here that instance is built once per pooled connection
  * and kept as long as the connection lives.
  *
- * `fn` must not leave queries running after it settles (knex's transactions refuse such queries;
- * these would run outside the transaction). A connection whose ROLLBACK fails may still hold the
+ * `fn` must not leave queries running after it settles: a query through the handle once its
+ * transaction ended fails with TransactionEndedError (as knex's transactions refuse such queries),
+ * except while a later transaction holds the same connection, which this cannot tell apart. A connection whose ROLLBACK fails may still hold the
  * open transaction, so it is marked the way knex marks a broken connection and the pool destroys it
  * instead of lending it out again.
  */
@@ -44,6 +52,7 @@ export async function connectionTransaction<T>(
   const connection = await client.acquireConnection();
   try {
     const trx = boundKnex(client, connection);
+    inTransaction.add(connection);
     await trx.raw(dialect.beginTransaction);
     let result: T;
     try {
@@ -57,6 +66,7 @@ export async function connectionTransaction<T>(
     }
     return result;
   } finally {
+    inTransaction.delete(connection);
     await client.releaseConnection(connection);
   }
 }
@@ -78,6 +88,10 @@ function boundKnex(client: PooledClient, connection: object): Knex.Transaction {
     };
     boundClient.acquireConnection = () => Promise.resolve(connection);
     boundClient.releaseConnection = () => Promise.resolve();
+    boundClient.query = (conn, query) => {
+      if (!inTransaction.has(connection)) return Promise.reject(new TransactionEndedError('query through a transaction handle after its transaction ended'));
+      return client.query.call(boundClient, conn, query);
+    };
     bound = makeKnex(boundClient);
     (bound as { isTransaction?: boolean }).isTransaction = true;
     boundKnexes.set(connection, bound);

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import Sqlite from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TransactionEndedError } from '../../src/repository/connectionTransaction.js';
 import { withTransaction } from '../../src/repository/context.js';
 import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
 
@@ -39,6 +40,16 @@ describe.each(availableDialects())('transactions on %s', (dialect) => {
     ).rejects.toBe(boom);
     expect(await hasMeta(outer)).toBe(false);
     expect(await hasMeta(inner)).toBe(false);
+  });
+
+  it('refuses a query through the handle once its transaction ended, instead of running it outside', async () => {
+    let handle: TestDatabase['ctx']['knex'] | undefined;
+    await withTransaction(t.ctx, async (tx) => {
+      handle = tx.knex;
+    });
+    const key = randomUUID();
+    await expect(insertMeta(handle!, key)).rejects.toBeInstanceOf(TransactionEndedError);
+    expect(await hasMeta(key)).toBe(false);
   });
 
   it('gives every connection back to the pool, after a commit and after a rollback', async () => {
