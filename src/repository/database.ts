@@ -4,6 +4,7 @@ import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
 import { dialectFor, type SqlDialect } from './dialect.js';
 import { ImmediateBetterSQLite3Client } from './sqliteClient.js';
+import { startSqliteCheckpointer, type SqliteCheckpointer, type SqliteCheckpointerOptions } from './sqliteCheckpointer.js';
 import { toCanonicalTimestamp } from './timestamps.js';
 
 /** An open database: the Knex instance plus the dialect capabilities every query is built with. */
@@ -14,6 +15,8 @@ export interface Database {
   readonly description: string;
   /** Connections the pool opens at most (SQLite: 1, its single writer). */
   readonly maxConnections: number;
+  /** SQLite file databases: the thread that checkpoints the WAL, once the first connection opened. */
+  readonly walCheckpointer?: SqliteCheckpointer;
   destroy(): Promise<void>;
 }
 
@@ -24,6 +27,8 @@ export interface DatabaseOptions {
   maxConnections?: number;
   /** Receives Knex's own warnings. Its connection errors are not logged: they reject the query. */
   onWarning?: (message: string) => void;
+  /** Starts the SQLite WAL checkpointer thread (tests inject one that fails); `false` leaves checkpoints to SQLite. */
+  walCheckpointer?: false | ((options: SqliteCheckpointerOptions) => SqliteCheckpointer);
 }
 
 function knexLog(options: DatabaseOptions) {
@@ -33,6 +38,8 @@ function knexLog(options: DatabaseOptions) {
 
 export const DEFAULT_DATABASE_URL = 'sqlite:./data/pending-projector.db';
 const DEFAULT_PG_MAX_CONNECTIONS = 10;
+// SQLite's own default for wal_autocheckpoint (pages), restored if the checkpointer thread stops.
+const SQLITE_DEFAULT_AUTOCHECKPOINT = 1000;
 
 const TIMESTAMP_OID = 1114;
 const TIMESTAMPTZ_OID = 1184;
@@ -83,6 +90,8 @@ export function createDatabase(url: string = DEFAULT_DATABASE_URL, options: Data
     if (filename === '') throw new DatabaseUrlError('DATABASE_URL "sqlite:" needs a path, e.g. sqlite:./data/pending-projector.db');
     const memory = filename === ':memory:';
     if (!memory) fs.mkdirSync(path.dirname(path.resolve(filename)), { recursive: true });
+    const startCheckpointer = memory || options.walCheckpointer === false ? undefined : (options.walCheckpointer ?? startSqliteCheckpointer);
+    let checkpointer: SqliteCheckpointer | undefined;
     const knex = knexFactory({
       client: ImmediateBetterSQLite3Client as unknown as typeof knexFactory.Client,
       connection: { filename },
@@ -100,6 +109,17 @@ export function createDatabase(url: string = DEFAULT_DATABASE_URL, options: Data
               conn.pragma('journal_mode = WAL');
               conn.pragma('synchronous = NORMAL');
             }
+            if (startCheckpointer) {
+              // Started once the file exists in WAL mode; a replacement connection keeps the thread.
+              checkpointer ??= startCheckpointer({
+                filename,
+                onExit(error) {
+                  options.onWarning?.(`SQLite WAL checkpointer stopped (${error.message}); the connection checkpoints by itself again`);
+                  knex.raw(`PRAGMA wal_autocheckpoint = ${SQLITE_DEFAULT_AUTOCHECKPOINT}`).catch(() => undefined);
+                },
+              });
+              conn.pragma(`wal_autocheckpoint = ${checkpointer.running ? 0 : SQLITE_DEFAULT_AUTOCHECKPOINT}`);
+            }
             done(null, conn);
           } catch (err) {
             done(err as Error, conn);
@@ -107,22 +127,27 @@ export function createDatabase(url: string = DEFAULT_DATABASE_URL, options: Data
         },
       },
     });
-    return wrap(knex, 'sqlite', url, 1);
+    return wrap(knex, 'sqlite', url, 1, () => checkpointer);
   }
   throw new DatabaseUrlError(
     `unsupported DATABASE_URL ${JSON.stringify(url)}: use sqlite:<path>, sqlite::memory: or postgres://user@host:port/db`,
   );
 }
 
-function wrap(knex: Knex, name: 'sqlite' | 'postgres', description: string, maxConnections: number): Database {
+function wrap(knex: Knex, name: 'sqlite' | 'postgres', description: string, maxConnections: number, checkpointer: () => SqliteCheckpointer | undefined = () => undefined): Database {
   let destroyed: Promise<void> | undefined;
   return {
     knex,
     dialect: dialectFor(name),
     description,
     maxConnections,
+    get walCheckpointer() {
+      return checkpointer();
+    },
     destroy() {
-      destroyed ??= knex.destroy();
+      // The pool first: the checkpointer's connection is then the last one, and closing it
+      // checkpoints and removes the WAL.
+      destroyed ??= knex.destroy().then(() => checkpointer()?.stop());
       return destroyed;
     },
   };
