@@ -39,9 +39,10 @@ const inTransaction = new WeakSet<object>();
  *
  * `fn` must not leave queries running after it settles: a query through the handle once its
  * transaction ended fails with TransactionEndedError (as knex's transactions refuse such queries),
- * except while a later transaction holds the same connection, which this cannot tell apart. A connection whose ROLLBACK fails may still hold the
- * open transaction, so it is marked the way knex marks a broken connection and the pool destroys it
- * instead of lending it out again.
+ * except while a later transaction holds the same connection, which this cannot tell apart.
+ *
+ * A connection whose ROLLBACK fails may still hold the open transaction, so it is marked the way
+ * knex marks a broken connection, and the pool destroys it instead of lending it out again.
  */
 export async function connectionTransaction<T>(
   knex: Knex,
