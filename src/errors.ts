@@ -8,6 +8,7 @@ export const ERROR_CODES = {
   EVENT_MALFORMED: 'EVENT_MALFORMED',
   EVENT_TOO_LARGE: 'EVENT_TOO_LARGE',
   PROJECTION_CONFLICT_EXHAUSTED: 'PROJECTION_CONFLICT_EXHAUSTED',
+  PROJECTION_DUPLICATE_REVISIONS: 'PROJECTION_DUPLICATE_REVISIONS',
   SUMMARY_CORRUPT: 'SUMMARY_CORRUPT',
   INTERNAL: 'INTERNAL',
 } as const;
@@ -34,6 +35,17 @@ export class ConflictExhaustedError extends PendingProjectorError {
   override name = 'ConflictExhaustedError';
   constructor(taskId: string, attempts: number) {
     super(ERROR_CODES.PROJECTION_CONFLICT_EXHAUSTED, `task ${taskId}: summary compare-and-set lost ${attempts} times`);
+  }
+}
+
+/**
+ * The stream already held every revision this projection tried (earlier attempts that published but
+ * did not commit). Retried like any bus failure; the duplicate window ends it at the latest.
+ */
+export class DuplicateRevisionsError extends PendingProjectorError {
+  override name = 'DuplicateRevisionsError';
+  constructor(taskId: string, first: number, last: number) {
+    super(ERROR_CODES.PROJECTION_DUPLICATE_REVISIONS, `task ${taskId}: the summary stream already holds revisions ${first}-${last} from attempts that did not commit`);
   }
 }
 

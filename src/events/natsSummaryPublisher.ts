@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
-import type { SessionPendingActionUpdate, SummaryPublisher, SummaryUpdate } from '../projectors/ports.js';
+import type { PublishOutcome, SessionPendingActionUpdate, SummaryPublisher, SummaryUpdate } from '../projectors/ports.js';
 import type { Clock } from '../repository/timestamps.js';
 import { createEnvelope } from './envelope.js';
 import { SESSION_PENDING_ACTION_CHANGED, SUMMARY_UPDATED, type Topology } from './subjects.js';
@@ -12,9 +12,10 @@ const encoder = new TextEncoder();
 
 /**
  * Publishes projections to JetStream: the full summary replacement on
- * `<prefix>task.status_summary.updated` with `Nats-Msg-Id: <task_id>:<revision>` (a retried publish
- * of the same revision is dropped by the stream's duplicate window), then the same payload into the
- * KV bucket so late joiners read the latest summary per task.
+ * `<prefix>task.status_summary.updated` with `Nats-Msg-Id: <task_id>:<revision>`, then the same
+ * payload into the KV bucket so late joiners read the latest summary per task. The stream drops a
+ * second publish of a revision within its duplicate window; that is reported as `duplicate`, and
+ * nothing is put.
  */
 export class NatsSummaryPublisher implements SummaryPublisher {
   private readonly js: JetStreamClient;
@@ -29,13 +30,17 @@ export class NatsSummaryPublisher implements SummaryPublisher {
     this.js = jetstream(nc, { timeout: timeoutMs });
   }
 
-  async publishSummary(update: SummaryUpdate): Promise<void> {
+  async publishSummary(update: SummaryUpdate): Promise<PublishOutcome> {
     const payload = this.summaryEnvelope(update);
     const h = headers();
     h.set('Pending-Projector-Task-Id', update.taskId);
     h.set('Pending-Projector-Revision', String(update.summary.revision));
-    await this.js.publish(this.topology.summarySubject, payload, { msgID: `${update.taskId}:${update.summary.revision}`, headers: h });
+    const ack = await this.js.publish(this.topology.summarySubject, payload, { msgID: `${update.taskId}:${update.summary.revision}`, headers: h });
+    // The stream kept an earlier payload of this revision; putting this one in the bucket would
+    // make the two copies disagree.
+    if (ack.duplicate) return 'duplicate';
     await this.summaries.put(summaryKey(update.taskId), payload);
+    return 'published';
   }
 
   /**

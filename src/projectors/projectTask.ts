@@ -3,6 +3,7 @@ import { withTransaction, type RepositoryContext } from '../repository/context.j
 import { loadTaskPendingStates, type TaskPendingState } from '../repository/pendingActions.js';
 import {
   compareAndSetStatusSummaries,
+  overwriteLockedStatusSummaries,
   readStatusSummariesForUpdate,
   restoreStatusSummaries,
   type StoredStatusSummary,
@@ -17,7 +18,7 @@ import {
   toPublishedSummary,
   withPendingAction,
 } from '../events/statusSummary.js';
-import { ConflictExhaustedError } from '../errors.js';
+import { ConflictExhaustedError, DuplicateRevisionsError } from '../errors.js';
 import type { SummaryPublisher, SummaryUpdate } from './ports.js';
 
 export type ProjectionResult =
@@ -92,6 +93,20 @@ export async function projectTask(deps: ProjectTaskDeps, taskId: string): Promis
   throw new ConflictExhaustedError(taskId, maxAttempts);
 }
 
+/**
+ * A stream keeps the first payload of a (task, revision) for its duplicate window, so a revision an
+ * earlier attempt published but did not commit (the KV put or the COMMIT after it failed, or the
+ * publish's ack was lost) cannot be published again with what is true now. Such a task moves on to
+ * the next revision, at most this many times in one transaction.
+ */
+const MAX_REVISION_BUMPS = 3;
+
+function atNextRevision<C extends { row: StoredStatusSummary; update: SummaryUpdate }>(c: C): C {
+  const revision = c.row.revision + 1;
+  const updatedAt = microsToTimestamp(timestampToMicros(c.row.updatedAt) + 1);
+  return { ...c, row: { ...c.row, revision, updatedAt }, update: { ...c.update, summary: { ...c.update.summary, revision, updated_at: updatedAt } } };
+}
+
 export interface BatchProjection {
   /** Tasks projected in the batch, by id. */
   results: Map<string, ProjectionResult>;
@@ -130,7 +145,7 @@ export async function projectTasks(deps: ProjectTaskDeps, taskIds: readonly stri
     }
     const accepted = await compareAndSetStatusSummaries(tx, changed.map((c) => c.row));
     const conflicts: string[] = [];
-    const publishing: typeof changed = [];
+    let publishing: typeof changed = [];
     for (const c of changed) {
       if (accepted.has(c.row.taskId)) publishing.push(c);
       else {
@@ -138,13 +153,25 @@ export async function projectTasks(deps: ProjectTaskDeps, taskIds: readonly stri
         conflicts.push(c.row.taskId);
       }
     }
-    const published = await Promise.allSettled(publishing.map((c) => deps.publisher.publishSummary(c.update)));
     const failed = new Map<string, unknown>();
-    publishing.forEach(({ row, state }, i) => {
-      const outcome = published[i]!;
-      if (outcome.status === 'fulfilled') results.set(row.taskId, { outcome: 'changed', revision: row.revision, state });
-      else failed.set(row.taskId, outcome.reason);
-    });
+    for (let bumps = 0; publishing.length > 0; bumps++) {
+      const published = await Promise.allSettled(publishing.map((c) => deps.publisher.publishSummary(c.update)));
+      const duplicates: typeof changed = [];
+      publishing.forEach((c, i) => {
+        const outcome = published[i]!;
+        const taskId = c.row.taskId;
+        if (outcome.status === 'rejected') failed.set(taskId, outcome.reason);
+        else if (outcome.value === 'published') results.set(taskId, { outcome: 'changed', revision: c.row.revision, state: c.state });
+        else if (bumps < MAX_REVISION_BUMPS) duplicates.push(c);
+        else failed.set(taskId, new DuplicateRevisionsError(taskId, c.row.revision - bumps, c.row.revision));
+      });
+      if (duplicates.length > 0) {
+        deps.logger.warn({ tasks: duplicates.map((c) => `${c.row.taskId}:${c.row.revision}`) }, 'the stream already held these revisions from an attempt that did not commit; publishing at the next revision');
+      }
+      // Still under the row lock: the stored row follows the revision the stream will have.
+      publishing = duplicates.map(atNextRevision);
+      await overwriteLockedStatusSummaries(tx, publishing.map((c) => c.row));
+    }
     if (failed.size > 0) await restoreStatusSummaries(tx, [...failed.keys()].map((taskId) => ({ taskId, previous: stored.get(taskId) })));
     deps.beforeCommit?.();
     return { results, conflicts, failed };

@@ -111,16 +111,23 @@ export async function restoreStatusSummaries(
   restores: ReadonlyArray<{ taskId: string; previous: StoredStatusSummary | undefined }>,
 ): Promise<void> {
   for (const { taskId, previous } of restores) {
-    if (!previous) {
-      await tx.knex.raw('DELETE FROM task_status_summaries WHERE task_id = ?', [taskId]);
-      continue;
-    }
+    if (previous) await overwriteLockedStatusSummaries(tx, [previous]);
+    else await tx.knex.raw('DELETE FROM task_status_summaries WHERE task_id = ?', [taskId]);
+  }
+}
+
+/**
+ * Writes rows as given over rows the caller's transaction has locked and compare-and-set (no
+ * compare: nobody else can have written them since).
+ */
+export async function overwriteLockedStatusSummaries(tx: RepositoryContext, rows: readonly StoredStatusSummary[]): Promise<void> {
+  for (const row of rows) {
     await tx.knex.raw('UPDATE task_status_summaries SET workspace_id = ?, revision = ?, summary = ?, updated_at = ? WHERE task_id = ?', [
-      previous.workspaceId,
-      previous.revision,
-      previous.summary,
-      previous.updatedAt,
-      taskId,
+      row.workspaceId,
+      row.revision,
+      row.summary,
+      row.updatedAt,
+      row.taskId,
     ]);
   }
 }

@@ -119,6 +119,7 @@ describe.each(availableDialects())('batched projection on %s', (dialect) => {
       publishSummary: async (u) => {
         if (refused.has(u.taskId)) throw new Error(`bus refused ${u.taskId}`);
         published.push(u.taskId);
+        return 'published';
       },
       publishSessionPendingActions: async () => undefined,
     };

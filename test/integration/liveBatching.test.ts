@@ -33,7 +33,7 @@ class GatedPublisher extends RecordingPublisher {
       await this.gate;
     }
     if (update.taskId === this.refuseTask) throw new Error(`bus refused ${update.taskId}`);
-    await super.publishSummary(update);
+    return super.publishSummary(update);
   }
 }
 
