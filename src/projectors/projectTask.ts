@@ -112,7 +112,10 @@ export interface BatchProjection {
   results: Map<string, ProjectionResult>;
   /** Tasks whose compare-and-set lost (a concurrent first insert): project them one by one. */
   conflicts: string[];
-  /** Tasks whose publish the bus refused, with its error: their rows were put back, nothing stored. */
+  /**
+   * Tasks whose publish the bus refused (or whose every revision tried it already held), with the
+   * error: their rows were put back, nothing stored.
+   */
   failed: Map<string, unknown>;
 }
 
@@ -124,7 +127,7 @@ export interface BatchProjection {
  * of adding up: a reconcile batch of repairs costs about one round trip, not one per task. A task
  * whose publish fails has its row put back before commit and is reported in `failed`; the others
  * commit, since their revisions are on the bus (rolling them back would leave the bus a revision
- * ahead, and the stream would drop the retry's replacement as a duplicate of task:revision).
+ * ahead of the rows).
  */
 export async function projectTasks(deps: ProjectTaskDeps, taskIds: readonly string[]): Promise<BatchProjection> {
   return withTransaction(deps.ctx, async (tx) => {
