@@ -64,8 +64,7 @@ export function decideNextSummary(logger: Logger, now: string, stored: StoredSta
   }
   const revision = (stored?.revision ?? 0) + 1;
   if (!Number.isSafeInteger(revision)) throw new RangeError(`task ${taskId}: revision overflow`);
-  // Strictly after the stored instant, so clients ordering by updated_at agree with revision.
-  const updatedAt = stored && timestampToMicros(now) <= timestampToMicros(stored.updatedAt) ? microsToTimestamp(timestampToMicros(stored.updatedAt) + 1) : now;
+  const updatedAt = stored ? updatedAtAfter(now, stored.updatedAt) : now;
   return {
     outcome: 'changed',
     row: { taskId, workspaceId: state.workspaceId, revision, summary: canonicalSummaryJson(next), updatedAt },
@@ -101,9 +100,14 @@ export async function projectTask(deps: ProjectTaskDeps, taskId: string): Promis
  */
 const MAX_REVISION_BUMPS = 3;
 
-function atNextRevision<C extends { row: StoredStatusSummary; update: SummaryUpdate }>(c: C): C {
+/** `now`, or just after `previous` if it is not later: clients ordering by updated_at agree with revision. */
+function updatedAtAfter(now: string, previous: string): string {
+  return timestampToMicros(now) <= timestampToMicros(previous) ? microsToTimestamp(timestampToMicros(previous) + 1) : now;
+}
+
+function atNextRevision<C extends { row: StoredStatusSummary; update: SummaryUpdate }>(c: C, now: string): C {
   const revision = c.row.revision + 1;
-  const updatedAt = microsToTimestamp(timestampToMicros(c.row.updatedAt) + 1);
+  const updatedAt = updatedAtAfter(now, c.row.updatedAt);
   return { ...c, row: { ...c.row, revision, updatedAt }, update: { ...c.update, summary: { ...c.update.summary, revision, updated_at: updatedAt } } };
 }
 
@@ -168,11 +172,10 @@ export async function projectTasks(deps: ProjectTaskDeps, taskIds: readonly stri
         else if (bumps < MAX_REVISION_BUMPS) duplicates.push(c);
         else failed.set(taskId, new DuplicateRevisionsError(taskId, c.row.revision - bumps, c.row.revision));
       });
-      if (duplicates.length > 0) {
-        deps.logger.warn({ tasks: duplicates.map((c) => `${c.row.taskId}:${c.row.revision}`) }, 'the stream already held these revisions from an attempt that did not commit; publishing at the next revision');
-      }
+      if (duplicates.length === 0) break;
+      deps.logger.warn({ tasks: duplicates.map((c) => `${c.row.taskId}:${c.row.revision}`) }, 'the stream already held these revisions from an attempt that did not commit; publishing at the next revision');
       // Still under the row lock: the stored row follows the revision the stream will have.
-      publishing = duplicates.map(atNextRevision);
+      publishing = duplicates.map((c) => atNextRevision(c, now));
       await overwriteLockedStatusSummaries(tx, publishing.map((c) => c.row));
     }
     if (failed.size > 0) await restoreStatusSummaries(tx, [...failed.keys()].map((taskId) => ({ taskId, previous: stored.get(taskId) })));
