@@ -20,7 +20,7 @@ export const SETTINGS = {
   healthPort: { env: 'HEALTH_PORT', flag: 'health-port', schema: intFrom(0, 65535), default: 9464, help: 'HTTP port for /healthz, /readyz, /metrics (0 picks a free port)' },
   logLevel: { env: 'LOG_LEVEL', flag: 'log-level', schema: z.enum(LOG_LEVELS), default: 'info', help: LOG_LEVELS.join(' | ') },
   shutdownTimeoutMs: { env: 'SHUTDOWN_TIMEOUT_MS', flag: 'shutdown-timeout-ms', schema: intFrom(100, 600_000), default: 30_000, help: 'graceful shutdown budget before exiting non-zero' },
-  concurrency: { env: 'CONCURRENCY', flag: 'concurrency', schema: intFrom(1, 1024), default: 16, help: 'tasks one projection transaction takes at most; PROJECTION_TRANSACTIONS x this many are in flight (SQLite: this many)' },
+  concurrency: { env: 'CONCURRENCY', flag: 'concurrency', schema: intFrom(1, 1024), default: 16, help: 'tasks one projection transaction takes at most; (DB_MAX_CONNECTIONS + 1) x this many are in flight (SQLite: 2 x this many)' },
   projectionTransactions: {
     env: 'PROJECTION_TRANSACTIONS',
     flag: 'projection-transactions',

@@ -28,6 +28,7 @@ export async function createStandaloneProjector(
     logger,
     concurrency: config.concurrency,
     transactions: Math.min(config.projectionTransactions, db.maxConnections),
+    connections: db.maxConnections,
     epoch: await nextPendingActionProjectionEpoch(ctx),
   });
   return { ctx, projector, topology };

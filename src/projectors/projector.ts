@@ -19,13 +19,18 @@ export interface ProjectorOptions {
   publisher: SummaryPublisher;
   logger: Logger;
   metrics?: Metrics;
-  /** Tasks one projection transaction takes at most; `transactions` x this many are in flight. */
+  /** Tasks one projection transaction takes at most; (`connections` + 1) x this many are in flight. */
   concurrency: number;
   /**
    * Projection transactions open at once on PostgreSQL (default 1); tasks due while all are busy
    * share the next one. Always 1 on SQLite: its single writer would only queue the others.
    */
   transactions?: number;
+  /**
+   * Database connections projections may hold at once (the PostgreSQL pool; SQLite: 1), default
+   * `transactions`. A batch that released its slot still holds one until its COMMIT is done.
+   */
+  connections?: number;
   /** Epoch of this process's per-session pending-action revisions (allocated from kandev_meta). */
   epoch: string;
   /** Sessions whose last published pending action is remembered (bounds memory). */
@@ -51,9 +56,12 @@ export class Projector {
       maxBatchSize: options.concurrency,
       runBatch: (taskIds, release) => this.projectLive(taskIds, release),
     });
-    // Enough tasks in flight for every slot to take a full batch: with only `concurrency` in flight,
-    // slots split it and a backlog drained in half-size transactions.
-    this.coalescer = new TaskCoalescer({ concurrency: maxBatches * options.concurrency, project: (taskId) => batcher.project(taskId) });
+    // Tasks in flight: a full batch for every connection (a slot's, or a COMMIT's after the slot was
+    // released) plus one batch past COMMIT publishing its session changes. Counting only the slots'
+    // batches, a COMMIT stuck on a slow WAL flush held back every task due behind it, as if it still
+    // held its slot, and (2) below ran about a third slower.
+    const connections = Math.max(maxBatches, options.connections ?? maxBatches);
+    this.coalescer = new TaskCoalescer({ concurrency: (connections + 1) * options.concurrency, project: (taskId) => batcher.project(taskId) });
   }
 
   /**

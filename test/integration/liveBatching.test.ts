@@ -129,7 +129,7 @@ describe.each(availableDialects())('live projections sharing a transaction on %s
     ]);
   });
 
-  it('frees the slot once a transaction committed: the next task projects while the session publish is still on its way', async () => {
+  it('frees the slot once a transaction committed, and admits the next task: it projects while the session publish is still on its way', async () => {
     const first = await taskWithQuestion();
     const next = await taskWithQuestion();
     const publisher = new RecordingPublisher();
@@ -145,7 +145,8 @@ describe.each(availableDialects())('live projections sharing a transaction on %s
       }
       await recordSessions(updates);
     };
-    const projector = new Projector({ ctx: t.ctx, publisher, logger: silentLogger(), concurrency: 8, transactions: 1, epoch: '1' });
+    // CONCURRENCY 1: `first`, past its COMMIT, must not take the only place in flight either.
+    const projector = new Projector({ ctx: t.ctx, publisher, logger: silentLogger(), concurrency: 1, transactions: 1, epoch: '1' });
     const firstDone = projector.reproject(first);
     await held;
     try {
@@ -160,7 +161,7 @@ describe.each(availableDialects())('live projections sharing a transaction on %s
     expect(publisher.sessions.map((u) => u.taskId)).toEqual([next, first]);
   });
 
-  it('keeps every transaction slot fed: PROJECTION_TRANSACTIONS x CONCURRENCY tasks in flight (SQLite: one writer)', async () => {
+  it('keeps every transaction slot fed with full batches (SQLite: one writer)', async () => {
     const first = await taskWithQuestion();
     const queued = [await taskWithQuestion(), await taskWithQuestion(), await taskWithQuestion(), await taskWithQuestion()];
     const publisher = new GatedPublisher(first);
@@ -170,8 +171,8 @@ describe.each(availableDialects())('live projections sharing a transaction on %s
     await publisher.held;
     const queuedDone = queued.map((taskId) => projector.reproject(taskId));
     if (dialect === 'postgres') {
-      // `first` holds one transaction open; the other slot serves the queue meanwhile. With four
-      // tasks in flight (2 x 2), two of them wait together and share a transaction.
+      // `first` holds one transaction open; the other slot serves the queue meanwhile: the first
+      // queued task alone at once, then the others in batches of CONCURRENCY as they wait together.
       try {
         await Promise.all(queuedDone);
         expect(await batchSizes(metrics)).toEqual({ transactions: 4, tasks: 5 });
@@ -180,13 +181,56 @@ describe.each(availableDialects())('live projections sharing a transaction on %s
         await firstDone;
       }
     } else {
-      // One writer: everything waits for `first`, then the queue drains at CONCURRENCY in flight.
+      // One writer: everything waits for `first`, then the queue drains in full batches of CONCURRENCY.
       publisher.release();
       await Promise.all([firstDone, ...queuedDone]);
-      expect(await batchSizes(metrics)).toEqual({ transactions: 5, tasks: 5 });
+      expect(await batchSizes(metrics)).toEqual({ transactions: 3, tasks: 5 });
     }
     const stored = await loadStatusSummaries(t.ctx, [first, ...queued]);
     expect([...stored.values()].map((s) => s.revision)).toEqual([1, 1, 1, 1, 1]);
     expect(publisher.summaries.map((u) => u.taskId).sort()).toEqual([first, ...queued].sort());
   });
+
+  if (dialect === 'postgres') {
+    it('keeps projecting while a COMMIT waits: tasks of a committing batch do not hold the places of the ones behind it', async () => {
+      const [first, second, third] = [await taskWithQuestion(), await taskWithQuestion(), await taskWithQuestion()];
+      // A deferred constraint trigger runs inside COMMIT: on `first`'s row it waits for an advisory
+      // lock this test holds, so that transaction sits in COMMIT as on a slow WAL flush.
+      const lockKey = Math.floor(Math.random() * 2 ** 31);
+      await t.ctx.knex.raw(`CREATE FUNCTION hold_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_advisory_xact_lock(${lockKey}); RETURN NULL; END $$`);
+      await t.ctx.knex.raw(
+        `CREATE CONSTRAINT TRIGGER hold_commit AFTER INSERT OR UPDATE ON task_status_summaries DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.task_id = '${first}') EXECUTE FUNCTION hold_commit()`,
+      );
+      let unlock!: () => void;
+      const unlocked = new Promise<void>((resolve) => (unlock = resolve));
+      let locked!: () => void;
+      const lockHeld = new Promise<void>((resolve) => (locked = resolve));
+      const holder = t.ctx.knex.transaction(async (trx) => {
+        await trx.raw('SELECT pg_advisory_xact_lock(?)', [lockKey]);
+        locked();
+        await unlocked;
+      });
+      try {
+        await lockHeld;
+        const publisher = new RecordingPublisher();
+        // CONCURRENCY 1 and one slot: only counting the connections lets two more tasks in beside `first`.
+        const projector = new Projector({ ctx: t.ctx, publisher, logger: silentLogger(), concurrency: 1, transactions: 1, connections: 3, epoch: '1' });
+        let firstSettled = false;
+        const firstDone = projector.reproject(first).finally(() => (firstSettled = true));
+        while (publisher.summaries.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+        const waited = new Promise((_, reject) => setTimeout(() => reject(new Error('the tasks behind a committing batch waited for its COMMIT')), 5000));
+        await Promise.race([Promise.all([projector.reproject(second), projector.reproject(third)]), waited]);
+        expect(firstSettled).toBe(false);
+        expect([...(await loadStatusSummaries(t.ctx, [first, second, third])).keys()].sort()).toEqual([second, third].sort());
+        unlock();
+        await firstDone;
+        expect((await loadStatusSummaries(t.ctx, [first])).get(first)?.revision).toBe(1);
+      } finally {
+        unlock();
+        await holder;
+        await t.ctx.knex.raw('DROP TRIGGER hold_commit ON task_status_summaries');
+        await t.ctx.knex.raw('DROP FUNCTION hold_commit()');
+      }
+    });
+  }
 });
