@@ -35,6 +35,7 @@ import { systemClock } from '../src/repository/timestamps.js';
 import { startWorker, type WorkerConfig, type WorkerHandle } from '../src/worker.js';
 import { deleteTopology, SummaryWatcher } from './workerNats.js';
 import { WorkerProcess } from './workerProcess.js';
+import { summarizeGc, type GcSummary } from './gcRecord.js';
 import {
   addRates,
   measureBareKeysetReads,
@@ -248,7 +249,7 @@ interface DialectReport {
   distinctRounds: number[];
   bursts: { rate: Rate; projections: number; tasks: number; length: number };
   bare: number[];
-  latency: LatencyResult & { targetRate: number };
+  latency: LatencyResult & { targetRate: number; workerGc: GcSummary };
   cold: ReconcileRun;
   reconcile: ReconcileRun;
   ceiling: Rate;
@@ -438,7 +439,9 @@ async function benchDialect(dialect: DialectName, options: Options): Promise<Dia
     await toggle(warm);
     await measureLatency(env, warm, targetRate);
   }
+  await paced.gcEntries();
   const latency = await measureLatency(env, latencyIds, targetRate);
+  const workerGc = summarizeGc(await paced.gcEntries(), latency.startedAtEpochMs);
   await stopPaced();
 
   // (6) In a worker process of its own, so the RSS is the worker's alone (not this process's
@@ -466,7 +469,7 @@ async function benchDialect(dialect: DialectName, options: Options): Promise<Dia
     distinctRounds: distinctRounds.map(perSecond),
     bursts: { ...bursts, tasks: burstIds.length, length: counts.burstLength },
     bare,
-    latency: { ...latency, targetRate },
+    latency: { ...latency, targetRate, workerGc },
     cold,
     reconcile,
     recheck,
@@ -485,6 +488,12 @@ const int = (n: number) => Math.round(n).toLocaleString('en-US');
 const f1 = (n: number) => n.toFixed(1);
 const f2 = (n: number) => n.toFixed(2);
 const verdict = (ok: boolean) => (ok ? 'PASS' : 'FAIL');
+
+/** A report row for one process's garbage collections over a phase. */
+function gcRow(what: string, gc: GcSummary): [string, string, string, string] {
+  const majorAt = gc.majorAtMs.length ? gc.majorAtMs.map((ms) => `+${int(ms)}`).join(', ') : '-';
+  return [`4 context: ${what}: minor / major (pauses, ms)`, `${gc.minor} / ${gc.major}`, '', `${f1(gc.totalMs)} ms in all, longest ${f1(gc.maxMs)} ms; major at ${majorAt} ms`];
+}
 
 function printReport(r: DialectReport): { pass: number; fail: number } {
   const limit = perSecond(r.limit);
@@ -546,12 +555,8 @@ function printReport(r: DialectReport): { pass: number; fail: number } {
       '',
       'this process publishes and timestamps arrivals; a stall here adds to every sample waiting in it',
     ],
-    [
-      `4 context: the client's GC during (4b): minor / major (pauses, ms)`,
-      `${r.latency.clientGc.minor} / ${r.latency.clientGc.major}`,
-      '',
-      `${f1(r.latency.clientGc.totalMs)} ms in all, longest ${f1(r.latency.clientGc.maxMs)} ms; major at ${r.latency.clientGc.majorAtMs.length ? r.latency.clientGc.majorAtMs.map((ms) => `+${int(ms)}`).join(', ') : '-'} ms`,
-    ],
+    gcRow(`the client's GC during (4b)`, r.latency.clientGc),
+    gcRow(`the worker's GC during (4b)`, r.latency.workerGc),
     [
       `5a boot after an outage: ${int(r.reconcile.progress.visited)} tasks, ${int(r.reconcile.progress.drifted)} to repair (tasks/s)`,
       int(reconcile),

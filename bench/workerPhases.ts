@@ -2,7 +2,7 @@
  * The measurements of the worker benchmark, one function each. Every throughput figure is
  * "count / elapsed" of one uninterrupted run; every latency list is in milliseconds.
  */
-import { monitorEventLoopDelay, performance, PerformanceObserver, constants as perfConstants } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { Logger } from 'pino';
@@ -16,6 +16,7 @@ import type { WorkerHandle } from '../src/worker.js';
 import { ConsumerStalledError, ackProgress, encodeEvent, lastEventSeq, sleep, waitAcked, type SummaryWatcher } from './workerNats.js';
 import type { MemorySample } from './workerProcess.js';
 import { createRng } from './seedPlan.js';
+import { recordGc, summarizeGc, type GcEntry, type GcSummary } from './gcRecord.js';
 import { listTaskIdsAfter } from '../src/repository/tasks.js';
 import { timestampToMicros } from '../src/repository/timestamps.js';
 
@@ -200,10 +201,12 @@ export interface LatencyResult {
   /** When each sample was published, in ms since the first publish (aligned with `samples`). */
   sentAt: number[];
   achievedRate: number;
+  /** When the first event was published, in ms since the epoch (to place another process's GCs). */
+  startedAtEpochMs: number;
   /** This (client) process's event-loop delay over the phase. */
   clientLoopDelayMs: { p99: number; max: number };
   /** This process's garbage collections over the phase: minor (scavenges) and major, with total and longest pause (ms). */
-  clientGc: { minor: number; major: number; totalMs: number; maxMs: number; majorAtMs: number[] };
+  clientGc: GcSummary;
 }
 
 /**
@@ -213,48 +216,36 @@ export interface LatencyResult {
 export async function measureLatency(env: BenchEnv, taskIds: readonly string[], ratePerSecond: number): Promise<LatencyResult> {
   const subject = `${env.topology.prefix}task_session.state_changed`;
   const payloads = taskIds.map((id) => stateChanged(env, id));
-  const sentAt = new Map<string, number>();
-  const samples: number[] = [];
+  const count = taskIds.length;
+  const indexOf = new Map(taskIds.map((id, i) => [id, i]));
+  // Everything the phase records goes into arrays allocated here, so the phase retains nothing per
+  // arrival. It used to keep each summary's payload for a parse afterwards, and a payload is a view
+  // of the socket chunk it arrived in: the chunks it pinned grew the old generation until this
+  // process ran a major GC mid-phase, whose pause and marking threads (on a 2-core host) made the
+  // largest tail episode of every run that missed the target.
+  const sentAt = new Float64Array(count).fill(Number.NaN);
+  const arrivedAt = new Float64Array(count).fill(Number.NaN);
+  const readAt = new Float64Array(count).fill(Number.NaN);
+  const arrivalOrder = new Int32Array(count);
+  let arrived = 0;
   // Arrivals are timestamped on this process's event loop: a stall here inflates the samples.
   const loop = monitorEventLoopDelay({ resolution: 1 });
   loop.enable();
-  const clientGc = { minor: 0, major: 0, totalMs: 0, maxMs: 0, majorAtMs: [] as number[] };
-  let phaseStart = Number.POSITIVE_INFINITY;
-  const gcObserver = new PerformanceObserver((list) => {
-    for (const entry of list.getEntries()) {
-      if (entry.startTime < phaseStart) continue;
-      const kind = (entry as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind;
-      if (kind === perfConstants.NODE_PERFORMANCE_GC_MINOR) clientGc.minor++;
-      else {
-        clientGc.major++;
-        clientGc.majorAtMs.push(Math.round(entry.startTime - phaseStart));
-      }
-      clientGc.totalMs += entry.duration;
-      clientGc.maxMs = Math.max(clientGc.maxMs, entry.duration);
-    }
-  });
-  gcObserver.observe({ entryTypes: ['gc'] });
-  const sentOffsets: number[] = [];
-  const arrivals: Array<{ t0: number; at: number; payload: Uint8Array }> = [];
-  let firstSent = 0;
-  // Only timestamps here; the summaries are parsed after the phase. Garbage made on this loop during
-  // the phase means GC pauses that delay the arrival timestamps, and GC threads that take CPU from
-  // the worker, nats-server and the database on a small host.
+  const gcEntries: GcEntry[] = [];
+  const stopGcRecord = recordGc((entry) => gcEntries.push(entry));
   env.watcher.listen((id, at, payload) => {
-    const t0 = sentAt.get(id);
-    if (t0 === undefined) return;
-    sentAt.delete(id);
-    samples.push(at - t0);
-    sentOffsets.push(t0 - firstSent);
-    arrivals.push({ t0, at, payload });
+    const i = indexOf.get(id);
+    // The first summary after the event was published is its sample.
+    if (i === undefined || Number.isNaN(sentAt[i]!) || !Number.isNaN(arrivedAt[i]!)) return;
+    arrivedAt[i] = at;
+    readAt[i] = readInstantMs(payload);
+    arrivalOrder[arrived++] = i;
   });
   try {
     const intervalMs = 1000 / ratePerSecond;
     (globalThis as { gc?: () => void }).gc?.();
     const started = performance.now();
-    firstSent = started;
-    phaseStart = started;
-    for (let i = 0; i < taskIds.length; ) {
+    for (let i = 0; i < count; ) {
       const now = performance.now();
       const due = started + i * intervalMs;
       if (now < due) {
@@ -262,33 +253,70 @@ export async function measureLatency(env: BenchEnv, taskIds: readonly string[], 
         continue;
       }
       // Catch up on every slot that is due (timers fire late by a millisecond or so).
-      while (i < taskIds.length && started + i * intervalMs <= performance.now()) {
-        sentAt.set(taskIds[i]!, performance.now());
+      while (i < count && started + i * intervalMs <= performance.now()) {
+        sentAt[i] = performance.now();
         env.nc.publish(subject, payloads[i]!);
         i++;
       }
     }
-    const achievedRate = (taskIds.length * 1000) / (performance.now() - started);
+    const achievedRate = (count * 1000) / (performance.now() - started);
     const deadline = performance.now() + 30_000;
-    while (samples.length < taskIds.length) {
-      if (performance.now() > deadline) throw new WrongAnswerError(`latency: ${samples.length} summaries for ${taskIds.length} changed tasks after 30 s`);
+    while (arrived < count) {
+      if (performance.now() > deadline) throw new WrongAnswerError(`latency: ${arrived} summaries for ${count} changed tasks after 30 s`);
       await sleep(5);
     }
-    const decoder = new TextDecoder();
+    const samples: number[] = [];
+    const sentOffsets: number[] = [];
     const beforeRead: number[] = [];
     const afterRead: number[] = [];
-    for (const { t0, at, payload } of arrivals) {
-      const updatedAt = (JSON.parse(decoder.decode(payload)) as { data: { status_summary: { updated_at: string } } }).data.status_summary.updated_at;
-      const readAt = timestampToMicros(updatedAt) / 1000 - performance.timeOrigin;
-      beforeRead.push(readAt - t0);
-      afterRead.push(at - readAt);
+    for (const i of arrivalOrder) {
+      const t0 = sentAt[i]!;
+      samples.push(arrivedAt[i]! - t0);
+      sentOffsets.push(t0 - started);
+      beforeRead.push(readAt[i]! - t0);
+      afterRead.push(arrivedAt[i]! - readAt[i]!);
     }
-    return { samples, beforeRead, afterRead, sentAt: sentOffsets, achievedRate, clientLoopDelayMs: { p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 }, clientGc };
+    // The observer reports asynchronously: let the phase's last collections arrive.
+    await sleep(0);
+    const startedAtEpochMs = performance.timeOrigin + started;
+    return {
+      samples,
+      beforeRead,
+      afterRead,
+      sentAt: sentOffsets,
+      achievedRate,
+      startedAtEpochMs,
+      clientLoopDelayMs: { p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 },
+      clientGc: summarizeGc(gcEntries, startedAtEpochMs),
+    };
   } finally {
     loop.disable();
-    gcObserver.disconnect();
+    stopGcRecord();
     env.watcher.listen(undefined);
   }
+}
+
+const UPDATED_AT_KEY = new TextEncoder().encode('"updated_at":"');
+const QUOTE = 0x22;
+const latin1 = new TextDecoder('latin1');
+
+/**
+ * When the worker read the task's state, on this process's performance clock: the summary's
+ * updated_at, found in the payload bytes without parsing the envelope (a summary this benchmark's
+ * worker published carries one updated_at, a JSON string without escapes).
+ */
+function readInstantMs(payload: Uint8Array): number {
+  const first = UPDATED_AT_KEY[0]!;
+  for (let at = payload.indexOf(first); at >= 0; at = payload.indexOf(first, at + 1)) {
+    let k = 1;
+    while (k < UPDATED_AT_KEY.length && payload[at + k] === UPDATED_AT_KEY[k]) k++;
+    if (k < UPDATED_AT_KEY.length) continue;
+    const start = at + k;
+    const end = payload.indexOf(QUOTE, start);
+    if (end < 0) break;
+    return timestampToMicros(latin1.decode(payload.subarray(start, end))) / 1000 - performance.timeOrigin;
+  }
+  throw new WrongAnswerError('latency: a summary without updated_at');
 }
 
 /**
