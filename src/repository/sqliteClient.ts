@@ -1,10 +1,13 @@
 import { createRequire } from 'node:module';
+import { cacheStatements } from './sqliteStatementCache.js';
 
 const require = createRequire(import.meta.url);
 
 type TransactionClass = new (...args: unknown[]) => { query(conn: unknown, sql: string): Promise<unknown> };
 // knex ships these classes without type declarations; they are part of its dialect API.
-const ClientBetterSQLite3 = require('knex/lib/dialects/better-sqlite3/index.js') as new (...args: unknown[]) => object;
+const ClientBetterSQLite3 = require('knex/lib/dialects/better-sqlite3/index.js') as new (...args: unknown[]) => {
+  acquireRawConnection(): Promise<{ prepare(sql: string, ...internal: unknown[]): unknown }>;
+};
 const TransactionSqlite = require('knex/lib/dialects/sqlite3/execution/sqlite-transaction.js') as TransactionClass;
 
 /**
@@ -19,6 +22,10 @@ class ImmediateTransaction extends TransactionSqlite {
 }
 
 export class ImmediateBetterSQLite3Client extends ClientBetterSQLite3 {
+  override async acquireRawConnection() {
+    return cacheStatements(await super.acquireRawConnection());
+  }
+
   transaction(...args: unknown[]) {
     return new ImmediateTransaction(this, ...args);
   }
