@@ -37,7 +37,7 @@ import { systemClock } from '../src/repository/timestamps.js';
 import { startWorker, type WorkerConfig, type WorkerHandle } from '../src/worker.js';
 import { deleteTopology, SummaryWatcher } from './workerNats.js';
 import { WorkerProcess } from './workerProcess.js';
-import { summarizeGc, type GcSummary } from './gcRecord.js';
+import { summarizeGc, summarizeStalls, type GcSummary, type StallSummary } from './processTrace.js';
 import {
   addRates,
   measureBareKeysetReads,
@@ -262,7 +262,7 @@ interface DialectReport {
   bursts: { rate: Rate; projections: number; tasks: number; length: number };
   bare: number[];
   /** `pacedByHand`: --latency-rate set the pace, so (4) is context, not a verdict. */
-  latency: LatencyResult & { targetRate: number; pacedByHand: boolean; workerGc: GcSummary };
+  latency: LatencyResult & { targetRate: number; pacedByHand: boolean; workerGc: GcSummary; workerStalls: StallSummary };
   cold: ReconcileRun;
   reconcile: ReconcileRun;
   ceiling: Rate;
@@ -452,9 +452,13 @@ async function benchDialect(dialect: DialectName, options: Options): Promise<Dia
     await toggle(warm);
     await measureLatency(env, warm, targetRate);
   }
-  await paced.gcEntries();
+  await paced.trace();
   const latency = await measureLatency(env, latencyIds, targetRate);
-  const workerGc = summarizeGc(await paced.gcEntries(), latency.startedAtEpochMs);
+  // Wall clock, to line the episodes up with the logs of nats-server or the database.
+  progress(`${label}   timed run began at ${new Date(latency.startedAtEpochMs).toISOString()}`);
+  const workerTrace = await paced.trace();
+  const workerGc = summarizeGc(workerTrace.gc, latency.startedAtEpochMs);
+  const workerStalls = summarizeStalls(workerTrace.stalls, latency.startedAtEpochMs);
   await stopPaced();
 
   // (6) In a worker process of its own, so the RSS is the worker's alone (not this process's
@@ -482,7 +486,7 @@ async function benchDialect(dialect: DialectName, options: Options): Promise<Dia
     distinctRounds: distinctRounds.map(perSecond),
     bursts: { ...bursts, tasks: burstIds.length, length: counts.burstLength },
     bare,
-    latency: { ...latency, targetRate, pacedByHand: options.latencyRate !== undefined, workerGc },
+    latency: { ...latency, targetRate, pacedByHand: options.latencyRate !== undefined, workerGc, workerStalls },
     cold,
     reconcile,
     recheck,
@@ -572,6 +576,14 @@ function printReport(r: DialectReport): { pass: number; fail: number } {
     ],
     gcRow(`the client's GC during (4b)`, r.latency.clientGc),
     gcRow(`the worker's GC during (4b)`, r.latency.workerGc),
+    [
+      `4 context: the worker's event-loop stalls over 5 ms during (4b)`,
+      `${r.latency.workerStalls.count}`,
+      '',
+      r.latency.workerStalls.count === 0
+        ? 'none'
+        : `longest ${f1(r.latency.workerStalls.maxMs)} ms; the longest at ${r.latency.workerStalls.longest.map((s) => `+${int(s.atMs)} (${f1(s.ms)} ms)`).join(', ')}`,
+    ],
     [
       `5a boot after an outage: ${int(r.reconcile.progress.visited)} tasks, ${int(r.reconcile.progress.drifted)} to repair (tasks/s)`,
       int(reconcile),

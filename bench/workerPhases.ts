@@ -16,7 +16,7 @@ import type { WorkerHandle } from '../src/worker.js';
 import { ConsumerStalledError, ackProgress, encodeEvent, lastEventSeq, sleep, waitAcked, type SummaryWatcher } from './workerNats.js';
 import type { MemorySample } from './workerProcess.js';
 import { createRng } from './seedPlan.js';
-import { recordGc, summarizeGc, type GcEntry, type GcSummary } from './gcRecord.js';
+import { recordGc, summarizeGc, type GcEntry, type GcSummary } from './processTrace.js';
 import { listTaskIdsAfter } from '../src/repository/tasks.js';
 import { timestampToMicros } from '../src/repository/timestamps.js';
 

@@ -5,7 +5,7 @@
  *
  *   parent -> child  { cmd: 'settled' }  -> { settled, rss }            events settled so far, RSS now
  *   parent -> child  { cmd: 'sample' }   -> { settled, memory }         after global.gc(), twice
- *   parent -> child  { cmd: 'gc' }       -> { gc }                      collections since the last ask
+ *   parent -> child  { cmd: 'trace' }    -> { trace }                   GCs and event-loop stalls since the last ask
  *   parent -> child  { cmd: 'stop' }     -> { stopped: true }, then the process exits
  *   child  -> parent { ready: true } once the worker consumes, or { error } when it cannot start
  */
@@ -16,7 +16,7 @@ import { silentLogger } from '../src/logger.js';
 import { createDatabase } from '../src/repository/database.js';
 import type { WorkerConfig } from '../src/worker.js';
 import { startWorker } from '../src/worker.js';
-import { recordGc, type GcEntry } from './gcRecord.js';
+import { recordGc, recordStalls, type GcEntry, type Stall } from './processTrace.js';
 
 export interface WorkerProcessOptions {
   databaseUrl: string;
@@ -33,10 +33,15 @@ export interface MemorySample {
   external: number;
 }
 
-type Reply = { settled?: number; rss?: number; memory?: MemorySample; gc?: GcEntry[]; stopped?: boolean; ready?: boolean; error?: string };
+export interface ProcessTrace {
+  gc: GcEntry[];
+  stalls: Stall[];
+}
 
-// Collections kept between two asks at most (the memory run asks none: a bound, not a leak).
-const GC_LOG_LIMIT = 10_000;
+type Reply = { settled?: number; rss?: number; memory?: MemorySample; trace?: ProcessTrace; stopped?: boolean; ready?: boolean; error?: string };
+
+// Entries kept between two asks at most (the memory run asks none: a bound, not a leak).
+const TRACE_LIMIT = 10_000;
 
 /** The parent's handle on a forked worker process. */
 export class WorkerProcess {
@@ -84,9 +89,9 @@ export class WorkerProcess {
     return { settled: reply.settled!, memory: reply.memory! };
   }
 
-  /** The worker's garbage collections since the last call (or its start). */
-  async gcEntries(): Promise<GcEntry[]> {
-    return (await this.ask('gc')).gc!;
+  /** The worker process's garbage collections and event-loop stalls since the last call (or its start). */
+  async trace(): Promise<ProcessTrace> {
+    return (await this.ask('trace')).trace!;
   }
 
   /** Stops the worker gracefully and waits for the process to exit. Idempotent. */
@@ -106,9 +111,12 @@ async function runChild(options: WorkerProcessOptions): Promise<void> {
   const worker = await startWorker({ db, nc, config: options.config, logger: silentLogger() });
   const settled = async () => (await worker.metrics.events.get()).values.reduce((sum, v) => (v.labels.outcome === 'retried' ? sum : sum + v.value), 0);
   const gc = (globalThis as { gc?: () => void }).gc;
-  let gcLog: GcEntry[] = [];
+  let trace: ProcessTrace = { gc: [], stalls: [] };
   recordGc((entry) => {
-    if (gcLog.length < GC_LOG_LIMIT) gcLog.push(entry);
+    if (trace.gc.length < TRACE_LIMIT) trace.gc.push(entry);
+  });
+  recordStalls((stall) => {
+    if (trace.stalls.length < TRACE_LIMIT) trace.stalls.push(stall);
   });
   process.on('message', (message: { cmd: string }) => {
     void (async () => {
@@ -120,11 +128,11 @@ async function runChild(options: WorkerProcessOptions): Promise<void> {
           gc?.();
           const m = process.memoryUsage();
           send({ settled: await settled(), memory: { rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external } });
-        } else if (message.cmd === 'gc') {
-          // The observer reports asynchronously: let the last collections arrive.
+        } else if (message.cmd === 'trace') {
+          // The GC observer reports asynchronously: let the last collections arrive.
           await new Promise((resolve) => setImmediate(resolve));
-          send({ gc: gcLog });
-          gcLog = [];
+          send({ trace });
+          trace = { gc: [], stalls: [] };
         } else if (message.cmd === 'stop') {
           await worker.stop();
           await nc.drain();
