@@ -565,7 +565,7 @@ function printReport(r: DialectReport): { pass: number; fail: number } {
       `${int(tail.count)} (${f2((tail.count * 100) / r.latency.samples.length)}%)`,
       '<= 1%',
       tail.largest
-        ? `in ${tail.episodes} episode(s); the largest: ${tail.largest.count} samples published within ${int(tail.largest.spanMs)} ms from +${int(tail.largest.startMs)} ms, worst ${f1(tail.largest.maxMs)} ms`
+        ? `in ${tail.episodes} episode(s); the largest: ${tail.largest.count} samples published within ${int(tail.largest.spanMs)} ms from +${int(tail.largest.startMs)} ms (event ${int(tail.largest.startEvent)}), worst ${f1(tail.largest.maxMs)} ms`
         : 'none',
     ],
     [

@@ -480,8 +480,11 @@ export interface TailEpisodes {
   count: number;
   /** Runs of them, split where publishes were more than `gapMs` apart. */
   episodes: number;
-  /** The run holding the most of them: its sample count, first publish (ms into the phase), span and worst latency (ms). */
-  largest: { count: number; startMs: number; spanMs: number; maxMs: number } | undefined;
+  /**
+   * The run holding the most of them: its sample count, first publish (ms into the phase, and which
+   * event of the phase, counting from 1), span and worst latency (ms).
+   */
+  largest: { count: number; startMs: number; startEvent: number; spanMs: number; maxMs: number } | undefined;
 }
 
 /**
@@ -504,6 +507,13 @@ export function tailEpisodes(samples: readonly number[], sentAt: readonly number
   return {
     count: slow.length,
     episodes: runs.length,
-    largest: largest && { count: largest.length, startMs: largest[0]!.at, spanMs: largest[largest.length - 1]!.at - largest[0]!.at, maxMs: Math.max(...largest.map((s) => s.ms)) },
+    largest: largest && {
+      count: largest.length,
+      startMs: largest[0]!.at,
+      // Events are published in order, so the ones published before it say which it was.
+      startEvent: sentAt.filter((at) => at < largest[0]!.at).length + 1,
+      spanMs: largest[largest.length - 1]!.at - largest[0]!.at,
+      maxMs: Math.max(...largest.map((s) => s.ms)),
+    },
   };
 }
