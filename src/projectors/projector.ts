@@ -59,7 +59,7 @@ export class Projector {
     // Tasks in flight: a full batch for every connection (a slot's, or a COMMIT's after the slot was
     // released) plus one batch past COMMIT publishing its session changes. Counting only the slots'
     // batches, a COMMIT stuck on a slow WAL flush held back every task due behind it, as if it still
-    // held its slot, and (2) below ran about a third slower.
+    // held its slot, and the worker benchmark's (2) ran about a third slower.
     const connections = Math.max(maxBatches, options.connections ?? maxBatches);
     this.coalescer = new TaskCoalescer({ concurrency: (connections + 1) * options.concurrency, project: (taskId) => batcher.project(taskId) });
   }
