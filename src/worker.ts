@@ -88,7 +88,7 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
   });
   const metrics = createMetrics();
   const publisher = new NatsSummaryPublisher(nc, topology, summaries, clock);
-  const projector = new Projector({ ctx, publisher, logger, metrics, concurrency: config.concurrency, transactions: Math.min(config.projectionTransactions, db.maxConnections), connections: db.maxConnections, epoch });
+  const projector = new Projector({ ctx, publisher, logger, metrics, concurrency: config.concurrency, transactions: config.projectionTransactions, connections: db.maxConnections, epoch });
   const refiller = startBucketRefiller({ ctx, nc, bucket: summaries, publisher, pageSize: config.reconcilePageSize, logger, metrics, expectedStorage: config.summaryBucketStorage });
   const consumer = new EventConsumer({ nc, topology, handler: projector, logger, metrics, maxEventBytes: config.maxEventBytes, maxDeliver: config.maxDeliver });
   await consumer.start();

@@ -27,7 +27,7 @@ export async function createStandaloneProjector(
     publisher: new NatsSummaryPublisher(nc, topology, summaries, systemClock),
     logger,
     concurrency: config.concurrency,
-    transactions: Math.min(config.projectionTransactions, db.maxConnections),
+    transactions: config.projectionTransactions,
     connections: db.maxConnections,
     epoch: await nextPendingActionProjectionEpoch(ctx),
   });

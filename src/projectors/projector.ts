@@ -22,8 +22,9 @@ export interface ProjectorOptions {
   /** Tasks one projection transaction takes at most; (`connections` + 1) x this many are in flight. */
   concurrency: number;
   /**
-   * Projection transactions open at once on PostgreSQL (default 1); tasks due while all are busy
-   * share the next one. Always 1 on SQLite: its single writer would only queue the others.
+   * Projection transactions open at once on PostgreSQL (default 1, at most `connections`); tasks due
+   * while all are busy share the next one. Always 1 on SQLite: its single writer would only queue the
+   * others.
    */
   transactions?: number;
   /**
@@ -50,7 +51,7 @@ export class Projector {
   constructor(private readonly options: ProjectorOptions) {
     this.log = options.logger.child({ component: 'projector' });
     const transactions = options.ctx.dialect.name === 'sqlite' ? 1 : (options.transactions ?? 1);
-    const maxBatches = Math.max(1, Math.min(transactions, options.concurrency));
+    const maxBatches = Math.max(1, Math.min(transactions, options.connections ?? transactions, options.concurrency));
     const batcher = new ProjectionBatcher({
       maxBatches,
       maxBatchSize: options.concurrency,

@@ -1,4 +1,5 @@
 import { createRequire } from 'node:module';
+import { sqliteDialect } from './dialect.js';
 import { cacheStatements } from './sqliteStatementCache.js';
 
 const require = createRequire(import.meta.url);
@@ -17,7 +18,7 @@ const TransactionSqlite = require('knex/lib/dialects/sqlite3/execution/sqlite-tr
  */
 class ImmediateTransaction extends TransactionSqlite {
   begin(conn: unknown) {
-    return this.query(conn, 'BEGIN IMMEDIATE;');
+    return this.query(conn, sqliteDialect.beginTransaction);
   }
 }
 
