@@ -72,9 +72,10 @@ export class NatsSummaryPublisher implements SummaryPublisher {
           randomUUID(),
           this.clock(),
         );
-        return this.js.publish(this.topology.sessionPendingSubject, encoder.encode(JSON.stringify(envelope)), {
-          msgID: `${u.sessionId}:${u.revision.epoch}:${u.revision.sequence}`,
-        });
+        // No msg id: a failed session publish is never repeated (the tasks are projected again, under
+        // a new sequence), so ids would only fill the stream's duplicate window, which nats-server
+        // keeps in memory and grows by doubling on the publish path.
+        return this.js.publish(this.topology.sessionPendingSubject, encoder.encode(JSON.stringify(envelope)));
       }),
     );
   }

@@ -4,6 +4,7 @@ import { topologyFor } from '../../src/events/subjects.js';
 import { silentLogger } from '../../src/logger.js';
 import { claimClarificationBundle, finalizeClarificationDelivery } from '../../src/repository/clarificationClaims.js';
 import { createMessage } from '../../src/repository/messages.js';
+import { PENDING_ACTION_EPOCH_KEY } from '../../src/repository/meta.js';
 import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
 import { startWorker, type WorkerHandle } from '../../src/worker.js';
 import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
@@ -147,6 +148,41 @@ describe.each(availableDialects())('the worker over a real NATS on %s', (dialect
     await seedClarificationBundle(t.ctx, { sessionId, turnId: turn });
     publish('message.added', { session_id: sessionId, type: 'clarification_request' });
     await eventually(() => (summaries.latest(taskId)?.status_summary.pending_action === 'clarification' ? true : undefined));
+  });
+
+  it("publishes each session's pending action under this boot's epoch, its sequence increasing, without a message id", async () => {
+    const seen: Array<{ subject: string; msgId: string | undefined; envelope: { type: string; source: string; data: Record<string, unknown> } }> = [];
+    const sub = nc.subscribe(`${prefix}task_session.pending_action_changed`, {
+      callback: (_err, m) => {
+        seen.push({ subject: m.subject, msgId: m.headers?.get('Nats-Msg-Id') || undefined, envelope: m.json() });
+      },
+    });
+    try {
+      await nc.flush();
+      const { taskId, sessionId } = await seedSession(t.ctx);
+      const turn = await seedTurnAt(t.ctx, sessionId, { startedAt: new Date().toISOString() });
+      const { pendingId, messages } = await seedClarificationBundle(t.ctx, { sessionId, turnId: turn });
+      publish('message.added', { task_id: taskId, session_id: sessionId, type: 'clarification_request' });
+      const ofSession = () => seen.filter((e) => e.envelope.data.session_id === sessionId);
+      const asked = await eventually(() => ofSession().find((e) => e.envelope.data.pending_action === 'clarification'));
+      const meta = await t.ctx.knex('kandev_meta').where({ key: PENDING_ACTION_EPOCH_KEY }).first();
+      expect(asked.subject).toBe(`${prefix}task_session.pending_action_changed`);
+      expect(asked.envelope).toMatchObject({ type: 'task_session.pending_action_changed', source: 'pending-projector' });
+      expect(asked.envelope.data).toMatchObject({ task_id: taskId, pending_action_revision: { epoch: meta.value } });
+      // The sequence orders one boot's publishes; no retry ever repeats one, so a msg id would only
+      // fill the stream's duplicate window.
+      expect(asked.msgId).toBeUndefined();
+
+      await claimClarificationBundle(t.ctx, pendingId, { status: 'rejected' });
+      await finalizeClarificationDelivery(t.ctx, messages.map((m) => m.id));
+      publish('message.updated', { session_id: sessionId, message_id: messages[0]!.id, type: 'clarification_request' });
+      const cleared = await eventually(() => ofSession().find((e) => e.envelope.data.pending_action === null));
+      const revision = (e: typeof asked) => e.envelope.data.pending_action_revision as { epoch: string; sequence: number };
+      expect(revision(cleared).epoch).toBe(meta.value);
+      expect(revision(cleared).sequence).toBeGreaterThan(revision(asked).sequence);
+    } finally {
+      sub.unsubscribe();
+    }
   });
 
   it('answers summary.get from the database and keeps the latest summary in the KV bucket', async () => {
