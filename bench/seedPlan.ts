@@ -7,7 +7,7 @@
  * records and MESSAGES_PER_SESSION messages; two sessions share a task.
  */
 
-import { microsToTimestamp } from '../src/repository/timestamps.js';
+import { microsToTimestamp } from '../src/timestamps.js';
 import { isTerminalSessionState, type PendingAction } from '../src/turns/pendingAction.js';
 import {
   clarificationBundle,

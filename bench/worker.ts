@@ -33,7 +33,7 @@ import { createRepositoryContext, type RepositoryContext } from '../src/reposito
 import { createDatabase, type Database } from '../src/repository/database.js';
 import type { DialectName } from '../src/repository/dialect.js';
 import { migrateLatest } from '../src/repository/migrate.js';
-import { systemClock } from '../src/repository/timestamps.js';
+import { systemClock } from '../src/timestamps.js';
 import { startWorker, type WorkerConfig, type WorkerHandle } from '../src/worker.js';
 import { deleteTopology, SummaryWatcher } from './workerNats.js';
 import { WorkerProcess } from './workerProcess.js';

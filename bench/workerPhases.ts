@@ -18,7 +18,7 @@ import type { MemorySample } from './workerProcess.js';
 import { createRng } from './seedPlan.js';
 import { recordGc, summarizeGc, type GcEntry, type GcSummary } from './processTrace.js';
 import { listTaskIdsAfter } from '../src/repository/tasks.js';
-import { timestampToMicros } from '../src/repository/timestamps.js';
+import { timestampToMicros } from '../src/timestamps.js';
 
 export interface BenchEnv {
   ctx: RepositoryContext;

@@ -16,7 +16,7 @@ import type { Knex } from 'knex';
 import { canonicalSummaryJson, withPendingAction } from '../src/events/statusSummary.js';
 import type { RepositoryContext } from '../src/repository/context.js';
 import type { DialectName } from '../src/repository/dialect.js';
-import { microsToTimestamp } from '../src/repository/timestamps.js';
+import { microsToTimestamp } from '../src/timestamps.js';
 import { isInputCapableSessionState, type PendingAction } from '../src/turns/pendingAction.js';
 import { pick } from './seedMessages.js';
 import { createRng, type Row } from './seedPlan.js';

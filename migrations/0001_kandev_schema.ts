@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 /**
  * Kandev's task, session, turn, message, summary and meta tables (domain reference §1), one
  * migration text for both dialects. Timestamps are PostgreSQL `timestamp` and SQLite TEXT holding
- * the canonical fixed-width UTC form (see src/repository/timestamps.ts). JSON is TEXT '{}' in both.
+ * the canonical fixed-width UTC form (see src/timestamps.ts). JSON is TEXT '{}' in both.
  */
 
 type Dialect = 'sqlite' | 'postgres';

@@ -16,7 +16,7 @@ import type { Database } from './repository/database.js';
 import { acquireLease, releaseLease } from './repository/leases.js';
 import { nextPendingActionProjectionEpoch } from './repository/meta.js';
 import { migrateLatest } from './repository/migrate.js';
-import { systemClock, type Clock } from './repository/timestamps.js';
+import { systemClock, type Clock } from './timestamps.js';
 import { createClarificationService, type ClarificationService } from './services/clarificationService.js';
 import { startServiceEndpoints } from './services/serviceEndpoints.js';
 import { NatsClarificationDelivery } from './events/natsClarificationDelivery.js';

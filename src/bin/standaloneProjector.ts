@@ -9,7 +9,7 @@ import { createRepositoryContext, type RepositoryContext } from '../repository/c
 import type { Database } from '../repository/database.js';
 import { nextPendingActionProjectionEpoch } from '../repository/meta.js';
 import { migrateLatest } from '../repository/migrate.js';
-import { systemClock } from '../repository/timestamps.js';
+import { systemClock } from '../timestamps.js';
 
 /** A projector publishing to the bus, for one-shot commands (reconcile, replay) beside running workers. */
 export async function createStandaloneProjector(

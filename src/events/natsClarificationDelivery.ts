@@ -1,6 +1,6 @@
 import { errors, headers, RequestError, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
-import type { Clock } from '../repository/timestamps.js';
+import type { Clock } from '../timestamps.js';
 import type { ClarificationDelivery, ClarificationDeliveryPayload, LiveDeliveryResult, ResumeResult } from '../services/clarificationPorts.js';
 import { createEnvelope } from './envelope.js';
 import type { Topology } from './subjects.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
-import type { Clock } from '../repository/timestamps.js';
+import type { Clock } from '../timestamps.js';
 import type { EventPublisher } from '../services/clarificationPorts.js';
 import { createEnvelope } from './envelope.js';
 import type { KandevEvent } from './kandevEvents.js';

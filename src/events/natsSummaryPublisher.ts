@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import type { PublishOutcome, SessionPendingActionUpdate, SummaryPublisher, SummaryUpdate } from '../projectors/ports.js';
-import type { Clock } from '../repository/timestamps.js';
+import type { Clock } from '../timestamps.js';
 import { createEnvelope } from './envelope.js';
 import { SESSION_PENDING_ACTION_CHANGED, SUMMARY_UPDATED, type Topology } from './subjects.js';
 import { summaryKey } from './natsTopology.js';

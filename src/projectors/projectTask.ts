@@ -8,7 +8,7 @@ import {
   restoreStatusSummaries,
   type StoredStatusSummary,
 } from '../repository/statusSummaries.js';
-import { microsToTimestamp, timestampToMicros } from '../repository/timestamps.js';
+import { microsToTimestamp, timestampToMicros } from '../timestamps.js';
 import {
   type SemanticSummary,
   canonicalSummaryJson,

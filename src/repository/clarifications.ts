@@ -11,7 +11,7 @@ import {
 } from './clarificationSql.js';
 import { toMessageRecord, type MessageRecord } from './rowMapping.js';
 import { lockSessionTurnWrites } from './sessionLocks.js';
-import { toCanonicalTimestamp } from './timestamps.js';
+import { toCanonicalTimestamp } from '../timestamps.js';
 import { isTruthyFlag } from '../turns/lifecycleTurn.js';
 
 /**

@@ -1,8 +1,8 @@
 import type { Knex } from 'knex';
-import { connectionTransaction } from './connectionTransaction.js';
+import { connectionTransaction } from './driver/connectionTransaction.js';
 import type { Database } from './database.js';
 import type { SqlDialect } from './dialect.js';
-import { systemClock, type Clock } from './timestamps.js';
+import { systemClock, type Clock } from '../timestamps.js';
 
 /**
  * What every repository function runs against: a Knex instance or an open transaction, the

@@ -3,9 +3,9 @@ import path from 'node:path';
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
 import { dialectFor, type SqlDialect } from './dialect.js';
-import { ImmediateBetterSQLite3Client } from './sqliteClient.js';
-import { startSqliteCheckpointer, type SqliteCheckpointer, type SqliteCheckpointerOptions } from './sqliteCheckpointer.js';
-import { toCanonicalTimestamp } from './timestamps.js';
+import { ImmediateBetterSQLite3Client } from './driver/sqliteClient.js';
+import { startSqliteCheckpointer, type SqliteCheckpointer, type SqliteCheckpointerOptions } from './driver/sqliteCheckpointer.js';
+import { toCanonicalTimestamp } from '../timestamps.js';
 
 /** An open database: the Knex instance plus the dialect capabilities every query is built with. */
 export interface Database {

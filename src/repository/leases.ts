@@ -1,5 +1,5 @@
 import { rawRows, type RepositoryContext } from './context.js';
-import { microsToTimestamp, timestampToMicros } from './timestamps.js';
+import { microsToTimestamp, timestampToMicros } from '../timestamps.js';
 
 /**
  * Acquires or renews the named lease for `owner` until now + ttlMs. True when `owner` holds it:

@@ -3,7 +3,7 @@ import { withTransaction, type RepositoryContext } from './context.js';
 import { toMessageRecord, type MessageRecord } from './rowMapping.js';
 import { lockSessionTurnWrites } from './sessionLocks.js';
 import { SessionNotFoundError, createLifecycleTurn, getActiveTurn, startTurn } from './turns.js';
-import { toCanonicalTimestamp } from './timestamps.js';
+import { toCanonicalTimestamp } from '../timestamps.js';
 
 export interface CreateMessageInput {
   id?: string;

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { RepositoryContext } from './context.js';
 import { toSessionRecord, toTaskRecord, type SessionRecord, type TaskRecord } from './rowMapping.js';
-import { toCanonicalTimestamp } from './timestamps.js';
+import { toCanonicalTimestamp } from '../timestamps.js';
 
 export interface CreateTaskInput {
   id?: string;

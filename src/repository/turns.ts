@@ -3,7 +3,7 @@ import { rawRows, withTransaction, type RepositoryContext } from './context.js';
 import { currentTurnAuthority, turnHistoryPredicate, TURN_META_LIFECYCLE_ONLY } from './currentTurnAuthority.js';
 import { toTurnRecord, type TurnRecord } from './rowMapping.js';
 import { lockSessionTurnWrites } from './sessionLocks.js';
-import { toCanonicalTimestamp } from './timestamps.js';
+import { toCanonicalTimestamp } from '../timestamps.js';
 
 export class SessionNotFoundError extends Error {
   override name = 'SessionNotFoundError';

@@ -4,7 +4,7 @@ import { finalizeClarificationDelivery, listPendingDeliveries, restoreClaimedCla
 import { findMessagesByPendingId } from '../repository/clarifications.js';
 import type { RepositoryContext } from '../repository/context.js';
 import type { MessageRecord } from '../repository/rowMapping.js';
-import { timestampToMicros } from '../repository/timestamps.js';
+import { timestampToMicros } from '../timestamps.js';
 import { isTruthyFlag } from '../turns/lifecycleTurn.js';
 import type { ClarificationDelivery, EventPublisher, RefreshSummary } from './clarificationPorts.js';
 import { messageUpdatedEvents } from './messageUpdatedEvents.js';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { toCanonicalTimestamp } from '../repository/timestamps.js';
+import { toCanonicalTimestamp } from '../timestamps.js';
 
 /**
  * Request bodies of the worker's endpoints under `<prefix>pending_projector.v1.`, validated by zod

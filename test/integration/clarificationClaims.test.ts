@@ -18,7 +18,7 @@ import { createMessage, getMessages, setMessageMetadataText } from '../../src/re
 import type { MessageRecord } from '../../src/repository/rowMapping.js';
 import { setSessionState } from '../../src/repository/tasks.js';
 import { completeTurn, startTurn } from '../../src/repository/turns.js';
-import { toCanonicalTimestamp } from '../../src/repository/timestamps.js';
+import { toCanonicalTimestamp } from '../../src/timestamps.js';
 import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { withManualClock } from '../support/manualClock.js';
 import { seedClarificationBundle, seedSession } from '../support/seed.js';

@@ -12,7 +12,7 @@ import { createMessage, deleteMessage } from '../../src/repository/messages.js';
 import { getPendingActionsBySessionIds } from '../../src/repository/pendingActions.js';
 import { setSessionState } from '../../src/repository/tasks.js';
 import { completeTurn, patchTurnMetadata, startTurn } from '../../src/repository/turns.js';
-import { toCanonicalTimestamp } from '../../src/repository/timestamps.js';
+import { toCanonicalTimestamp } from '../../src/timestamps.js';
 import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { withManualClock } from '../support/manualClock.js';
 import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/seed.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import Sqlite from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TransactionEndedError } from '../../src/repository/connectionTransaction.js';
+import { TransactionEndedError } from '../../src/repository/driver/connectionTransaction.js';
 import { withTransaction } from '../../src/repository/context.js';
 import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
 

@@ -12,7 +12,7 @@ import type { RepositoryContext } from '../../src/repository/context.js';
 import { createMessage, getMessage, setMessageMetadataText } from '../../src/repository/messages.js';
 import { getPendingActionsBySessionIds, loadTaskPendingState } from '../../src/repository/pendingActions.js';
 import { completeTurn, getActiveTurn, getCurrentTurn, listVisibleTurns, patchTurnMetadata, startTurn } from '../../src/repository/turns.js';
-import { toCanonicalTimestamp } from '../../src/repository/timestamps.js';
+import { toCanonicalTimestamp } from '../../src/timestamps.js';
 import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { withManualClock } from '../support/manualClock.js';
 import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/seed.js';

@@ -4,7 +4,7 @@ import { createMessage, deleteMessage } from '../../src/repository/messages.js';
 import { getPendingActionsBySessionIds, loadTaskPendingState, loadTaskPendingStates } from '../../src/repository/pendingActions.js';
 import { createTask, setSessionState } from '../../src/repository/tasks.js';
 import { completeTurn, patchTurnMetadata, startTurn } from '../../src/repository/turns.js';
-import { toCanonicalTimestamp } from '../../src/repository/timestamps.js';
+import { toCanonicalTimestamp } from '../../src/timestamps.js';
 import type { PendingAction } from '../../src/turns/pendingAction.js';
 import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { withManualClock } from '../support/manualClock.js';

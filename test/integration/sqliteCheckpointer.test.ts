@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createDatabase, type Database } from '../../src/repository/database.js';
-import { startSqliteCheckpointer } from '../../src/repository/sqliteCheckpointer.js';
+import { startSqliteCheckpointer } from '../../src/repository/driver/sqliteCheckpointer.js';
 
 const ROW = 'x'.repeat(2000);
 

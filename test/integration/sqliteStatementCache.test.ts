@@ -4,7 +4,7 @@ import path from 'node:path';
 import Sqlite from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createDatabase, type Database } from '../../src/repository/database.js';
-import { cacheStatements } from '../../src/repository/sqliteStatementCache.js';
+import { cacheStatements } from '../../src/repository/driver/sqliteStatementCache.js';
 
 describe('SQLite statement cache', () => {
   const cleanups: Array<() => Promise<void> | void> = [];

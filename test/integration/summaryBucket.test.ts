@@ -11,7 +11,7 @@ import { silentLogger } from '../../src/logger.js';
 import { createMetrics } from '../../src/metrics.js';
 import { Projector } from '../../src/projectors/projector.js';
 import { refillSummaryBucket } from '../../src/projectors/refillSummaryBucket.js';
-import { systemClock } from '../../src/repository/timestamps.js';
+import { systemClock } from '../../src/timestamps.js';
 import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, uniquePrefix } from '../support/nats.js';
 import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/seed.js';

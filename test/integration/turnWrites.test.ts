@@ -18,7 +18,7 @@ import {
   listVisibleTurns,
   startTurn,
 } from '../../src/repository/turns.js';
-import { toCanonicalTimestamp } from '../../src/repository/timestamps.js';
+import { toCanonicalTimestamp } from '../../src/timestamps.js';
 import { createMessageRequestSchema } from '../../src/events/createMessageRequest.js';
 import { newestDurableTurnId } from '../../src/turns/newestDurableTurnId.js';
 import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';

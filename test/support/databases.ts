@@ -7,7 +7,7 @@ import { createDatabase, type Database } from '../../src/repository/database.js'
 import { createRepositoryContext, type RepositoryContext } from '../../src/repository/context.js';
 import type { DialectName } from '../../src/repository/dialect.js';
 import { migrateLatest } from '../../src/repository/migrate.js';
-import { createMonotonicClock, type Clock } from '../../src/repository/timestamps.js';
+import { createMonotonicClock, type Clock } from '../../src/timestamps.js';
 
 export interface TestDatabase {
   readonly name: DialectName;

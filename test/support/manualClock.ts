@@ -1,5 +1,5 @@
 import type { RepositoryContext } from '../../src/repository/context.js';
-import { microsToTimestamp, timestampToMicros, toCanonicalTimestamp, type Clock } from '../../src/repository/timestamps.js';
+import { microsToTimestamp, timestampToMicros, toCanonicalTimestamp, type Clock } from '../../src/timestamps.js';
 
 /**
  * A clock tests move by hand. Each reading returns the current instant and then advances it by one

@@ -3,7 +3,7 @@ import type { RepositoryContext } from '../../src/repository/context.js';
 import { createMessage } from '../../src/repository/messages.js';
 import type { MessageRecord } from '../../src/repository/rowMapping.js';
 import { createSession, createTask } from '../../src/repository/tasks.js';
-import { toCanonicalTimestamp } from '../../src/repository/timestamps.js';
+import { toCanonicalTimestamp } from '../../src/timestamps.js';
 
 export interface SeededSession {
   taskId: string;

@@ -5,7 +5,7 @@ import {
   microsToTimestamp,
   timestampToMicros,
   toCanonicalTimestamp,
-} from '../../src/repository/timestamps.js';
+} from '../../src/timestamps.js';
 
 describe('toCanonicalTimestamp', () => {
   it.each([

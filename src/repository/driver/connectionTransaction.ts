@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { createRequire } from 'node:module';
 import type { Knex } from 'knex';
-import type { SqlDialect } from './dialect.js';
+import type { SqlDialect } from '../dialect.js';
 
 const require = createRequire(import.meta.url);
 // knex's own builder of a knex instance around a client; shipped without type declarations.

@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module';
-import { sqliteDialect } from './dialect.js';
+import { sqliteDialect } from '../dialect.js';
 import { cacheStatements } from './sqliteStatementCache.js';
 
 const require = createRequire(import.meta.url);
