@@ -18,7 +18,7 @@ import { createClarificationService } from '../../src/services/clarificationServ
 import { newestDurableTurnId } from '../../src/turns/newestDurableTurnId.js';
 import { startWorker, type WorkerHandle } from '../../src/worker.js';
 import { collectEvents } from '../support/busEvents.js';
-import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { startFakeAgent } from '../support/fakeAgent.js';
 import { connectTestNats, deleteTopology, envelope, eventually, uniquePrefix } from '../support/nats.js';
 import { seedClarificationBundle, seedSession } from '../support/seed.js';
@@ -29,7 +29,7 @@ const RESPOND_DEADLINE_MS = 1500;
 
 const answers = (...selected: string[]) => selected.map((option, i) => ({ question_id: `q${i + 1}`, selected_options: [option], custom_text: '' }));
 
-describe.each(availableDialects())('clarification endpoints over a real NATS on %s', (dialect) => {
+describeEachDialect('clarification endpoints over a real NATS on %s', (dialect) => {
   let t: TestDatabase;
   let nc: NatsConnection;
   let worker: WorkerHandle;
