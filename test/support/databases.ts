@@ -45,6 +45,16 @@ export function availableDialects(): DialectName[] {
 }
 
 /**
+ * Another pool on `t`'s data (the same SQLite file, the same PostgreSQL schema). SQLite's pool is one
+ * connection, so two parts of a test sharing one Database run one after the other: a read queued
+ * behind the worker's projection always sees its outcome. Destroy it before closing `t`.
+ */
+export function openSecondPool(t: TestDatabase): Database {
+  if (t.url === 'sqlite::memory:') throw new Error('an in-memory SQLite database has no second connection: open it with { file: true }');
+  return createDatabase(t.url, { searchPath: t.searchPath });
+}
+
+/**
  * A migrated, empty database of the given dialect: SQLite in memory, or a fresh PostgreSQL schema
  * (milliseconds to create, dropped on close).
  */
