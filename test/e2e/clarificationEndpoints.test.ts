@@ -10,6 +10,7 @@ import { ensureTopology } from '../../src/events/natsTopology.js';
 import { topologyFor } from '../../src/events/subjects.js';
 import { silentLogger } from '../../src/logger.js';
 import { findMessagesByPendingId } from '../../src/repository/clarifications.js';
+import type { DialectName } from '../../src/repository/dialect.js';
 import { createMessage } from '../../src/repository/messages.js';
 import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
 import { createSession, setSessionState } from '../../src/repository/tasks.js';
@@ -18,7 +19,7 @@ import { createClarificationService } from '../../src/services/clarificationServ
 import { newestDurableTurnId } from '../../src/turns/newestDurableTurnId.js';
 import { startWorker, type WorkerHandle } from '../../src/worker.js';
 import { collectEvents } from '../support/busEvents.js';
-import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, openSecondPool, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { startFakeAgent } from '../support/fakeAgent.js';
 import { connectTestNats, deleteTopology, envelope, eventually, uniquePrefix } from '../support/nats.js';
 import { seedClarificationBundle, seedSession } from '../support/seed.js';
@@ -29,7 +30,46 @@ const RESPOND_DEADLINE_MS = 1500;
 
 const answers = (...selected: string[]) => selected.map((option, i) => ({ question_id: `q${i + 1}`, selected_options: [option], custom_text: '' }));
 
-describe.each(availableDialects())('clarification endpoints over a real NATS on %s', (dialect) => {
+/**
+ * A worker on a second pool over a file database, with its own subject prefix; the test reads and
+ * seeds through the first pool, so on SQLite its reads never wait for the worker's transactions and
+ * see only what the worker committed.
+ */
+async function startWorkerOnSecondPool(dialect: DialectName, nc: NatsConnection) {
+  const t = await openTestDatabase(dialect, undefined, { file: true });
+  const workerDb = openSecondPool(t);
+  const prefix = uniquePrefix(`clar2_${dialect}`);
+  const worker = await startWorker({ db: workerDb, nc, config: testWorkerConfig(prefix, { respondDeadlineMs: RESPOND_DEADLINE_MS }), logger: silentLogger() });
+  const storedPending = async (taskId: string) => {
+    const stored = (await loadStatusSummaries(t.ctx, [taskId])).get(taskId);
+    return stored ? { revision: stored.revision, pending: (JSON.parse(stored.summary) as { pending_action?: string }).pending_action } : undefined;
+  };
+  return {
+    prefix,
+    worker,
+    client: createPendingProjectorClient(nc, { prefix }),
+    storedPending,
+    rowsOf: (pendingId: string) => findMessagesByPendingId(t.ctx, pendingId),
+    /** A task whose open turn holds a pending question, announced on the bus and visible in the summary. */
+    async openQuestion() {
+      const seeded = await seedSession(t.ctx);
+      const turn = await startTurn(t.ctx, seeded.sessionId, { startedAt: new Date(Date.now() - 1000).toISOString() });
+      const bundle = await seedClarificationBundle(t.ctx, { sessionId: seeded.sessionId, turnId: turn.id, statuses: ['pending'] });
+      const type = 'message.added';
+      nc.publish(`${prefix}${type}`, envelope(type, { task_id: seeded.taskId, session_id: seeded.sessionId, type: 'clarification_request', requests_input: true }));
+      await eventually(async () => ((await storedPending(seeded.taskId))?.pending === 'clarification' ? true : undefined), 10_000, 'the question in the summary');
+      return { ...seeded, ...bundle, messageIds: bundle.messages.map((m) => m.id) };
+    },
+    async stop() {
+      await worker.stop();
+      await deleteTopology(nc, prefix);
+      await workerDb.destroy();
+      await t.close();
+    },
+  };
+}
+
+describeEachDialect('clarification endpoints over a real NATS on %s', (dialect) => {
   let t: TestDatabase;
   let nc: NatsConnection;
   let worker: WorkerHandle;
@@ -192,45 +232,52 @@ describe.each(availableDialects())('clarification endpoints over a real NATS on 
   });
 
   it('replies retryable to a detached answer whose resume is never acknowledged only once the summary shows clarification again', async () => {
-    const q = await openQuestion();
-    const jsm = await jetstreamManager(nc);
-    await jsm.streams.delete(worker.topology.agentResumeStream);
-    // What the summary said when the restored row's message.updated reached the bus: the refresh
-    // must have committed before, not be a consequence of it.
-    const sub = nc.subscribe(`${prefix}${MESSAGE_UPDATED}`);
-    const summaryAtRestoreEvent = (async () => {
-      for await (const m of sub) {
-        const data = m.json<{ data: { message_id: string; metadata: { status?: string } } }>().data;
-        if (data.message_id === q.messageIds[0] && data.metadata.status === 'pending') return storedPending(q.taskId);
-      }
-      return undefined;
-    })();
+    // A worker of its own on a second pool: reads through the describe's database would queue behind
+    // the worker's projection on SQLite's one connection and could only ever see it committed.
+    const own = await startWorkerOnSecondPool(dialect, nc);
     try {
-      const reply = client.respond({ pending_id: q.pendingId, answers: answers('b') });
-      // While the resume waits for an acknowledgement, a projection sees the claimed (answered) rows.
-      await eventually(async () => ((await rowsOf(q.pendingId))[0]!.metadata.status === 'answered' ? true : undefined), 5000, 'the claim');
-      await worker.projector.reproject(q.taskId);
-      const cleared = await storedPending(q.taskId);
-      expect(cleared?.pending).toBeUndefined();
+      const q = await own.openQuestion();
+      const jsm = await jetstreamManager(nc);
+      await jsm.streams.delete(own.worker.topology.agentResumeStream);
+      // What the summary said when the restored row's message.updated reached the bus: the refresh
+      // must have committed before, not be a consequence of it.
+      const sub = nc.subscribe(`${own.prefix}${MESSAGE_UPDATED}`);
+      const summaryAtRestoreEvent = (async () => {
+        for await (const m of sub) {
+          const data = m.json<{ data: { message_id: string; metadata: { status?: string } } }>().data;
+          if (data.message_id === q.messageIds[0] && data.metadata.status === 'pending') return own.storedPending(q.taskId);
+        }
+        return undefined;
+      })();
+      try {
+        const reply = own.client.respond({ pending_id: q.pendingId, answers: answers('b') });
+        // While the resume waits for an acknowledgement, a projection sees the claimed (answered) rows.
+        await eventually(async () => ((await own.rowsOf(q.pendingId))[0]!.metadata.status === 'answered' ? true : undefined), 5000, 'the claim');
+        await own.worker.projector.reproject(q.taskId);
+        const cleared = await own.storedPending(q.taskId);
+        expect(cleared?.pending).toBeUndefined();
 
-      const result = await reply;
-      const atReply = await storedPending(q.taskId);
-      expect(result).toMatchObject({ ok: false, error: { code: 'retryable', message: expect.stringMatching(/not acknowledged within 1500 ms/) } });
-      expect(atReply).toEqual({ revision: cleared!.revision + 1, pending: 'clarification' });
-      expect(await summaryAtRestoreEvent).toEqual(atReply);
-      expect((await rowsOf(q.pendingId))[0]!.metadata).toMatchObject({ status: 'pending' });
+        const result = await reply;
+        const atReply = await own.storedPending(q.taskId);
+        expect(result).toMatchObject({ ok: false, error: { code: 'retryable', message: expect.stringMatching(/not acknowledged within 1500 ms/) } });
+        expect(atReply).toEqual({ revision: cleared!.revision + 1, pending: 'clarification' });
+        expect(await summaryAtRestoreEvent).toEqual(atReply);
+        expect((await own.rowsOf(q.pendingId))[0]!.metadata).toMatchObject({ status: 'pending' });
+      } finally {
+        sub.unsubscribe();
+        await ensureTopology(nc, { topology: own.worker.topology, streamMaxAgeMs: 3_600_000, maxDeliver: 5, ackWaitMs: 5000 });
+      }
+      const retry = await own.client.respond({ pending_id: q.pendingId, answers: answers('b') });
+      expect(retry).toMatchObject({ ok: true, claimed: true, delivery: 'resume', status: 'answered' });
+      const stored = await jsm.streams.getMessage(own.worker.topology.agentResumeStream, { last_by_subj: own.worker.topology.agentResumeSubject(q.sessionId) });
+      const resume = stored!.json<{ id: string; type: string; data: { pending_id: string; claim_id: string; answers: unknown } }>();
+      expect(resume).toMatchObject({ type: 'clarification.resume', data: { pending_id: q.pendingId, answers: [{ question_id: 'q1', selected_options: ['b'] }] } });
+      expect(stored!.header.get('Nats-Msg-Id')).toBe(resumeMsgId(q.pendingId, resume.data.claim_id));
+      expect((await own.rowsOf(q.pendingId))[0]!.metadata).toMatchObject({ status: 'answered' });
+      await eventually(async () => ((await own.storedPending(q.taskId))?.pending === undefined ? true : undefined), 10_000, 'the summary to clear');
     } finally {
-      sub.unsubscribe();
-      await ensureTopology(nc, { topology: worker.topology, streamMaxAgeMs: 3_600_000, maxDeliver: 5, ackWaitMs: 5000 });
+      await own.stop();
     }
-    const retry = await client.respond({ pending_id: q.pendingId, answers: answers('b') });
-    expect(retry).toMatchObject({ ok: true, claimed: true, delivery: 'resume', status: 'answered' });
-    const stored = await jsm.streams.getMessage(worker.topology.agentResumeStream, { last_by_subj: worker.topology.agentResumeSubject(q.sessionId) });
-    const resume = stored!.json<{ id: string; type: string; data: { pending_id: string; claim_id: string; answers: unknown } }>();
-    expect(resume).toMatchObject({ type: 'clarification.resume', data: { pending_id: q.pendingId, answers: [{ question_id: 'q1', selected_options: ['b'] }] } });
-    expect(stored!.header.get('Nats-Msg-Id')).toBe(resumeMsgId(q.pendingId, resume.data.claim_id));
-    expect((await rowsOf(q.pendingId))[0]!.metadata).toMatchObject({ status: 'answered' });
-    await eventually(async () => ((await storedPending(q.taskId))?.pending === undefined ? true : undefined), 10_000, 'the summary to clear');
   });
 
   it('replies internal, never retryable, when the summary refresh after a restore exhausts its compare-and-set retries', async () => {

@@ -13,7 +13,7 @@ import { topologyFor } from '../../src/events/subjects.js';
 import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
 import { findDrift } from '../../src/projectors/reconcile.js';
 import type { DialectName } from '../../src/repository/dialect.js';
-import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, isAvailable, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, eventually, natsUrl, uniquePrefix } from '../support/nats.js';
 import { collectSummaries } from '../support/summaries.js';
 import { randomStep, seededRandom, seedWorkloadTasks, type WorkloadTask } from '../support/workload.js';
@@ -75,7 +75,7 @@ function freePort(): Promise<number> {
   });
 }
 
-describe.each(availableDialects())('worker resilience on %s', (dialect) => {
+describeEachDialect('worker resilience on %s', (dialect) => {
   it('recovers from kill -9 mid-stream: after a restart verify reports zero drift', async () => {
     const { t, nc, prefix, tasks } = await setup(dialect, `kill_${dialect}`, 20);
     let worker = await startWorker(t, prefix);
@@ -93,9 +93,7 @@ describe.each(availableDialects())('worker resilience on %s', (dialect) => {
     expect(verify.status).toBe(0);
     expect(await worker.stop()).toBe(0);
   }, 180_000);
-});
 
-describe('worker resilience against infrastructure failures', () => {
   it('rides out a NATS server restart under load and converges with zero drift', async () => {
     const port = await freePort();
     const storeDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pp-nats-'));
@@ -124,11 +122,11 @@ describe('worker resilience against infrastructure failures', () => {
       fs.rmSync(storeDir, { recursive: true, force: true });
     });
     const url = `nats://127.0.0.1:${port}`;
-    const t = await openTestDatabase('sqlite', undefined, { file: true });
+    const t = await openTestDatabase(dialect, undefined, { file: true });
     cleanups.push(() => t.close());
     const nc = await connect({ servers: url, maxReconnectAttempts: -1, reconnectTimeWait: 200 });
     cleanups.push(() => nc.close());
-    const prefix = uniquePrefix('natsrestart');
+    const prefix = uniquePrefix(`natsrestart_${dialect}`);
     const tasks = await seedWorkloadTasks(t.ctx, 15);
     const worker = await spawnWorker({ DATABASE_URL: t.url, NATS_URL: url, SUBJECT_PREFIX: prefix });
     cleanups.push(() => worker.stop());
@@ -157,7 +155,31 @@ describe('worker resilience against infrastructure failures', () => {
     expect(worker.child.exitCode).toBeNull();
   }, 180_000);
 
-  it.runIf(availableDialects().includes('postgres'))(
+  it('runs three replicas on one consumer without a lost update, publishing strictly increasing revisions per task', async () => {
+    const { t, nc, prefix, tasks } = await setup(dialect, `replicas_${dialect}`, 10);
+    const summaries = collectSummaries(nc, prefix);
+    cleanups.push(async () => summaries.stop());
+    const workers = await Promise.all([0, 1, 2].map(() => startWorker(t, prefix, { CONCURRENCY: '4' })));
+    const random = seededRandom(4);
+    await Promise.all(
+      [0, 1, 2, 3].map(async () => {
+        for (let i = 0; i < 60; i++) await randomStep(t.ctx, nc, prefix, tasks, random);
+      }),
+    );
+    await settled(nc, prefix);
+    expect(await findDrift(t.ctx, tasks.map((x) => x.taskId))).toEqual([]);
+    for (const task of tasks) {
+      const revisions = summaries.forTask(task.taskId).map((e) => e.status_summary.revision);
+      for (let i = 1; i < revisions.length; i++) expect(revisions[i]).toBeGreaterThan(revisions[i - 1]!);
+      const stored = await t.ctx.knex('task_status_summaries').where({ task_id: task.taskId }).first();
+      expect(revisions.at(-1)).toBe(Number(stored.revision));
+    }
+    for (const w of workers) expect(w.child.exitCode).toBeNull();
+  }, 180_000);
+});
+
+describe('worker resilience against PostgreSQL failures', () => {
+  it.skipIf(!isAvailable('postgres'))(
     'survives its PostgreSQL connections being terminated under load and converges with zero drift',
     async () => {
       const { t, nc, prefix, tasks } = await setup('postgres', 'pgkill', 15);
@@ -177,32 +199,6 @@ describe('worker resilience against infrastructure failures', () => {
       expect(terminated).toBeGreaterThan(0);
       expect(await findDrift(t.ctx, tasks.map((x) => x.taskId))).toEqual([]);
       expect(worker.child.exitCode).toBeNull();
-    },
-    180_000,
-  );
-
-  it.runIf(availableDialects().includes('postgres'))(
-    'runs three replicas on one consumer without a lost update, publishing strictly increasing revisions per task',
-    async () => {
-      const { t, nc, prefix, tasks } = await setup('postgres', 'replicas', 10);
-      const summaries = collectSummaries(nc, prefix);
-      cleanups.push(async () => summaries.stop());
-      const workers = await Promise.all([0, 1, 2].map(() => startWorker(t, prefix, { CONCURRENCY: '4' })));
-      const random = seededRandom(4);
-      await Promise.all(
-        [0, 1, 2, 3].map(async () => {
-          for (let i = 0; i < 60; i++) await randomStep(t.ctx, nc, prefix, tasks, random);
-        }),
-      );
-      await settled(nc, prefix);
-      expect(await findDrift(t.ctx, tasks.map((x) => x.taskId))).toEqual([]);
-      for (const task of tasks) {
-        const revisions = summaries.forTask(task.taskId).map((e) => e.status_summary.revision);
-        for (let i = 1; i < revisions.length; i++) expect(revisions[i]).toBeGreaterThan(revisions[i - 1]!);
-        const stored = await t.ctx.knex('task_status_summaries').where({ task_id: task.taskId }).first();
-        expect(revisions.at(-1)).toBe(Number(stored.revision));
-      }
-      for (const w of workers) expect(w.child.exitCode).toBeNull();
     },
     180_000,
   );

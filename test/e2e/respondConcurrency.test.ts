@@ -4,7 +4,7 @@ import { createPendingProjectorClient } from '../../src/client/pendingProjectorC
 import { findMessagesByPendingId } from '../../src/repository/clarifications.js';
 import { startTurn } from '../../src/repository/turns.js';
 import type { RespondReply } from '../../src/services/replies.js';
-import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { isAvailable, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { startFakeAgent } from '../support/fakeAgent.js';
 import { connectTestNats, deleteTopology, natsUrl, uniquePrefix } from '../support/nats.js';
 import { seedClarificationBundle, seedSession } from '../support/seed.js';
@@ -15,7 +15,7 @@ const answers = (option: string) => [
   { question_id: 'q2', selected_options: [option], custom_text: '' },
 ];
 
-describe.skipIf(!availableDialects().includes('postgres'))('concurrent responds from two worker processes on PostgreSQL', () => {
+describe.skipIf(!isAvailable('postgres'))('concurrent responds from two worker processes on PostgreSQL', () => {
   let t: TestDatabase;
   let nc: NatsConnection;
   let prefix: string;

@@ -4,7 +4,7 @@ import { createPendingProjectorClient } from '../../src/client/pendingProjectorC
 import { findMessagesByPendingId } from '../../src/repository/clarifications.js';
 import { completeTurn, startTurn } from '../../src/repository/turns.js';
 import type { DialectName } from '../../src/repository/dialect.js';
-import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { startFakeAgent, type FakeAgent } from '../support/fakeAgent.js';
 import { connectTestNats, deleteTopology, eventually, natsUrl, uniquePrefix } from '../support/nats.js';
 import { seedClarificationBundle, seedSession } from '../support/seed.js';
@@ -32,7 +32,7 @@ async function setup(dialect: DialectName) {
   return { t, nc, prefix, start };
 }
 
-describe.each(availableDialects())('a worker killed between claim and delivery on %s', (dialect) => {
+describeEachDialect('a worker killed between claim and delivery on %s', (dialect) => {
   it('restores a still-current bundle at the next start and keeps a superseded one terminal', async () => {
     const { t, nc, prefix, start } = await setup(dialect);
     const open = async () => {

@@ -7,14 +7,14 @@ import { createMessage } from '../../src/repository/messages.js';
 import { PENDING_ACTION_EPOCH_KEY } from '../../src/repository/meta.js';
 import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
 import { startWorker, type WorkerHandle } from '../../src/worker.js';
-import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, envelope, eventually, uniquePrefix } from '../support/nats.js';
 import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/seed.js';
 import { collectSummaries } from '../support/summaries.js';
 import { testWorkerConfig } from '../support/workerConfig.js';
 
 
-describe.each(availableDialects())('the worker over a real NATS on %s', (dialect) => {
+describeEachDialect('the worker over a real NATS on %s', (dialect) => {
   let t: TestDatabase;
   let nc: NatsConnection;
   let worker: WorkerHandle;

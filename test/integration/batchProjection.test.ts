@@ -4,11 +4,11 @@ import type { SummaryPublisher } from '../../src/projectors/ports.js';
 import { Projector } from '../../src/projectors/projector.js';
 import { projectTasks } from '../../src/projectors/projectTask.js';
 import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
-import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { RecordingPublisher } from '../support/recordingPublisher.js';
 import { seedTaskWithQuestion } from '../support/seed.js';
 
-describe.each(availableDialects())('batched projection on %s', (dialect) => {
+describeEachDialect('batched projection on %s', (dialect) => {
   let t: TestDatabase;
   beforeAll(async () => {
     t = await openTestDatabase(dialect);

@@ -19,7 +19,7 @@ import type { MessageRecord } from '../../src/repository/rowMapping.js';
 import { setSessionState } from '../../src/repository/tasks.js';
 import { completeTurn, startTurn } from '../../src/repository/turns.js';
 import { toCanonicalTimestamp } from '../../src/timestamps.js';
-import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { withManualClock } from '../support/manualClock.js';
 import { seedClarificationBundle, seedSession } from '../support/seed.js';
 
@@ -37,7 +37,7 @@ async function reread(ctx: RepositoryContext, messages: readonly MessageRecord[]
 
 const statuses = (rows: readonly MessageRecord[]) => rows.map((r) => r.metadata.status);
 
-describe.each(availableDialects())('clarification claims on %s', (dialect) => {
+describeEachDialect('clarification claims on %s', (dialect) => {
   let t: TestDatabase;
   beforeAll(async () => {
     t = await openTestDatabase(dialect);

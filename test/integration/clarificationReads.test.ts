@@ -13,7 +13,7 @@ import { getPendingActionsBySessionIds } from '../../src/repository/pendingActio
 import { setSessionState } from '../../src/repository/tasks.js';
 import { completeTurn, patchTurnMetadata, startTurn } from '../../src/repository/turns.js';
 import { toCanonicalTimestamp } from '../../src/timestamps.js';
-import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { withManualClock } from '../support/manualClock.js';
 import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/seed.js';
 
@@ -34,7 +34,7 @@ async function consumers(ctx: RepositoryContext, sessionId: string, workspaceId:
   };
 }
 
-describe.each(availableDialects())('clarification reads on %s', (dialect) => {
+describeEachDialect('clarification reads on %s', (dialect) => {
   let t: TestDatabase;
   beforeAll(async () => {
     t = await openTestDatabase(dialect);

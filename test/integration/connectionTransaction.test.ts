@@ -3,9 +3,9 @@ import Sqlite from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TransactionEndedError } from '../../src/repository/driver/connectionTransaction.js';
 import { withTransaction } from '../../src/repository/context.js';
-import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 
-describe.each(availableDialects())('transactions on %s', (dialect) => {
+describeEachDialect('transactions on %s', (dialect) => {
   let t: TestDatabase;
   beforeAll(async () => {
     t = await openTestDatabase(dialect, undefined, { file: true });

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getActiveTurn, getCurrentTurn } from '../../src/repository/turns.js';
 import { newestDurableTurnId } from '../../src/turns/index.js';
 import { loadCurrentTurnFixture, type CurrentTurnFixtureCase } from '../support/currentTurnFixture.js';
-import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { seedSession, seedTurnAt } from '../support/seed.js';
 
 // Loaded at collection time: a missing or invalid file fails this file instead of running zero cases.
@@ -28,7 +28,7 @@ async function seedCase(t: TestDatabase, fixtureCase: CurrentTurnFixtureCase): P
   return { sessionId, ids };
 }
 
-describe.each(availableDialects())('the shared current-turn fixture on %s (spec AC-10, D9)', (dialect) => {
+describeEachDialect('the shared current-turn fixture on %s (spec AC-10, D9)', (dialect) => {
   let t: TestDatabase;
   beforeAll(async () => {
     t = await openTestDatabase(dialect);

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { durableTurnSchema } from '../../src/events/turnPayload.js';
 import { getActiveTurn, getCurrentTurn, listVisibleTurns } from '../../src/repository/turns.js';
 import { newestDurableTurnId, type DurableTurn } from '../../src/turns/index.js';
-import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { seedSession, seedTurnAt } from '../support/seed.js';
 
 // A small set of instants, so random histories tie on started_at and created_at often. Pairs
@@ -123,16 +123,16 @@ async function resolveOn(t: TestDatabase, history: readonly TurnDraw[]): Promise
   };
 }
 
-describe('current-turn resolution over random histories', () => {
+describeEachDialect('current-turn resolution over random histories on %s', (dialect) => {
   const databases: TestDatabase[] = [];
   beforeAll(async () => {
-    for (const dialect of availableDialects()) databases.push(await openTestDatabase(dialect));
+    databases.push(await openTestDatabase(dialect));
   });
   afterAll(async () => {
     await Promise.all(databases.map((t) => t.close()));
   });
 
-  it(`picks the same current and active turn in SQL on ${availableDialects().join(' and ')} and in newestDurableTurnId`, async () => {
+  it('picks the same current and active turn in SQL and in newestDurableTurnId', async () => {
     await fc.assert(
       fc.asyncProperty(historyArb, async (history) => {
         const payload = history.map(toPayload);

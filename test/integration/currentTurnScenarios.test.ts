@@ -4,10 +4,10 @@ import { claimClarificationBundle } from '../../src/repository/clarificationClai
 import { createMessage } from '../../src/repository/messages.js';
 import { getPendingActionsBySessionIds } from '../../src/repository/pendingActions.js';
 import { getCurrentTurn } from '../../src/repository/turns.js';
-import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/seed.js';
 
-describe.each(availableDialects())('spec scenarios on %s', (dialect) => {
+describeEachDialect('spec scenarios on %s', (dialect) => {
   let t: TestDatabase;
   beforeAll(async () => {
     t = await openTestDatabase(dialect);

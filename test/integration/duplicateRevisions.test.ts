@@ -9,7 +9,7 @@ import { topologyFor, type Topology } from '../../src/events/subjects.js';
 import { silentLogger } from '../../src/logger.js';
 import { projectTask, projectTasks } from '../../src/projectors/projectTask.js';
 import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
-import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, uniquePrefix } from '../support/nats.js';
 import { seedTaskWithQuestion } from '../support/seed.js';
 
@@ -27,7 +27,7 @@ afterAll(async () => {
   await nc?.drain();
 });
 
-describe.each(availableDialects())('a revision the summary stream already holds, on %s', (dialect) => {
+describeEachDialect('a revision the summary stream already holds, on %s', (dialect) => {
   let t: TestDatabase;
   let topology: Topology;
   let publisher: NatsSummaryPublisher;

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rawRows } from '../../src/repository/context.js';
 import { isTruthyFlag } from '../../src/turns/index.js';
-import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 
 interface Row {
   /** What the document is, for the test name. */
@@ -89,7 +89,7 @@ describe('the TypeScript marker test', () => {
   );
 });
 
-describe.each(availableDialects())('JSON normalisation on %s (D9, D12)', (dialect) => {
+describeEachDialect('JSON normalisation on %s (D9, D12)', (dialect) => {
   let t: TestDatabase;
   beforeAll(async () => {
     t = await openTestDatabase(dialect);
@@ -191,7 +191,7 @@ const KNOWN_DIVERGENCES: Array<{
   },
 ];
 
-describe.each(availableDialects())('known JSON normalisation divergences on %s (open D9 defects, pinned so a fix is noticed)', (dialect) => {
+describeEachDialect('known JSON normalisation divergences on %s (open D9 defects, pinned so a fix is noticed)', (dialect) => {
   let t: TestDatabase;
   beforeAll(async () => {
     t = await openTestDatabase(dialect);

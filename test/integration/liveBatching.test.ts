@@ -4,7 +4,7 @@ import { createMetrics } from '../../src/metrics.js';
 import type { SummaryUpdate } from '../../src/projectors/ports.js';
 import { Projector } from '../../src/projectors/projector.js';
 import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
-import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { RecordingPublisher } from '../support/recordingPublisher.js';
 import { seedTaskWithQuestion } from '../support/seed.js';
 
@@ -37,7 +37,7 @@ class GatedPublisher extends RecordingPublisher {
   }
 }
 
-describe.each(availableDialects())('live projections sharing a transaction on %s', (dialect) => {
+describeEachDialect('live projections sharing a transaction on %s', (dialect) => {
   let t: TestDatabase;
   beforeAll(async () => {
     t = await openTestDatabase(dialect);

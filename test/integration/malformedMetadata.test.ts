@@ -13,7 +13,7 @@ import { createMessage, getMessage, setMessageMetadataText } from '../../src/rep
 import { getPendingActionsBySessionIds, loadTaskPendingState } from '../../src/repository/pendingActions.js';
 import { completeTurn, getActiveTurn, getCurrentTurn, listVisibleTurns, patchTurnMetadata, startTurn } from '../../src/repository/turns.js';
 import { toCanonicalTimestamp } from '../../src/timestamps.js';
-import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { withManualClock } from '../support/manualClock.js';
 import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/seed.js';
 
@@ -40,7 +40,7 @@ async function rawMetadata(ctx: RepositoryContext, table: 'task_session_turns' |
   return row?.metadata;
 }
 
-describe.each(availableDialects())('malformed metadata on %s', (dialect) => {
+describeEachDialect('malformed metadata on %s', (dialect) => {
   let t: TestDatabase;
   beforeAll(async () => {
     t = await openTestDatabase(dialect);

@@ -3,11 +3,11 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateLatest, pendingMigrations } from '../../src/repository/migrate.js';
 import { rawRows } from '../../src/repository/context.js';
-import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 
 const CLI = fileURLToPath(new URL('../../bin/pending-projector.js', import.meta.url));
 
-describe.each(availableDialects())('migrations on %s', (dialect) => {
+describeEachDialect('migrations on %s', (dialect) => {
   let t: TestDatabase;
   beforeAll(async () => {
     t = await openTestDatabase(dialect, undefined, { file: true });

@@ -6,7 +6,7 @@ import { createTask, setSessionState } from '../../src/repository/tasks.js';
 import { completeTurn, patchTurnMetadata, startTurn } from '../../src/repository/turns.js';
 import { toCanonicalTimestamp } from '../../src/timestamps.js';
 import type { PendingAction } from '../../src/turns/pendingAction.js';
-import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { withManualClock } from '../support/manualClock.js';
 import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/seed.js';
 
@@ -30,7 +30,7 @@ async function pendingOf(ctx: RepositoryContext, sessionId: string): Promise<Pen
   return (await getPendingActionsBySessionIds(ctx, [sessionId])).get(sessionId);
 }
 
-describe.each(availableDialects())('pending actions on %s', (dialect) => {
+describeEachDialect('pending actions on %s', (dialect) => {
   let t: TestDatabase;
   beforeAll(async () => {
     t = await openTestDatabase(dialect);

@@ -2,11 +2,11 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/logger.js';
 import { Projector } from '../../src/projectors/projector.js';
 import { reconcileTasks } from '../../src/projectors/reconcile.js';
-import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { RecordingPublisher } from '../support/recordingPublisher.js';
 import { seedSession } from '../support/seed.js';
 
-describe.each(availableDialects())('reconcile walk on %s', (dialect) => {
+describeEachDialect('reconcile walk on %s', (dialect) => {
   let t: TestDatabase;
   let projector: Projector;
   let publisher: RecordingPublisher;

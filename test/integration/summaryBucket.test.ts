@@ -12,7 +12,7 @@ import { createMetrics } from '../../src/metrics.js';
 import { Projector } from '../../src/projectors/projector.js';
 import { refillSummaryBucket } from '../../src/projectors/refillSummaryBucket.js';
 import { systemClock } from '../../src/timestamps.js';
-import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, uniquePrefix } from '../support/nats.js';
 import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/seed.js';
 
@@ -80,7 +80,7 @@ describe('the summary bucket on a real NATS', () => {
   });
 });
 
-describe.each(availableDialects())('refilling the summary bucket from %s', (dialect) => {
+describeEachDialect('refilling the summary bucket from %s', (dialect) => {
   let t: TestDatabase;
   let topology: Topology;
   let bucket: SummaryBucket;

@@ -2,12 +2,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acquireLease, releaseLease } from '../../src/repository/leases.js';
 import { CorruptMetaError, PENDING_ACTION_EPOCH_KEY, nextPendingActionProjectionEpoch } from '../../src/repository/meta.js';
 import { compareAndSetStatusSummaries, loadStatusSummaries } from '../../src/repository/statusSummaries.js';
-import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { withManualClock } from '../support/manualClock.js';
 import { seedSession } from '../support/seed.js';
 import { listTaskIdsAfter } from '../../src/repository/tasks.js';
 
-describe.each(availableDialects())('summary store, epoch and leases on %s', (dialect) => {
+describeEachDialect('summary store, epoch and leases on %s', (dialect) => {
   let t: TestDatabase;
   beforeAll(async () => {
     t = await openTestDatabase(dialect);

@@ -21,7 +21,7 @@ import {
 import { toCanonicalTimestamp } from '../../src/timestamps.js';
 import { createMessageRequestSchema } from '../../src/events/createMessageRequest.js';
 import { newestDurableTurnId } from '../../src/turns/newestDurableTurnId.js';
-import { availableDialects, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { withManualClock } from '../support/manualClock.js';
 import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/seed.js';
 
@@ -44,7 +44,7 @@ const answerQ1 = {
   answers: new Map([['q1', { question_id: 'q1', selected_options: ['a'], custom_text: '' }]]),
 };
 
-describe.each(availableDialects())('turn writes on %s', (dialect) => {
+describeEachDialect('turn writes on %s', (dialect) => {
   let t: TestDatabase;
   beforeAll(async () => {
     t = await openTestDatabase(dialect);

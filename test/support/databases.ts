@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { inject } from 'vitest';
+import { describe, inject } from 'vitest';
 import { createDatabase, type Database } from '../../src/repository/database.js';
 import { createRepositoryContext, type RepositoryContext } from '../../src/repository/context.js';
 import type { DialectName } from '../../src/repository/dialect.js';
@@ -19,9 +19,39 @@ export interface TestDatabase {
   close(): Promise<void>;
 }
 
-/** Dialects whose service is reachable; the global setup already failed the run in CI if one is not. */
+/** Every dialect the suite covers, whether or not its service is reachable in this run. */
+export const DIALECTS: readonly DialectName[] = ['sqlite', 'postgres'];
+
+/** Whether this run reaches the dialect's service; the global setup already failed a run that requires it. */
+export function isAvailable(dialect: DialectName): boolean {
+  return dialect === 'sqlite' || Boolean(inject('postgresUrl'));
+}
+
+/**
+ * One describe per dialect in DIALECTS, titled with `%s` replaced by the dialect. A dialect this run
+ * cannot reach is skipped rather than left out, so its tests show as skipped in the counts.
+ */
+export function describeEachDialect(title: string, body: (dialect: DialectName) => void): void {
+  for (const dialect of DIALECTS) describe.skipIf(!isAvailable(dialect))(title.replaceAll('%s', dialect), () => body(dialect));
+}
+
+/**
+ * Dialects whose service is reachable.
+ * @deprecated A loop over this list leaves an unreachable dialect's tests out of the counts; use
+ * describeEachDialect, or DIALECTS with isAvailable.
+ */
 export function availableDialects(): DialectName[] {
-  return inject('postgresUrl') ? ['sqlite', 'postgres'] : ['sqlite'];
+  return DIALECTS.filter(isAvailable);
+}
+
+/**
+ * Another pool on `t`'s data (the same SQLite file, the same PostgreSQL schema). SQLite's pool is one
+ * connection, so two parts of a test sharing one Database run one after the other: a read queued
+ * behind the worker's projection always sees its outcome. Destroy it before closing `t`.
+ */
+export function openSecondPool(t: TestDatabase): Database {
+  if (t.url === 'sqlite::memory:') throw new Error('an in-memory SQLite database has no second connection: open it with { file: true }');
+  return createDatabase(t.url, { searchPath: t.searchPath });
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { TestProject } from 'vitest/node';
-import { NATS_URL, POSTGRES_URL, REQUIRE_INTEGRATION, canConnect } from './services.js';
+import { NATS_URL, POSTGRES_URL, REQUIRE_INTEGRATION, canConnect, isTruthyFlag } from './services.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -13,9 +13,10 @@ interface StartedContainer {
 }
 
 /**
- * Finds PostgreSQL and NATS. In CI (or with REQUIRE_INTEGRATION=1) a missing service fails the whole
- * run. Locally, testcontainers is tried as a lazily imported fallback, and only then are the suites
- * that need the service skipped, with a warning saying so.
+ * Finds PostgreSQL and NATS. Under a truthy CI or REQUIRE_INTEGRATION a missing service fails the whole
+ * run. Locally, testcontainers is tried as a lazily imported fallback, and only then does the run go
+ * on without the service, with a warning saying so: PostgreSQL's tests then show as skipped in the
+ * counts (see describeEachDialect), and tests that need NATS fail.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const containers: StartedContainer[] = [];
@@ -23,7 +24,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
   let natsUrl: string | null = (await canConnect(NATS_URL, 4222)) ? NATS_URL : null;
   const missing = [!postgresUrl && `PostgreSQL at ${POSTGRES_URL}`, !natsUrl && `NATS at ${NATS_URL}`].filter(Boolean);
   if (missing.length > 0 && REQUIRE_INTEGRATION) {
-    throw new Error(`integration services unreachable (CI=true / REQUIRE_INTEGRATION=1): ${missing.join(', ')}`);
+    const flags = (['CI', 'REQUIRE_INTEGRATION'] as const).filter((name) => isTruthyFlag(process.env[name])).map((name) => `${name}=${process.env[name]}`);
+    throw new Error(`integration services unreachable, and required by ${flags.join(' and ')}: ${missing.join(', ')}`);
   }
   if (missing.length > 0) {
     try {
@@ -39,7 +41,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
         natsUrl = `nats://${c.getHost()}:${c.getMappedPort(4222)}`;
       }
     } catch (err) {
-      console.warn(`[tests] ${missing.join(', ')} unreachable and no container fallback (${(err as Error).message}); those suites are skipped`);
+      const outcome = [!postgresUrl && "PostgreSQL's tests are skipped", !natsUrl && 'tests that need NATS fail'].filter(Boolean);
+      console.warn(`[tests] ${missing.join(', ')} unreachable and no container fallback (${(err as Error).message}); ${outcome.join(', ')}`);
     }
   }
   project.provide('postgresUrl', postgresUrl);
