@@ -20,7 +20,7 @@ import type { DialectName } from '../src/repository/dialect.js';
 import { createMessage } from '../src/repository/messages.js';
 import { createSession, createTask } from '../src/repository/tasks.js';
 import { startTurn } from '../src/repository/turns.js';
-import { startWorker } from '../src/worker.js';
+import { startWorker } from '../src/bin/worker.js';
 import { dropAllBenchDatabases, openBenchDatabase } from './benchDatabase.js';
 
 const { values } = parseArgs({

@@ -1,5 +1,5 @@
 /**
- * Worker benchmark: the in-process worker (src/worker.ts) against the bare work one projection does,
+ * Worker benchmark: the in-process worker (src/bin/worker.ts) against the bare work one projection does,
  * on SQLite (temp file) and PostgreSQL (a fresh schema), over a real NATS JetStream with a unique
  * subject prefix, measured in one run and printed as ratios against the targets of the issue.
  *
@@ -34,7 +34,7 @@ import { createDatabase, type Database } from '../src/repository/database.js';
 import type { DialectName } from '../src/repository/dialect.js';
 import { migrateLatest } from '../src/repository/migrate.js';
 import { systemClock } from '../src/timestamps.js';
-import { startWorker, type WorkerConfig, type WorkerHandle } from '../src/worker.js';
+import { startWorker, type WorkerConfig, type WorkerHandle } from '../src/bin/worker.js';
 import { deleteTopology, SummaryWatcher } from './workerNats.js';
 import { WorkerProcess } from './workerProcess.js';
 import { summarizeGc, summarizeStalls, type GcSummary, type StallSummary } from './processTrace.js';

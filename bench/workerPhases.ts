@@ -12,7 +12,7 @@ import { projectTask } from '../src/projectors/projectTask.js';
 import type { RepositoryContext } from '../src/repository/context.js';
 import { loadTaskPendingStates } from '../src/repository/pendingActions.js';
 import { loadStatusSummaries } from '../src/repository/statusSummaries.js';
-import type { WorkerHandle } from '../src/worker.js';
+import type { WorkerHandle } from '../src/bin/worker.js';
 import { ConsumerStalledError, ackProgress, encodeEvent, lastEventSeq, sleep, waitAcked, type SummaryWatcher } from './workerNats.js';
 import type { MemorySample } from './workerProcess.js';
 import { createRng } from './seedPlan.js';

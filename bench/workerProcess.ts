@@ -14,8 +14,8 @@ import { fileURLToPath } from 'node:url';
 import { connectNats } from '../src/bin/connectNats.js';
 import { silentLogger } from '../src/logger.js';
 import { createDatabase } from '../src/repository/database.js';
-import type { WorkerConfig } from '../src/worker.js';
-import { startWorker } from '../src/worker.js';
+import type { WorkerConfig } from '../src/bin/worker.js';
+import { startWorker } from '../src/bin/worker.js';
 import { recordGc, recordStalls, type GcEntry, type Stall } from './processTrace.js';
 
 export interface WorkerProcessOptions {

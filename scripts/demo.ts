@@ -23,7 +23,7 @@ import { getPendingActionsBySessionIds } from '../src/repository/pendingActions.
 import { createSession, createTask } from '../src/repository/tasks.js';
 import { getCurrentTurn, listVisibleTurns, startTurn } from '../src/repository/turns.js';
 import { newestDurableTurnId } from '../src/turns/index.js';
-import { startWorker } from '../src/worker.js';
+import { startWorker } from '../src/bin/worker.js';
 
 const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pending-projector-demo-'));
@@ -46,7 +46,7 @@ const worker = await startWorker({
   db,
   nc,
   logger: silentLogger(),
-  config: { subjectPrefix: prefix, healthPort: 0, concurrency: 4, maxEventBytes: 262_144, maxDeliver: 5, ackWaitMs: 30_000, streamMaxAgeMs: 3_600_000, reconcilePageSize: 500, bootReconcile: true, respondDeadlineMs: 30_000 },
+  config: { subjectPrefix: prefix, healthPort: 0, concurrency: 4, projectionTransactions: 1, maxEventBytes: 262_144, maxDeliver: 5, ackWaitMs: 30_000, streamMaxAgeMs: 3_600_000, reconcilePageSize: 500, bootReconcile: true, respondDeadlineMs: 30_000 },
 });
 const summaries: Array<{ revision: number; pending_action?: string }> = [];
 const sub = nc.subscribe(topology.summarySubject);

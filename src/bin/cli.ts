@@ -1,7 +1,8 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, SETTINGS, describeSettings, loadConfig, type Config, type SettingName } from '../config.js';
-import { DatabaseUrlError, createDatabase } from '../repository/database.js';
+import { DatabaseUrlError } from '../repository/database.js';
 import { migrateLatest } from '../repository/migrate.js';
+import { openDatabase } from './assembly.js';
 import { runWorkerCommand } from './workerCommand.js';
 import { runReconcileCommand, runVerifyCommand } from './reconcileCommands.js';
 import { runReplayCommand } from './replayCommand.js';
@@ -29,7 +30,7 @@ const COMMANDS: Record<string, Command> = {
     usage: 'pending-projector migrate [--database-url URL]',
     settings: DB,
     async run(config) {
-      const db = createDatabase(config.databaseUrl);
+      const db = openDatabase(config);
       try {
         const applied = await migrateLatest(db.knex);
         process.stdout.write(applied.length ? `applied ${applied.join(', ')} to ${db.description}\n` : `${db.description} is up to date\n`);

@@ -1,20 +1,12 @@
 import type { Config } from '../config.js';
-import { createLogger } from '../logger.js';
 import { reconcileTasks } from '../projectors/reconcile.js';
-import { createRepositoryContext } from '../repository/context.js';
-import { createDatabase } from '../repository/database.js';
-import { connectNats } from './connectNats.js';
-import { createProgressReporter } from './progress.js';
-import { createStandaloneProjector } from './standaloneProjector.js';
 import { countTasks } from '../repository/tasks.js';
+import { openDatabase, storesOf, withCommandParts } from './assembly.js';
+import { createProgressReporter } from './progress.js';
 
 /** `reconcile`: repair drifted summaries through the normal projection and publish each change. */
 export async function runReconcileCommand(config: Config, taskIds: string[]): Promise<number> {
-  const logger = createLogger(config.logLevel);
-  const db = createDatabase(config.databaseUrl, { maxConnections: config.dbMaxConnections });
-  const nc = await connectNats(config, 'pending-projector-reconcile');
-  try {
-    const { ctx, projector } = await createStandaloneProjector(db, nc, config, logger);
+  return withCommandParts(config, 'pending-projector-reconcile', async ({ ctx, projector }) => {
     const total = taskIds.length > 0 ? taskIds.length : await countTasks(ctx);
     const progress = createProgressReporter();
     const started = Date.now();
@@ -33,17 +25,14 @@ export async function runReconcileCommand(config: Config, taskIds: string[]): Pr
       `reconciled ${result.visited} tasks in ${((Date.now() - started) / 1000).toFixed(1)} s: ${result.drifted} drifted, ${result.repaired} repaired, ${result.failed} failed\n`,
     );
     return result.failed > 0 ? 1 : 0;
-  } finally {
-    await nc.drain().catch(() => undefined);
-    await db.destroy();
-  }
+  });
 }
 
 /** `verify`: report drift without writing anything; exit 1 when any task differs. */
 export async function runVerifyCommand(config: Config, taskIds: string[], json: boolean): Promise<number> {
-  const db = createDatabase(config.databaseUrl, { maxConnections: config.dbMaxConnections });
+  const db = openDatabase(config);
   try {
-    const ctx = createRepositoryContext(db);
+    const ctx = storesOf(db);
     const progress = createProgressReporter();
     const total = taskIds.length > 0 ? taskIds.length : await countTasks(ctx);
     const result = await reconcileTasks({

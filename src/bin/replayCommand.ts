@@ -1,12 +1,9 @@
-import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
 import type { Config } from '../config.js';
 import { parseEvent } from '../events/envelope.js';
-import { createLogger } from '../logger.js';
-import { createDatabase } from '../repository/database.js';
-import { connectNats } from './connectNats.js';
-import { createProgressReporter } from './progress.js';
-import { createStandaloneProjector } from './standaloneProjector.js';
 import { taskIdOfSession } from '../repository/tasks.js';
+import { withCommandParts } from './assembly.js';
+import { createProgressReporter } from './progress.js';
 
 /**
  * `replay`: reads a window of the event stream through an ephemeral ordered consumer (the live
@@ -34,13 +31,8 @@ export async function runReplayCommand(config: Config, window: { since?: string;
     }
     start = { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: seq };
   }
-  const logger = createLogger(config.logLevel);
-  const db = createDatabase(config.databaseUrl, { maxConnections: config.dbMaxConnections });
-  const nc = await connectNats(config, 'pending-projector-replay');
   const progress = createProgressReporter();
-  try {
-    const { ctx, projector, topology } = await createStandaloneProjector(db, nc, config, logger);
-    const jsm = await jetstreamManager(nc);
+  return withCommandParts(config, 'pending-projector-replay', async ({ ctx, projector, topology, jsm, nc }, logger) => {
     const stream = await jsm.streams.info(topology.eventsStream).catch(() => null);
     if (!stream) {
       process.stderr.write(`no event stream ${topology.eventsStream}: has a worker with prefix ${JSON.stringify(config.subjectPrefix)} ever run?\n`);
@@ -85,8 +77,5 @@ export async function runReplayCommand(config: Config, window: { since?: string;
     progress.done();
     process.stdout.write(`replayed ${read} events: ${tasks.size} tasks reprojected, ${failed} failed\n`);
     return failed > 0 ? 1 : 0;
-  } finally {
-    await nc.drain().catch(() => undefined);
-    await db.destroy();
-  }
+  });
 }

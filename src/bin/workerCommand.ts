@@ -1,8 +1,8 @@
 import type { Config } from '../config.js';
 import { createLogger } from '../logger.js';
-import { createDatabase } from '../repository/database.js';
-import { startWorker } from '../worker.js';
+import { openDatabase } from './assembly.js';
 import { connectNats } from './connectNats.js';
+import { startWorker } from './worker.js';
 
 /**
  * Runs the worker until SIGTERM/SIGINT. The first signal stops pulling, settles in-flight events,
@@ -10,10 +10,7 @@ import { connectNats } from './connectNats.js';
  */
 export async function runWorkerCommand(config: Config): Promise<number> {
   const logger = createLogger(config.logLevel);
-  const db = createDatabase(config.databaseUrl, {
-    maxConnections: config.dbMaxConnections,
-    onWarning: (message) => logger.warn({ component: 'knex' }, message),
-  });
+  const db = openDatabase(config, logger);
   const nc = await connectNats(config, 'pending-projector-worker');
   void (async () => {
     for await (const status of nc.status()) {

@@ -5,7 +5,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listDeadLetters, retryDeadLetter, showDeadLetter } from '../../src/events/deadLetters.js';
 import { silentLogger } from '../../src/logger.js';
-import { startWorker, type WorkerHandle } from '../../src/worker.js';
+import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
 import { openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, envelope, eventually, natsUrl, uniquePrefix } from '../support/nats.js';
 import { seedSession } from '../support/seed.js';

@@ -17,7 +17,7 @@ import { createSession, setSessionState } from '../../src/repository/tasks.js';
 import { completeTurn, startTurn } from '../../src/repository/turns.js';
 import { createClarificationService } from '../../src/services/clarificationService.js';
 import { newestDurableTurnId } from '../../src/turns/newestDurableTurnId.js';
-import { startWorker, type WorkerHandle } from '../../src/worker.js';
+import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
 import { collectEvents } from '../support/busEvents.js';
 import { describeEachDialect, openSecondPool, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { startFakeAgent } from '../support/fakeAgent.js';

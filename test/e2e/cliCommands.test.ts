@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/logger.js';
-import { startWorker } from '../../src/worker.js';
+import { startWorker } from '../../src/bin/worker.js';
 import { openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, envelope, eventually, natsUrl, uniquePrefix } from '../support/nats.js';
 import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/seed.js';

@@ -6,7 +6,7 @@ import { claimClarificationBundle, finalizeClarificationDelivery } from '../../s
 import { createMessage } from '../../src/repository/messages.js';
 import { PENDING_ACTION_EPOCH_KEY } from '../../src/repository/meta.js';
 import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
-import { startWorker, type WorkerHandle } from '../../src/worker.js';
+import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, envelope, eventually, uniquePrefix } from '../support/nats.js';
 import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/seed.js';

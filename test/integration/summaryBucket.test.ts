@@ -2,7 +2,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, StorageType } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startBucketRefiller } from '../../src/bucketRefiller.js';
+import { startBucketRefiller } from '../../src/bin/worker/summaryBucketRefiller.js';
 import { NatsSummaryPublisher } from '../../src/events/natsSummaryPublisher.js';
 import { ensureOutputTopology, summaryKey } from '../../src/events/natsTopology.js';
 import { topologyFor, type Topology } from '../../src/events/subjects.js';

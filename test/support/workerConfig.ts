@@ -1,4 +1,4 @@
-import type { WorkerConfig } from '../../src/worker.js';
+import type { WorkerConfig } from '../../src/bin/worker.js';
 
 /** A worker configuration for in-process tests: a free health port, short timeouts, small limits. */
 export function testWorkerConfig(prefix: string, overrides: Partial<WorkerConfig> = {}): WorkerConfig {

@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
+import type { WorkerComponent } from './component.js';
 
 export interface HealthStatus {
   healthy: boolean;
@@ -40,5 +41,20 @@ export async function startHealthServer(port: number, registry: Registry, status
   return {
     port: (server.address() as AddressInfo).port,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** The health server as a worker component; `port` is the bound one (a free one for port 0) once started. */
+export function healthServerComponent(port: number, registry: Registry, status: () => HealthStatus): WorkerComponent & { readonly port: number } {
+  let server: Awaited<ReturnType<typeof startHealthServer>> | undefined;
+  return {
+    name: 'health-server',
+    get port() {
+      return server?.port ?? port;
+    },
+    async start() {
+      server = await startHealthServer(port, registry, status);
+    },
+    stop: async () => server?.close(),
   };
 }

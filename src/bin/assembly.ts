@@ -1,0 +1,145 @@
+import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import { NatsClarificationDelivery } from '../events/natsClarificationDelivery.js';
+import { NatsEventPublisher } from '../events/natsEventPublisher.js';
+import { NatsSummaryPublisher } from '../events/natsSummaryPublisher.js';
+import { ensureOutputTopology, ensureTopology } from '../events/natsTopology.js';
+import { topologyFor, type Topology } from '../events/subjects.js';
+import type { SummaryBucket } from '../events/summaryBucket.js';
+import { createLogger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+import { Projector } from '../projectors/projector.js';
+import { createRepositoryContext, type RepositoryContext } from '../repository/context.js';
+import { createDatabase, type Database } from '../repository/database.js';
+import { nextPendingActionProjectionEpoch } from '../repository/meta.js';
+import { migrateLatest } from '../repository/migrate.js';
+import { createClarificationService, type ClarificationService } from '../services/clarificationService.js';
+import { systemClock, type Clock } from '../timestamps.js';
+import { connectNats } from './connectNats.js';
+
+/**
+ * The parts every command that touches the bus shares, built here once: the database's stores
+ * (after migrations), this process's projection epoch, the NATS topology, the summary publisher
+ * and the projector. `worker`, `reconcile` and `replay` build them with `assembleParts`; `verify`
+ * only reads, with `storesOf`.
+ */
+
+/** What the assembled parts read from the configuration. */
+export type PartsConfig = Pick<Config, 'subjectPrefix' | 'concurrency' | 'projectionTransactions'> & Partial<Pick<Config, 'summaryBucketStorage'>>;
+
+/** The inbound side's settings: only the worker creates or updates the events stream and its consumer. */
+export type InboundSettings = Pick<Config, 'streamMaxAgeMs' | 'maxDeliver' | 'ackWaitMs'>;
+
+export interface PartsDeps {
+  db: Database;
+  nc: NatsConnection;
+  config: PartsConfig;
+  logger: Logger;
+  clock?: Clock;
+  metrics?: Metrics;
+  /**
+   * Given (the worker): also the events stream, its durable consumer, the dead-letter and resume
+   * streams. Omitted (one-shot commands beside running workers): only what publishing needs, so the
+   * workers' stream settings and consumer stay as they are.
+   */
+  inbound?: InboundSettings;
+}
+
+export interface Parts {
+  readonly db: Database;
+  readonly nc: NatsConnection;
+  readonly ctx: RepositoryContext;
+  readonly clock: Clock;
+  /** This process's epoch of per-session pending-action revisions (allocated from kandev_meta). */
+  readonly epoch: string;
+  readonly topology: Topology;
+  readonly jsm: JetStreamManager;
+  readonly summaries: SummaryBucket;
+  readonly publisher: NatsSummaryPublisher;
+  readonly projector: Projector;
+}
+
+/** The database pool of `DATABASE_URL`; Knex's warnings go to `logger` when one is given. */
+export function openDatabase(config: Pick<Config, 'databaseUrl' | 'dbMaxConnections'>, logger?: Logger): Database {
+  return createDatabase(config.databaseUrl, {
+    maxConnections: config.dbMaxConnections,
+    onWarning: logger ? (message) => logger.warn({ component: 'knex' }, message) : undefined,
+  });
+}
+
+/** The stores over `db`, as they are: no migration (a dry run writes nothing). */
+export function storesOf(db: Database, clock: Clock = systemClock): RepositoryContext {
+  return createRepositoryContext(db, clock);
+}
+
+/** Applies pending migrations, then the stores over `db`. */
+export async function openStores(db: Database, logger: Logger, clock: Clock = systemClock): Promise<RepositoryContext> {
+  const applied = await migrateLatest(db.knex);
+  if (applied.length > 0) logger.info({ component: 'migrate', applied }, 'applied migrations');
+  return storesOf(db, clock);
+}
+
+/** The one construction of a projector: its capacity follows from the settings and the pool. */
+export function createProjector(deps: { ctx: RepositoryContext; db: Database; publisher: NatsSummaryPublisher; config: PartsConfig; epoch: string; logger: Logger; metrics?: Metrics }): Projector {
+  return new Projector({
+    ctx: deps.ctx,
+    publisher: deps.publisher,
+    logger: deps.logger,
+    metrics: deps.metrics,
+    concurrency: deps.config.concurrency,
+    transactions: deps.config.projectionTransactions,
+    connections: deps.db.maxConnections,
+    epoch: deps.epoch,
+  });
+}
+
+/** The one construction of the clarification lifecycle the worker's endpoints serve. */
+export function createClarifications(parts: Parts, deps: { nc: NatsConnection; respondDeadlineMs: number; logger: Logger }): ClarificationService {
+  return createClarificationService({
+    ctx: parts.ctx,
+    delivery: new NatsClarificationDelivery(deps.nc, parts.topology, parts.clock),
+    events: new NatsEventPublisher(deps.nc, parts.topology, parts.clock),
+    refreshSummary: (taskId) => parts.projector.reproject(taskId),
+    respondDeadlineMs: deps.respondDeadlineMs,
+    logger: deps.logger,
+  });
+}
+
+/** Migrations, stores, epoch, topology, publisher and projector, in that order. */
+export async function assembleParts(deps: PartsDeps): Promise<Parts> {
+  const { db, nc, config, logger } = deps;
+  const clock = deps.clock ?? systemClock;
+  const ctx = await openStores(db, logger, clock);
+  const epoch = await nextPendingActionProjectionEpoch(ctx);
+  const topology = topologyFor(config.subjectPrefix);
+  const { jsm, summaries } = deps.inbound
+    ? await ensureTopology(nc, { topology, ...deps.inbound, bucketStorage: config.summaryBucketStorage })
+    : { ...(await ensureOutputTopology(nc, topology, config.summaryBucketStorage)), jsm: await jetstreamManager(nc) };
+  const publisher = new NatsSummaryPublisher(nc, topology, summaries, clock);
+  const projector = createProjector({ ctx, db, publisher, config, epoch, logger, metrics: deps.metrics });
+  return { db, nc, ctx, clock, epoch, topology, jsm, summaries, publisher, projector };
+}
+
+/** What a one-shot command that publishes projections reads. */
+export type CommandConfig = PartsConfig & Pick<Config, 'databaseUrl' | 'dbMaxConnections' | 'natsUrl' | 'logLevel'>;
+
+/**
+ * Runs a one-shot command (reconcile, replay) over its own database pool and NATS connection named
+ * `connectionName`, beside any running workers; drains and closes both afterwards.
+ */
+export async function withCommandParts<T>(config: CommandConfig, connectionName: string, run: (parts: Parts, logger: Logger) => Promise<T>): Promise<T> {
+  const logger = createLogger(config.logLevel);
+  const db = openDatabase(config, logger);
+  try {
+    const nc = await connectNats(config, connectionName);
+    try {
+      return await run(await assembleParts({ db, nc, config, logger }), logger);
+    } finally {
+      await nc.drain().catch(() => undefined);
+    }
+  } finally {
+    await db.destroy();
+  }
+}

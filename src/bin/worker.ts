@@ -1,0 +1,160 @@
+import { randomUUID } from 'node:crypto';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import { EventConsumer } from '../events/natsEventConsumer.js';
+import type { Topology } from '../events/subjects.js';
+import { createMetrics, type Metrics } from '../metrics.js';
+import { bootReconcile, type BootReconcileOutcome, type Lease } from '../projectors/bootReconcile.js';
+import type { Projector } from '../projectors/projector.js';
+import type { RepositoryContext } from '../repository/context.js';
+import type { Database } from '../repository/database.js';
+import { acquireLease, releaseLease } from '../repository/leases.js';
+import type { ClarificationService } from '../services/clarificationService.js';
+import type { Clock } from '../timestamps.js';
+import { assembleParts, createClarifications } from './assembly.js';
+import { startComponents, type WorkerComponent } from './worker/component.js';
+import { consumerLagProbe } from './worker/consumerLagProbe.js';
+import { deliveryRecoveryLoop } from './worker/deliveryRecoveryLoop.js';
+import { healthServerComponent } from './worker/healthServer.js';
+import { serviceEndpointsComponent } from './worker/serviceEndpointsComponent.js';
+import { summaryBucketRefillerComponent } from './worker/summaryBucketRefiller.js';
+
+export type WorkerConfig = Pick<
+  Config,
+  | 'subjectPrefix'
+  | 'healthPort'
+  | 'concurrency'
+  | 'projectionTransactions'
+  | 'maxEventBytes'
+  | 'maxDeliver'
+  | 'ackWaitMs'
+  | 'streamMaxAgeMs'
+  | 'reconcilePageSize'
+  | 'bootReconcile'
+  | 'respondDeadlineMs'
+> &
+  Partial<Pick<Config, 'summaryBucketStorage'>>;
+
+export interface WorkerDeps {
+  db: Database;
+  nc: NatsConnection;
+  config: WorkerConfig;
+  logger: Logger;
+  clock?: Clock;
+  /** Rearranges or extends the component list before it starts (tests of the lifecycle itself). */
+  arrangeComponents?: (components: readonly WorkerComponent[]) => readonly WorkerComponent[];
+}
+
+export interface WorkerHandle {
+  readonly topology: Topology;
+  readonly projector: Projector;
+  readonly metrics: Metrics;
+  readonly healthPort: number;
+  readonly ctx: RepositoryContext;
+  /** The clarification lifecycle the endpoints serve (benchmarks call it directly). */
+  readonly clarifications: ClarificationService;
+  /** Resolves when the boot reconcile ended (or was skipped or handed to another replica); never rejects. */
+  readonly bootReconcile: Promise<BootReconcileOutcome>;
+  /** Resolves once the summary bucket was checked against the database and no refill of it runs. */
+  summaryBucketFilled(): Promise<void>;
+  /** Stops the components in reverse order of start: pulling first, the health server last. Idempotent. */
+  stop(): Promise<void>;
+}
+
+const BOOT_LEASE = 'boot_reconcile';
+const LEASE_TTL_MS = 60_000;
+// Older claims than the respond deadline plus this are no longer in delivery on any replica.
+const RECOVERY_MARGIN_MS = 5000;
+// Lag with no event settled for this long means the consumer is stuck, not busy.
+const STUCK_AFTER_MS = 60_000;
+
+function bootLease(ctx: RepositoryContext): Lease {
+  const owner = randomUUID();
+  return {
+    acquire: () => acquireLease(ctx, BOOT_LEASE, owner, LEASE_TTL_MS),
+    release: () => releaseLease(ctx, BOOT_LEASE, owner),
+  };
+}
+
+/**
+ * Assembles one worker and starts its components in order; a component that fails to start stops
+ * the ones before it. Live events flow while the boot reconcile runs (under a lease: one replica at
+ * a time) and coalesce with it.
+ */
+export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
+  const { nc, config, logger } = deps;
+  const metrics = createMetrics();
+  const parts = await assembleParts({ db: deps.db, nc, config, logger, clock: deps.clock, metrics, inbound: config });
+  const { ctx, projector, topology, epoch } = parts;
+  const clarifications = createClarifications(parts, { nc, respondDeadlineMs: config.respondDeadlineMs, logger });
+  let serving = false;
+
+  const consumer = new EventConsumer({ nc, topology, handler: projector, logger, metrics, maxEventBytes: config.maxEventBytes, maxDeliver: config.maxDeliver });
+  const reconcile = bootReconcile({
+    ctx,
+    enabled: config.bootReconcile,
+    lease: bootLease(ctx),
+    pageSize: config.reconcilePageSize,
+    repair: (taskIds) => projector.reprojectBatch(taskIds),
+    logger,
+    metrics,
+  });
+  const lagProbe = consumerLagProbe({ jsm: parts.jsm, topology, metrics, logger });
+  const refiller = summaryBucketRefillerComponent({
+    ctx,
+    nc,
+    bucket: parts.summaries,
+    publisher: parts.publisher,
+    pageSize: config.reconcilePageSize,
+    logger,
+    metrics,
+    expectedStorage: config.summaryBucketStorage,
+  });
+  const health = healthServerComponent(config.healthPort, metrics.registry, () => {
+    const stuck = lagProbe.lag > 0 && consumer.idleForMs > STUCK_AFTER_MS;
+    const alive = !nc.isClosed() && !stuck;
+    return {
+      healthy: alive,
+      ready: alive && serving && reconcile.started,
+      detail: { consumer_lag: lagProbe.lag, idle_for_ms: consumer.idleForMs, unsettled: consumer.unsettled, boot_reconcile_started: reconcile.started, epoch },
+    };
+  });
+
+  // Stopped in reverse: the endpoints and the consumer stop taking work before the boot reconcile
+  // and the projections they feed settle, and the health server answers (not ready) until the end.
+  const components: readonly WorkerComponent[] = [
+    health,
+    lagProbe,
+    refiller,
+    { name: 'projections', start: async () => undefined, stop: () => projector.whenIdle() },
+    reconcile,
+    { name: 'event-consumer', start: () => consumer.start(), stop: () => consumer.stop() },
+    deliveryRecoveryLoop({ recover: (options) => clarifications.recoverPendingDeliveries(options), graceMs: config.respondDeadlineMs + RECOVERY_MARGIN_MS, logger }),
+    serviceEndpointsComponent({ nc, topology, ctx, projector, clarifications, logger, maxRequestBytes: config.maxEventBytes }),
+  ];
+  const started = await startComponents(deps.arrangeComponents?.(components) ?? components, logger);
+  serving = true;
+  const log = logger.child({ component: 'worker' });
+  log.info({ healthPort: health.port, stream: topology.eventsStream, consumer: topology.consumer, epoch }, 'worker started');
+
+  let stopped: Promise<void> | undefined;
+  return {
+    topology,
+    projector,
+    metrics,
+    ctx,
+    clarifications,
+    healthPort: health.port,
+    bootReconcile: reconcile.outcome,
+    summaryBucketFilled: () => refiller.whenIdle(),
+    stop() {
+      stopped ??= (async () => {
+        serving = false;
+        await started.stop();
+        log.info('worker stopped');
+      })();
+      return stopped;
+    },
+  };
+}
