@@ -4,6 +4,15 @@ import type { Knex } from 'knex';
  * Kandev's task, session, turn, message, summary and meta tables (domain reference §1), one
  * migration text for both dialects. Timestamps are PostgreSQL `timestamp` and SQLite TEXT holding
  * the canonical fixed-width UTC form (see src/timestamps.ts). JSON is TEXT '{}' in both.
+ *
+ * Frozen: databases in service ran this text, so editing what it creates would give a fresh
+ * database a schema no existing one has. A change is a new migration. For that reason the index
+ * expressions and the pp_json_* helpers below are written out here rather than imported from the
+ * repository's dialect: an import would let a later edit of a query silently change what this
+ * migration creates. test/integration/migrationExpressions.test.ts reads back what it created on
+ * both dialects, pins it, and checks that the queries' own fragments (dialect.ts,
+ * currentTurnAuthority.ts, clarificationSql.ts) still match it: the planner serves them from these
+ * indexes, and every helper the PostgreSQL fragments call is one created here.
  */
 
 type Dialect = 'sqlite' | 'postgres';
@@ -92,8 +101,8 @@ END $$;
 `;
 
 function pendingIdExpression(dialect: Dialect): string {
-  // Must be textually the same expression the repository's dialect.jsonString() emits, or the
-  // planner will not match the index.
+  // The planner matches the index only while this is the expression the repository's
+  // dialect.jsonString() emits (pinned by test/integration/migrationExpressions.test.ts).
   return dialect === 'postgres'
     ? `pp_json_string(metadata, '{pending_id}')`
     : `(CASE WHEN json_type((CASE WHEN json_valid(metadata) THEN metadata END), '$.pending_id') = 'text' ` +
@@ -155,6 +164,7 @@ export async function up(knex: Knex): Promise<void> {
   // Serves D1's four-key order per session, so the current turn is the first index entry of the
   // session instead of a sort (the window site ranks many sessions in one pass over it).
   // The id key is compared byte-wise on PostgreSQL too (dialect.binaryText), and the index must say so.
+  // The keys must stay currentTurnAuthority's orderBy (pinned by migrationExpressions.test.ts).
   await knex.raw(
     `CREATE INDEX idx_turns_current_turn_order ON task_session_turns (task_session_id, ` +
       `(CASE WHEN completed_at IS NULL THEN 0 ELSE 1 END), started_at DESC, created_at DESC, ` +

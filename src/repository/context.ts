@@ -30,7 +30,5 @@ function isTransaction(knex: Knex | Knex.Transaction): knex is Knex.Transaction 
 
 /** Rows of a raw statement, whichever driver ran it (pg wraps them, better-sqlite3 does not). */
 export async function rawRows<T>(ctx: RepositoryContext, sql: string, bindings: readonly unknown[] = []): Promise<T[]> {
-  const result = await ctx.knex.raw(sql, bindings as Knex.RawBinding[]);
-  if (ctx.dialect.name === 'postgres') return (result as { rows: T[] }).rows;
-  return result as T[];
+  return ctx.dialect.rawResultRows<T>(await ctx.knex.raw(sql, bindings as Knex.RawBinding[]));
 }

@@ -29,6 +29,15 @@ export interface SqlDialect {
    * not apply, to avoid deadlock). Every transaction of this service may write.
    */
   readonly beginTransaction: string;
+  /**
+   * Every write transaction already holds the database's one write lock from its BEGIN (SQLite's
+   * IMMEDIATE), for every connection and process on the database. Row locks (`FOR UPDATE`) and
+   * advisory locks would serialise nothing more, so the code that takes them on PostgreSQL skips
+   * them here.
+   */
+  readonly writeTransactionsSerialised: boolean;
+  /** The rows of a `knex.raw` result: pg wraps them in a result object, better-sqlite3 returns them as they are. */
+  rawResultRows<T>(result: unknown): T[];
   /** Boolean expression: the JSON value at `key` is one of the four truthy encodings. Never NULL. */
   jsonFlag(column: string, key: string): string;
   /** Text expression: the JSON string at `path` (nested keys), NULL for any other type or document. */
@@ -47,6 +56,8 @@ export interface SqlDialect {
   inList(operand: string, values: readonly string[]): SqlFragment;
   /** Boolean: a TEXT column holds a canonical positive integer ("1".."999999999999999999"). */
   isCanonicalPositiveInteger(column: string): string;
+  /** Text expression: the canonical integer text in `column` plus one, as canonical integer text. */
+  incrementIntegerText(column: string): string;
   /**
    * A text expression compared by code units, as SQLite's BINARY and JavaScript do. PostgreSQL
    * would otherwise compare ids by the database's collation, where "TURN-x" and "turn-x" can sort
@@ -73,6 +84,10 @@ function sqliteDoc(column: string): string {
 export const sqliteDialect: SqlDialect = {
   name: 'sqlite',
   beginTransaction: 'BEGIN IMMEDIATE',
+  writeTransactionsSerialised: true,
+  rawResultRows<T>(result: unknown) {
+    return result as T[];
+  },
   jsonFlag(column, key) {
     const doc = sqliteDoc(column);
     const path = `'$.${checkKey(key)}'`;
@@ -111,6 +126,9 @@ export const sqliteDialect: SqlDialect = {
   isCanonicalPositiveInteger(column) {
     return `(length(${column}) BETWEEN 1 AND 18 AND ${column} NOT GLOB '*[^0-9]*' AND ${column} NOT GLOB '0*')`;
   },
+  incrementIntegerText(column) {
+    return `CAST(CAST(${column} AS INTEGER) + 1 AS TEXT)`;
+  },
   binaryText(expression) {
     return expression;
   },
@@ -119,6 +137,10 @@ export const sqliteDialect: SqlDialect = {
 export const postgresDialect: SqlDialect = {
   name: 'postgres',
   beginTransaction: 'BEGIN',
+  writeTransactionsSerialised: false,
+  rawResultRows<T>(result: unknown) {
+    return (result as { rows: T[] }).rows;
+  },
   // The pp_json_* functions are created by the first migration; each parses the document once and
   // turns a cast failure into "no keys" (PostgreSQL 15 has no pg_input_is_valid).
   jsonFlag(column, key) {
@@ -143,6 +165,9 @@ export const postgresDialect: SqlDialect = {
   },
   isCanonicalPositiveInteger(column) {
     return `(${column} ~ '^[1-9][0-9]{0,17}$')`;
+  },
+  incrementIntegerText(column) {
+    return `(${column}::bigint + 1)::text`;
   },
   binaryText(expression) {
     return `${expression} COLLATE "C"`;

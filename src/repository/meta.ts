@@ -14,7 +14,7 @@ export class CorruptMetaError extends Error {
  */
 export async function nextPendingActionProjectionEpoch(ctx: RepositoryContext): Promise<string> {
   const current = ctx.dialect.isCanonicalPositiveInteger('kandev_meta.value');
-  const increment = ctx.dialect.name === 'postgres' ? `(kandev_meta.value::bigint + 1)::text` : `CAST(CAST(kandev_meta.value AS INTEGER) + 1 AS TEXT)`;
+  const increment = ctx.dialect.incrementIntegerText('kandev_meta.value');
   const rows = await rawRows<{ value: string }>(
     ctx,
     `INSERT INTO kandev_meta (key, value) VALUES (?, '1')

@@ -3,11 +3,12 @@ import type { RepositoryContext } from './context.js';
 /**
  * Serialises turn and clarification writes per session (Kandev's `lockSessionTurnWrites`).
  * PostgreSQL takes transaction-scoped advisory locks in sorted order, so two writers that touch the
- * same sessions cannot deadlock; SQLite needs nothing because its one writer connection already
- * serialises every write transaction. Must run inside a transaction.
+ * same sessions cannot deadlock; SQLite needs nothing because every write transaction there already
+ * holds the database's write lock (`SqlDialect.writeTransactionsSerialised`). Must run inside a
+ * transaction.
  */
 export async function lockSessionTurnWrites(tx: RepositoryContext, sessionIds: Iterable<string>): Promise<void> {
-  if (tx.dialect.name !== 'postgres') return;
+  if (tx.dialect.writeTransactionsSerialised) return;
   for (const id of [...new Set(sessionIds)].sort()) {
     await tx.knex.raw(`SELECT pg_advisory_xact_lock(hashtextextended('task-session-turn:' || ?, 0))`, [id]);
   }
@@ -15,10 +16,11 @@ export async function lockSessionTurnWrites(tx: RepositoryContext, sessionIds: I
 
 /**
  * Row-locks the sessions so a concurrent move to a terminal state waits for this transaction
- * (claims and restores must not commit against a session that just became terminal).
+ * (claims and restores must not commit against a session that just became terminal). Nothing to
+ * lock where write transactions are already serialised.
  */
 export async function lockSessionRows(tx: RepositoryContext, sessionIds: Iterable<string>): Promise<void> {
-  if (tx.dialect.name !== 'postgres') return;
+  if (tx.dialect.writeTransactionsSerialised) return;
   const ids = [...new Set(sessionIds)].sort();
   if (ids.length === 0) return;
   await tx.knex.raw(`SELECT id FROM task_sessions WHERE id = ANY(?::text[]) ORDER BY id FOR UPDATE`, [ids]);

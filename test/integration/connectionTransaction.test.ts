@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import Sqlite from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TransactionEndedError } from '../../src/repository/driver/connectionTransaction.js';
-import { withTransaction } from '../../src/repository/context.js';
+import { createRepositoryContext, withTransaction } from '../../src/repository/context.js';
+import { createDatabase } from '../../src/repository/database.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 
 describeEachDialect('transactions on %s', (dialect) => {
@@ -86,6 +87,25 @@ describeEachDialect('transactions on %s', (dialect) => {
       t.db.knex.removeListener('query', onQuery);
     }
     expect(handles.size).toBeLessThanOrEqual(t.db.maxConnections);
+  });
+
+  it('lets a writer on another pool in beside an open write transaction exactly where the dialect does not serialise write transactions', async () => {
+    // Another pool on the same data, as another process would open it; on SQLite it answers busy at
+    // once instead of waiting out the busy timeout.
+    const other = createDatabase(t.url, { maxConnections: 1, walCheckpointer: false });
+    try {
+      if (dialect === 'sqlite') await other.knex.raw('PRAGMA busy_timeout = 0');
+      const outcome = await withTransaction(t.ctx, async (tx) => {
+        await insertMeta(tx.knex, randomUUID());
+        return withTransaction(createRepositoryContext(other), (beside) => insertMeta(beside.knex, randomUUID())).then(
+          () => 'wrote beside it',
+          (err: { code?: string }) => err.code,
+        );
+      });
+      expect(outcome).toBe(t.db.dialect.writeTransactionsSerialised ? 'SQLITE_BUSY' : 'wrote beside it');
+    } finally {
+      await other.destroy();
+    }
   });
 
   if (dialect === 'postgres') {
