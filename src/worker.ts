@@ -17,6 +17,7 @@ import { acquireLease, releaseLease } from './repository/leases.js';
 import { nextPendingActionProjectionEpoch } from './repository/meta.js';
 import { migrateLatest } from './repository/migrate.js';
 import { systemClock, type Clock } from './timestamps.js';
+import { createClarificationStore } from './repository/clarificationStore.js';
 import { createClarificationService, type ClarificationService } from './services/clarificationService.js';
 import { startServiceEndpoints } from './services/serviceEndpoints.js';
 import { NatsClarificationDelivery } from './events/natsClarificationDelivery.js';
@@ -93,7 +94,7 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
   const consumer = new EventConsumer({ nc, topology, handler: projector, logger, metrics, maxEventBytes: config.maxEventBytes, maxDeliver: config.maxDeliver });
   await consumer.start();
   const clarifications = createClarificationService({
-    ctx,
+    store: createClarificationStore(ctx),
     delivery: new NatsClarificationDelivery(nc, topology, clock),
     events: new NatsEventPublisher(nc, topology, clock),
     refreshSummary: (taskId) => projector.reproject(taskId),

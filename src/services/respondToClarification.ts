@@ -3,18 +3,9 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { CLARIFICATION_PRIMARY_ANSWERED, CLARIFICATION_STALE_DISMISSED, type KandevEvent } from '../events/kandevEvents.js';
 import { isSubjectToken } from '../events/subjects.js';
-import { abandonClaimedClarifications } from '../repository/abandonClaimedClarifications.js';
-import {
-  ClaimIntegrityError,
-  claimClarificationBundle,
-  finalizeClarificationDelivery,
-  restoreClaimedClarifications,
-  type ClaimOutcome,
-} from '../repository/clarificationClaims.js';
-import { findMessagesByPendingId } from '../repository/clarifications.js';
-import type { RepositoryContext } from '../repository/context.js';
+import type { ClaimOutcome } from '../repository/clarificationClaims.js';
+import type { ClarificationStore } from '../repository/clarificationStore.js';
 import type { MessageRecord } from '../repository/rowMapping.js';
-import { getSession } from '../repository/tasks.js';
 import { isTruthyFlag } from '../turns/lifecycleTurn.js';
 import type { ClarificationDelivery, ClarificationDeliveryPayload, EventPublisher, RefreshSummary } from './clarificationPorts.js';
 import { messageUpdatedEvents } from './messageUpdatedEvents.js';
@@ -40,7 +31,8 @@ import { respondRequestSchema, type ParsedRespondRequest, type RespondRequest } 
  */
 
 export interface RespondDeps {
-  ctx: RepositoryContext;
+  /** Where the bundle's rows are read and claimed (`createClarificationStore(ctx)`). */
+  store: ClarificationStore;
   delivery: ClarificationDelivery;
   events: EventPublisher;
   refreshSummary: RefreshSummary;
@@ -69,7 +61,7 @@ async function prepare(deps: RespondDeps, log: Logger, request: ParsedRespondReq
   const pendingId = request.pending_id;
   let rows: MessageRecord[];
   try {
-    rows = await findMessagesByPendingId(deps.ctx, pendingId);
+    rows = await deps.store.findMessagesByPendingId(pendingId);
   } catch (err) {
     log.warn({ pendingId, err }, 'could not read the clarification');
     return failure('unavailable', `could not read clarification ${pendingId}: ${(err as Error).message}`);
@@ -86,7 +78,7 @@ async function prepare(deps: RespondDeps, log: Logger, request: ParsedRespondReq
   let taskId = rows.find((r) => r.taskId !== '')?.taskId;
   if (taskId === undefined) {
     try {
-      taskId = (await getSession(deps.ctx, sessionId))?.taskId;
+      taskId = (await deps.store.getSession(sessionId))?.taskId;
     } catch (err) {
       return failure('unavailable', `could not read session ${sessionId}: ${(err as Error).message}`);
     }
@@ -107,17 +99,20 @@ export async function respondToClarification(deps: RespondDeps, input: RespondRe
 
   let claim;
   try {
-    claim = await claimClarificationBundle(deps.ctx, pendingId, toClaimOutcome(outcome));
+    claim = await deps.store.claimClarificationBundle(pendingId, toClaimOutcome(outcome));
   } catch (err) {
     log.error({ pendingId, err }, 'clarification claim failed');
-    if (err instanceof ClaimIntegrityError) return failure('internal', `clarification ${pendingId}: ${err.message}`);
     return failure('unavailable', `could not claim clarification ${pendingId}: ${(err as Error).message}; retry to learn the outcome`);
+  }
+  if (!claim.claimed && claim.reason === 'CLAIM_INTEGRITY') {
+    log.error({ pendingId, reason: claim.message }, 'clarification claim failed');
+    return failure('internal', `clarification ${pendingId}: ${claim.message}`);
   }
 
   if (!claim.claimed) {
     let current: MessageRecord[];
     try {
-      current = await findMessagesByPendingId(deps.ctx, pendingId);
+      current = await deps.store.findMessagesByPendingId(pendingId);
     } catch (err) {
       return failure('unavailable', `clarification ${pendingId} was not claimed and could not be re-read: ${(err as Error).message}`);
     }
@@ -184,10 +179,10 @@ async function deliverClaim(deps: RespondDeps, log: Logger, claimed: Claimed): P
   return restoreAfterFailure(deps, log, claimed, `the resume command was not acknowledged within ${deps.respondDeadlineMs} ms (${resume.reason})`);
 }
 
-async function finalizeWithRetry(ctx: RepositoryContext, ids: string[]): Promise<MessageRecord[]> {
+async function finalizeWithRetry(store: ClarificationStore, ids: string[]): Promise<MessageRecord[]> {
   for (let attempt = 0; ; attempt++) {
     try {
-      return await finalizeClarificationDelivery(ctx, ids);
+      return await store.finalizeClarificationDelivery(ids);
     } catch (err) {
       const delay = FINALIZE_RETRY_DELAYS_MS[attempt];
       if (delay === undefined) throw err;
@@ -217,7 +212,7 @@ async function finishDelivered(
   const { pendingId, taskId, sessionId } = claimed;
   let finalized: MessageRecord[];
   try {
-    finalized = await finalizeWithRetry(deps.ctx, claimed.rows.map((r) => r.id));
+    finalized = await finalizeWithRetry(deps.store, claimed.rows.map((r) => r.id));
   } catch (err) {
     // Accepted by the agent or the bus, so never delivered again; recovery finalises it later.
     log.error({ pendingId, delivery, err }, 'response accepted but not finalised');
@@ -251,7 +246,7 @@ async function restoreAfterFailure(deps: RespondDeps, log: Logger, claimed: Clai
   const ids = claimed.rows.map((r) => r.id);
   let restore;
   try {
-    restore = await restoreClaimedClarifications(deps.ctx, pendingId, claimed.outcome.status, ids);
+    restore = await deps.store.restoreClaimedClarifications(pendingId, claimed.outcome.status, ids);
   } catch (err) {
     log.error({ pendingId, reason, err }, 'delivery failed and the claim could not be restored');
     return failure('internal', `${reason}; restoring the clarification failed (${(err as Error).message}), so it is not retryable until recovered`);
@@ -259,7 +254,7 @@ async function restoreAfterFailure(deps: RespondDeps, log: Logger, claimed: Clai
   if (!restore.restored) {
     let abandoned: MessageRecord[];
     try {
-      abandoned = await abandonClaimedClarifications(deps.ctx, ids);
+      abandoned = await deps.store.abandonClaimedClarifications(ids);
     } catch (err) {
       log.error({ pendingId, reason, err }, 'delivery failed and the unrestorable claim could not be released');
       return failure('internal', `${reason}; the clarification is no longer active and could not be released (${(err as Error).message})`);
