@@ -18,8 +18,10 @@ import { nextPendingActionProjectionEpoch } from './repository/meta.js';
 import { migrateLatest } from './repository/migrate.js';
 import { systemClock, type Clock } from './timestamps.js';
 import { createClarificationStore } from './repository/clarificationStore.js';
+import { createTaskStore } from './repository/taskStore.js';
 import { createClarificationService, type ClarificationService } from './services/clarificationService.js';
 import { startServiceEndpoints } from './services/serviceEndpoints.js';
+import { createTaskService } from './services/taskService.js';
 import { NatsClarificationDelivery } from './events/natsClarificationDelivery.js';
 import { NatsEventPublisher } from './events/natsEventPublisher.js';
 
@@ -122,7 +124,8 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
     return report;
   };
   await recoverClaims();
-  const endpoints = await startServiceEndpoints({ nc, topology, ctx, projector, clarifications, logger, maxRequestBytes: config.maxEventBytes });
+  const tasks = createTaskService({ store: createTaskStore(ctx), reproject: (taskId) => projector.reproject(taskId), logger });
+  const endpoints = await startServiceEndpoints({ nc, topology, clarifications, tasks, logger, maxRequestBytes: config.maxEventBytes });
 
   let stopping = false;
   let reconcileStarted = !config.bootReconcile;
