@@ -3,6 +3,7 @@ import type { UnresolvedBundle } from '../repository/clarifications.js';
 import type { MessageRecord, TurnRecord } from '../repository/rowMapping.js';
 import { isTruthyFlag } from '../turns/lifecycleTurn.js';
 import { messageUpdatedEvents } from './messageUpdatedEvents.js';
+import { publishOrRefresh } from './publishOrRefresh.js';
 import { recoverPendingDeliveries, type RecoveryOptions, type RecoveryReport } from './recoverPendingDeliveries.js';
 import {
   failure,
@@ -88,11 +89,7 @@ export function createClarificationService(deps: ClarificationServiceDeps): Clar
   const { store } = deps;
   const log: Logger = deps.logger.child({ component: 'clarification-service' });
   const publishRows = async (rows: MessageRecord[]) => {
-    if (rows.length === 0) return;
-    await deps.events.publish(messageUpdatedEvents(rows)).catch((err: Error) => {
-      log.warn({ err, sessionId: rows[0]!.sessionId }, 'could not publish message.updated; refreshing the summary directly');
-      return deps.refreshSummary(rows[0]!.taskId).catch(() => undefined);
-    });
+    if (rows.length > 0) await publishOrRefresh(deps, log, rows[0]!.taskId, messageUpdatedEvents(rows));
   };
 
   return {

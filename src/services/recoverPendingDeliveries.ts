@@ -5,6 +5,7 @@ import { timestampToMicros } from '../timestamps.js';
 import { isTruthyFlag } from '../turns/lifecycleTurn.js';
 import type { ClarificationDelivery, EventPublisher, RefreshSummary } from './clarificationPorts.js';
 import { messageUpdatedEvents } from './messageUpdatedEvents.js';
+import { publishOrRefresh } from './publishOrRefresh.js';
 
 export interface RecoveryDeps {
   store: ClarificationStore;
@@ -44,11 +45,7 @@ export async function recoverPendingDeliveries(deps: RecoveryDeps, options: Reco
   const report: RecoveryReport = { restored: 0, finalized: 0, abandoned: 0, deferred: 0, failed: 0 };
   const { store } = deps;
   const publish = async (rows: MessageRecord[]) => {
-    if (rows.length === 0) return;
-    await deps.events.publish(messageUpdatedEvents(rows)).catch(async (err: Error) => {
-      log.warn({ err }, 'could not publish recovered rows; refreshing the summary directly');
-      await deps.refreshSummary(rows[0]!.taskId).catch(() => undefined);
-    });
+    if (rows.length > 0) await publishOrRefresh(deps, log, rows[0]!.taskId, messageUpdatedEvents(rows));
   };
   for (const pendingId of await store.listPendingDeliveries()) {
     try {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { CLARIFICATION_PRIMARY_ANSWERED, CLARIFICATION_STALE_DISMISSED, type KandevEvent } from '../events/kandevEvents.js';
+import { CLARIFICATION_PRIMARY_ANSWERED, CLARIFICATION_STALE_DISMISSED } from '../events/kandevEvents.js';
 import { isSubjectToken } from '../events/subjects.js';
 import type { ClaimOutcome } from '../repository/clarificationClaims.js';
 import type { ClarificationStore } from '../repository/clarificationStore.js';
@@ -10,6 +10,7 @@ import { isTruthyFlag } from '../turns/lifecycleTurn.js';
 import type { ClarificationDelivery, ClarificationDeliveryPayload, EventPublisher, RefreshSummary } from './clarificationPorts.js';
 import { messageUpdatedEvents } from './messageUpdatedEvents.js';
 import { inspectBundle, validateOutcome, type BundleQuestionView, type NormalizedOutcome } from './outcomeValidation.js';
+import { publishOrRefresh, refreshThenPublish } from './publishOrRefresh.js';
 import { recordedOutcome } from './recordedOutcome.js';
 import { failure, type ReplyFailure, type RespondReply, type RespondResult } from './replies.js';
 import { respondRequestSchema, type ParsedRespondRequest, type RespondRequest } from './requests.js';
@@ -191,17 +192,6 @@ async function finalizeWithRetry(store: ClarificationStore, ids: string[]): Prom
   }
 }
 
-/** Events go to the bus; if the bus refuses them, refresh the summary directly so it still converges. */
-async function publishOrRefresh(deps: RespondDeps, log: Logger, taskId: string, events: KandevEvent[]): Promise<void> {
-  if (events.length === 0) return;
-  try {
-    await deps.events.publish(events);
-  } catch (err) {
-    log.warn({ taskId, err }, 'could not publish clarification events; refreshing the summary directly');
-    await deps.refreshSummary(taskId).catch((refreshErr: Error) => log.error({ taskId, err: refreshErr }, 'summary refresh failed too'));
-  }
-}
-
 async function finishDelivered(
   deps: RespondDeps,
   log: Logger,
@@ -263,19 +253,15 @@ async function restoreAfterFailure(deps: RespondDeps, log: Logger, claimed: Clai
     log.warn({ pendingId, reason }, 'delivery failed after the clarification stopped being active');
     return failure('conflict', `${reason}; meanwhile the clarification stopped being active (superseded turn or terminal session), so the response was not delivered`);
   }
-  const events = messageUpdatedEvents(restore.rows);
-  try {
-    // Retryability is acknowledged only once the summary shows the restored question again.
-    await deps.refreshSummary(taskId);
-  } catch (err) {
-    log.error({ pendingId, taskId, reason, err }, 'clarification restored but the summary refresh did not commit');
-    await deps.events.publish(events).catch((publishErr: Error) => log.warn({ pendingId, err: publishErr }, 'could not publish restored rows'));
+  // Retryability is acknowledged only once the summary shows the restored question again.
+  const refresh = await refreshThenPublish(deps, log, taskId, messageUpdatedEvents(restore.rows));
+  if (!refresh.refreshed) {
+    log.error({ pendingId, taskId, reason, err: refresh.error }, 'clarification restored but the summary refresh did not commit');
     return failure(
       'internal',
-      `${reason}; the clarification is pending again but the task summary could not be refreshed (${(err as Error).message}), so the response is not acknowledged as retryable`,
+      `${reason}; the clarification is pending again but the task summary could not be refreshed (${refresh.error.message}), so the response is not acknowledged as retryable`,
     );
   }
-  await deps.events.publish(events).catch((err: Error) => log.warn({ pendingId, err }, 'could not publish restored rows'));
   log.warn({ pendingId, reason }, 'clarification delivery failed; restored for a retry');
   return failure('retryable', `${reason}; the clarification is pending again and the response can be retried`);
 }
