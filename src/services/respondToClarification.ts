@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import pRetry from 'p-retry';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { CLARIFICATION_PRIMARY_ANSWERED, CLARIFICATION_STALE_DISMISSED } from '../events/kandevEvents.js';
@@ -53,7 +54,13 @@ type Claimed = {
   rows: MessageRecord[];
 };
 
-const FINALIZE_RETRY_DELAYS_MS = [50, 250];
+/**
+ * A finalise that fails after the agent or the bus accepted the response is retried twice, after
+ * 50 ms then 250 ms (a lock or connection blip), before the reply says `internal`: the response is
+ * never delivered again, so only finalising it is left, and recovery does that later if this fails.
+ * (p-retry does not retry a TypeError: a bug, not a blip.)
+ */
+const FINALIZE_RETRY = { retries: 2, minTimeout: 50, factor: 5, randomize: false } as const;
 
 type Prepared = { rows: MessageRecord[]; questions: BundleQuestionView[]; outcome: NormalizedOutcome; sessionId: string; taskId: string };
 
@@ -180,18 +187,6 @@ async function deliverClaim(deps: RespondDeps, log: Logger, claimed: Claimed): P
   return restoreAfterFailure(deps, log, claimed, `the resume command was not acknowledged within ${deps.respondDeadlineMs} ms (${resume.reason})`);
 }
 
-async function finalizeWithRetry(store: ClarificationStore, ids: string[]): Promise<MessageRecord[]> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await store.finalizeClarificationDelivery(ids);
-    } catch (err) {
-      const delay = FINALIZE_RETRY_DELAYS_MS[attempt];
-      if (delay === undefined) throw err;
-      await new Promise((r) => setTimeout(r, delay));
-    }
-  }
-}
-
 async function finishDelivered(
   deps: RespondDeps,
   log: Logger,
@@ -202,7 +197,8 @@ async function finishDelivered(
   const { pendingId, taskId, sessionId } = claimed;
   let finalized: MessageRecord[];
   try {
-    finalized = await finalizeWithRetry(deps.store, claimed.rows.map((r) => r.id));
+    const ids = claimed.rows.map((r) => r.id);
+    finalized = await pRetry(() => deps.store.finalizeClarificationDelivery(ids), FINALIZE_RETRY);
   } catch (err) {
     // Accepted by the agent or the bus, so never delivered again; recovery finalises it later.
     log.error({ pendingId, delivery, err }, 'response accepted but not finalised');
