@@ -16,6 +16,9 @@ import { createDatabase, type Database } from '../repository/database.js';
 import { nextPendingActionProjectionEpoch } from '../repository/meta.js';
 import { migrateLatest } from '../repository/migrate.js';
 import { createClarificationService, type ClarificationService } from '../services/clarificationService.js';
+import { createTaskService, type TaskService } from '../services/taskService.js';
+import { createClarificationStore } from '../repository/clarificationStore.js';
+import { createTaskStore } from '../repository/taskStore.js';
 import { systemClock, type Clock } from '../timestamps.js';
 import { connectNats } from './connectNats.js';
 
@@ -98,13 +101,18 @@ export function createProjector(deps: { ctx: RepositoryContext; db: Database; pu
 /** The one construction of the clarification lifecycle the worker's endpoints serve. */
 export function createClarifications(parts: Parts, deps: { nc: NatsConnection; respondDeadlineMs: number; logger: Logger }): ClarificationService {
   return createClarificationService({
-    ctx: parts.ctx,
+    store: createClarificationStore(parts.ctx),
     delivery: new NatsClarificationDelivery(deps.nc, parts.topology, parts.clock),
     events: new NatsEventPublisher(deps.nc, parts.topology, parts.clock),
     refreshSummary: (taskId) => parts.projector.reproject(taskId),
     respondDeadlineMs: deps.respondDeadlineMs,
     logger: deps.logger,
   });
+}
+
+/** The one construction of the task endpoints' service (summary.get, task.reproject). */
+export function createTasks(parts: Parts, logger: Logger): TaskService {
+  return createTaskService({ store: createTaskStore(parts.ctx), reproject: (taskId) => parts.projector.reproject(taskId), logger });
 }
 
 /** Migrations, stores, epoch, topology, publisher and projector, in that order. */

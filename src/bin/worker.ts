@@ -12,7 +12,7 @@ import type { Database } from '../repository/database.js';
 import { acquireLease, releaseLease } from '../repository/leases.js';
 import type { ClarificationService } from '../services/clarificationService.js';
 import type { Clock } from '../timestamps.js';
-import { assembleParts, createClarifications } from './assembly.js';
+import { assembleParts, createClarifications, createTasks } from './assembly.js';
 import { startComponents, type WorkerComponent } from './worker/component.js';
 import { consumerLagProbe } from './worker/consumerLagProbe.js';
 import { deliveryRecoveryLoop } from './worker/deliveryRecoveryLoop.js';
@@ -131,7 +131,7 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
     reconcile,
     { name: 'event-consumer', start: () => consumer.start(), stop: () => consumer.stop() },
     deliveryRecoveryLoop({ recover: (options) => clarifications.recoverPendingDeliveries(options), graceMs: config.respondDeadlineMs + RECOVERY_MARGIN_MS, logger }),
-    serviceEndpointsComponent({ nc, topology, ctx, projector, clarifications, logger, maxRequestBytes: config.maxEventBytes }),
+    serviceEndpointsComponent({ nc, topology, clarifications, tasks: createTasks(parts, logger), logger, maxRequestBytes: config.maxEventBytes }),
   ];
   const started = await startComponents(deps.arrangeComponents?.(components) ?? components, logger);
   serving = true;

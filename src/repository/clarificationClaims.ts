@@ -1,9 +1,9 @@
 import { rawRows, withTransaction, type RepositoryContext } from './context.js';
 import { currentTurnIdSubquery } from './currentTurnAuthority.js';
 import { CLARIFICATION_TYPE, isPending, nonTerminalSession, pendingIdOf, statusIs, wellFormedBundle } from './clarificationSql.js';
-import { questionIdFromMetadata } from './clarifications.js';
 import { toMessageRecord, type MessageRecord } from './rowMapping.js';
 import { lockSessionRows, lockSessionTurnWrites } from './sessionLocks.js';
+import { questionIdFromMetadata } from '../turns/clarificationQuestionId.js';
 
 /**
  * The exclusive claim, its finalisation and its restore (ADR 0001 "Response handling"). A claim

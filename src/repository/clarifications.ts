@@ -12,6 +12,7 @@ import {
 import { toMessageRecord, type MessageRecord } from './rowMapping.js';
 import { lockSessionTurnWrites } from './sessionLocks.js';
 import { toCanonicalTimestamp } from '../timestamps.js';
+import { questionIdFromMetadata } from '../turns/clarificationQuestionId.js';
 import { isTruthyFlag } from '../turns/lifecycleTurn.js';
 
 /**
@@ -258,15 +259,4 @@ async function loadBundleRows(ctx: RepositoryContext, keys: Row[]): Promise<Unre
       })),
     };
   });
-}
-
-/** The TypeScript twin of `questionIdOf`: flat `question_id` wins, nested `question.id` is the fallback. */
-export function questionIdFromMetadata(metadata: Record<string, unknown>): string {
-  if (typeof metadata.question_id === 'string' && metadata.question_id !== '') return metadata.question_id;
-  const question = metadata.question;
-  if (question && typeof question === 'object' && !Array.isArray(question)) {
-    const nested = (question as Record<string, unknown>).id;
-    if (typeof nested === 'string') return nested;
-  }
-  return '';
 }

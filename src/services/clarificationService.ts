@@ -1,18 +1,9 @@
 import type { Logger } from 'pino';
-import {
-  detachActiveClarifications,
-  expireActiveClarificationBundle,
-  findActiveClarificationMessages,
-  InvalidCursorError,
-  listUnresolvedClarificationBundles,
-  type UnresolvedBundle,
-} from '../repository/clarifications.js';
-import { loadTaskPendingState } from '../repository/pendingActions.js';
+import type { UnresolvedBundle } from '../repository/clarifications.js';
 import type { MessageRecord, TurnRecord } from '../repository/rowMapping.js';
-import { getSession } from '../repository/tasks.js';
-import { getCurrentTurn, listVisibleTurns } from '../repository/turns.js';
 import { isTruthyFlag } from '../turns/lifecycleTurn.js';
 import { messageUpdatedEvents } from './messageUpdatedEvents.js';
+import { publishOrRefresh } from './publishOrRefresh.js';
 import { recoverPendingDeliveries, type RecoveryOptions, type RecoveryReport } from './recoverPendingDeliveries.js';
 import {
   failure,
@@ -95,39 +86,36 @@ function toTurnPayload(turn: TurnRecord): TurnPayload {
 }
 
 export function createClarificationService(deps: ClarificationServiceDeps): ClarificationService {
-  const { ctx } = deps;
+  const { store } = deps;
   const log: Logger = deps.logger.child({ component: 'clarification-service' });
   const publishRows = async (rows: MessageRecord[]) => {
-    if (rows.length === 0) return;
-    await deps.events.publish(messageUpdatedEvents(rows)).catch((err: Error) => {
-      log.warn({ err, sessionId: rows[0]!.sessionId }, 'could not publish message.updated; refreshing the summary directly');
-      return deps.refreshSummary(rows[0]!.taskId).catch(() => undefined);
-    });
+    if (rows.length > 0) await publishOrRefresh(deps, log, rows[0]!.taskId, messageUpdatedEvents(rows));
   };
 
   return {
     respond: (request) => respondToClarification(deps, request),
 
     async listPending(request) {
+      let listing;
       try {
-        const page = await listUnresolvedClarificationBundles(ctx, {
+        listing = await store.listUnresolvedClarificationBundles({
           workspaceId: request.workspace_id,
           createdSince: request.created_since,
           limit: request.limit,
           cursor: request.cursor,
         });
-        return { ok: true, bundles: page.bundles.map(toPendingBundle), next_cursor: page.nextCursor };
       } catch (err) {
-        if (err instanceof InvalidCursorError || err instanceof RangeError) return failure('bad_request', err.message);
         return unavailable('could not list pending clarifications', err);
       }
+      if (!listing.ok) return failure('bad_request', listing.message);
+      return { ok: true, bundles: listing.page.bundles.map(toPendingBundle), next_cursor: listing.page.nextCursor };
     },
 
     async detach({ session_id: sessionId }) {
       let rows: MessageRecord[];
       try {
-        if (!(await getSession(ctx, sessionId))) return failure('not_found', `session ${sessionId} does not exist`);
-        rows = await detachActiveClarifications(ctx, sessionId);
+        if (!(await store.getSession(sessionId))) return failure('not_found', `session ${sessionId} does not exist`);
+        rows = await store.detachActiveClarifications(sessionId);
       } catch (err) {
         return unavailable(`could not detach session ${sessionId}`, err);
       }
@@ -139,11 +127,11 @@ export function createClarificationService(deps: ClarificationServiceDeps): Clar
       const expired: MessageRecord[] = [];
       let error: unknown;
       try {
-        if (!(await getSession(ctx, sessionId))) return failure('not_found', `session ${sessionId} does not exist`);
-        for (const pendingId of pendingIdsOf(await findActiveClarificationMessages(ctx, sessionId))) {
+        if (!(await store.getSession(sessionId))) return failure('not_found', `session ${sessionId} does not exist`);
+        for (const pendingId of pendingIdsOf(await store.findActiveClarificationMessages(sessionId))) {
           // Best effort per bundle, as Kandev's canceller: one failure does not keep the others pending.
           try {
-            expired.push(...(await expireActiveClarificationBundle(ctx, sessionId, pendingId)));
+            expired.push(...(await store.expireActiveClarificationBundle(sessionId, pendingId)));
           } catch (err) {
             error ??= err;
           }
@@ -158,10 +146,10 @@ export function createClarificationService(deps: ClarificationServiceDeps): Clar
 
     async guard({ session_id: sessionId }) {
       try {
-        if (!(await getSession(ctx, sessionId))) {
+        if (!(await store.getSession(sessionId))) {
           return { ...failure('not_found', `session ${sessionId} does not exist`), blocked: true, live: true };
         }
-        const rows = await findActiveClarificationMessages(ctx, sessionId);
+        const rows = await store.findActiveClarificationMessages(sessionId);
         // Unreadable metadata counts as live: the guard never under-reports.
         const live = rows.some((r) => !r.metadataValid || !isTruthyFlag(r.metadata.agent_disconnected));
         return { ok: true, session_id: sessionId, blocked: rows.length > 0, live, pending_ids: pendingIdsOf(rows) };
@@ -173,8 +161,8 @@ export function createClarificationService(deps: ClarificationServiceDeps): Clar
 
     async turns({ session_id: sessionId }) {
       try {
-        if (!(await getSession(ctx, sessionId))) return failure('not_found', `session ${sessionId} does not exist`);
-        const [turns, current] = [await listVisibleTurns(ctx, sessionId), await getCurrentTurn(ctx, sessionId)];
+        if (!(await store.getSession(sessionId))) return failure('not_found', `session ${sessionId} does not exist`);
+        const [turns, current] = [await store.listVisibleTurns(sessionId), await store.getCurrentTurn(sessionId)];
         return { ok: true, session_id: sessionId, turns: turns.map(toTurnPayload), current_turn_id: current?.id ?? null };
       } catch (err) {
         return unavailable(`could not list the turns of session ${sessionId}`, err);
@@ -183,7 +171,7 @@ export function createClarificationService(deps: ClarificationServiceDeps): Clar
 
     async pendingActions({ task_id: taskId }) {
       try {
-        const state = await loadTaskPendingState(ctx, taskId);
+        const state = await store.loadTaskPendingState(taskId);
         if (!state) return failure('not_found', `task ${taskId} does not exist`);
         return {
           ok: true,

@@ -6,28 +6,18 @@ import { z } from 'zod';
 export const REPLY_ERROR_CODES = ['bad_request', 'not_found', 'conflict', 'retryable', 'unavailable', 'internal'] as const;
 export type ReplyErrorCode = (typeof REPLY_ERROR_CODES)[number];
 
-export type Reply<T extends object> = ({ ok: true } & T) | { ok: false; error: { code: ReplyErrorCode; message: string } };
+export type ReplyFailure = { ok: false; error: { code: ReplyErrorCode; message: string } };
+export type Reply<T extends object> = ({ ok: true } & T) | ReplyFailure;
 
-/**
- * An expected failure a handler returns as a reply (not a crash). `details` are extra top-level
- * reply fields beside `ok` and `error` (e.g. the guard's fail-closed `blocked: true`).
- */
-export class ReplyError extends Error {
-  override name = 'ReplyError';
-  constructor(
-    readonly code: ReplyErrorCode,
-    message: string,
-    readonly details?: Record<string, unknown>,
-  ) {
-    super(message);
-  }
-}
+/** Any endpoint's reply; a failure may carry extra top-level fields (the guard's `blocked: true`). */
+export type AnyReply = { ok: true } | ReplyFailure;
 
-export interface EndpointOptions<S extends z.ZodType, R extends object> {
+export interface EndpointOptions<S extends z.ZodType> {
   nc: NatsConnection;
   subject: string;
   schema: S;
-  handler: (request: z.output<S>) => Promise<R>;
+  /** Returns the reply value, sent as it is. A rejection is a crash: logged, and replied `internal`. */
+  handler: (request: z.output<S>) => Promise<AnyReply>;
   logger: Logger;
   maxRequestBytes: number;
 }
@@ -38,13 +28,14 @@ const encoder = new TextEncoder();
 /**
  * A request/reply endpoint on a plain subscription in a queue group (every replica serves it; one
  * answers each request). Bodies are JSON validated by zod; every reply is `{ok: true, ...}` or
- * `{ok: false, error: {code, message}}`. A handler crash becomes `internal` and the endpoint stays up.
+ * `{ok: false, error: {code, message}}`: the handler's reply value, or a `bad_request` for a body
+ * that never reached it. A handler crash becomes `internal` and the endpoint stays up.
  */
-export function serveEndpoint<S extends z.ZodType, R extends object>(options: EndpointOptions<S, R>): { stop(): Promise<void>; done: Promise<void> } {
+export function serveEndpoint<S extends z.ZodType>(options: EndpointOptions<S>): { stop(): Promise<void>; done: Promise<void> } {
   const log = options.logger.child({ component: 'endpoint', subject: options.subject });
   const sub: Subscription = options.nc.subscribe(options.subject, { queue: QUEUE_GROUP });
   const inFlight = new Set<Promise<void>>();
-  const respond = (msg: { respond(data: Uint8Array): boolean }, reply: Reply<R> | (Record<string, unknown> & { ok: false })) =>
+  const respond = (msg: { respond(data: Uint8Array): boolean }, reply: AnyReply) =>
     msg.respond(encoder.encode(JSON.stringify(reply)));
   const done = (async () => {
     for await (const msg of sub) {
@@ -65,16 +56,14 @@ export function serveEndpoint<S extends z.ZodType, R extends object>(options: En
           respond(msg, { ok: false, error: { code: 'bad_request', message: z.prettifyError(parsed.error) } });
           return;
         }
+        let reply: AnyReply;
         try {
-          respond(msg, { ok: true, ...(await options.handler(parsed.data)) });
+          reply = await options.handler(parsed.data);
         } catch (err) {
-          if (err instanceof ReplyError) {
-            respond(msg, { ...err.details, ok: false, error: { code: err.code, message: err.message } });
-            return;
-          }
           log.error({ err }, 'endpoint handler failed');
-          respond(msg, { ok: false, error: { code: 'internal', message: (err as Error).message ?? 'internal error' } });
+          reply = { ok: false, error: { code: 'internal', message: (err as Error).message ?? 'internal error' } };
         }
+        respond(msg, reply);
       })();
       inFlight.add(work);
       void work.finally(() => inFlight.delete(work));

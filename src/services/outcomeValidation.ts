@@ -1,4 +1,4 @@
-import { questionIdFromMetadata } from '../repository/clarifications.js';
+import { questionIdFromMetadata } from '../turns/clarificationQuestionId.js';
 import type { ClarificationAnswerPayload } from './clarificationPorts.js';
 import { MAX_BUNDLE_QUESTIONS, type ParsedRespondRequest } from './requests.js';
 

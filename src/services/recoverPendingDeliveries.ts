@@ -1,16 +1,14 @@
 import type { Logger } from 'pino';
-import { abandonClaimedClarifications } from '../repository/abandonClaimedClarifications.js';
-import { finalizeClarificationDelivery, listPendingDeliveries, restoreClaimedClarifications } from '../repository/clarificationClaims.js';
-import { findMessagesByPendingId } from '../repository/clarifications.js';
-import type { RepositoryContext } from '../repository/context.js';
+import type { ClarificationStore } from '../repository/clarificationStore.js';
 import type { MessageRecord } from '../repository/rowMapping.js';
 import { timestampToMicros } from '../timestamps.js';
 import { isTruthyFlag } from '../turns/lifecycleTurn.js';
 import type { ClarificationDelivery, EventPublisher, RefreshSummary } from './clarificationPorts.js';
 import { messageUpdatedEvents } from './messageUpdatedEvents.js';
+import { publishOrRefresh } from './publishOrRefresh.js';
 
 export interface RecoveryDeps {
-  ctx: RepositoryContext;
+  store: ClarificationStore;
   delivery: ClarificationDelivery;
   events: EventPublisher;
   refreshSummary: RefreshSummary;
@@ -45,20 +43,17 @@ export interface RecoveryReport {
 export async function recoverPendingDeliveries(deps: RecoveryDeps, options: RecoveryOptions): Promise<RecoveryReport> {
   const log = deps.logger.child({ component: 'clarification-recovery' });
   const report: RecoveryReport = { restored: 0, finalized: 0, abandoned: 0, deferred: 0, failed: 0 };
+  const { store } = deps;
   const publish = async (rows: MessageRecord[]) => {
-    if (rows.length === 0) return;
-    await deps.events.publish(messageUpdatedEvents(rows)).catch(async (err: Error) => {
-      log.warn({ err }, 'could not publish recovered rows; refreshing the summary directly');
-      await deps.refreshSummary(rows[0]!.taskId).catch(() => undefined);
-    });
+    if (rows.length > 0) await publishOrRefresh(deps, log, rows[0]!.taskId, messageUpdatedEvents(rows));
   };
-  for (const pendingId of await listPendingDeliveries(deps.ctx)) {
+  for (const pendingId of await store.listPendingDeliveries()) {
     try {
-      const rows = (await findMessagesByPendingId(deps.ctx, pendingId)).filter(
+      const rows = (await store.findMessagesByPendingId(pendingId)).filter(
         (r) => r.type === 'clarification_request' && isTruthyFlag(r.metadata.response_delivery_pending),
       );
       if (rows.length === 0) continue;
-      const now = timestampToMicros(deps.ctx.clock());
+      const now = timestampToMicros(store.now());
       const youngest = Math.max(...rows.map((r) => timestampToMicros(r.updatedAt)));
       if (now - youngest < options.minClaimAgeMs * 1000) {
         report.deferred++;
@@ -84,17 +79,17 @@ export async function recoverPendingDeliveries(deps: RecoveryDeps, options: Reco
           continue;
         }
         if (accepted) {
-          await publish(await finalizeClarificationDelivery(deps.ctx, ids));
+          await publish(await store.finalizeClarificationDelivery(ids));
           report.finalized++;
           continue;
         }
       }
-      const restore = await restoreClaimedClarifications(deps.ctx, pendingId, status, ids);
+      const restore = await store.restoreClaimedClarifications(pendingId, status, ids);
       if (restore.restored) {
         await publish(restore.rows);
         report.restored++;
       } else {
-        await publish(await abandonClaimedClarifications(deps.ctx, ids));
+        await publish(await store.abandonClaimedClarifications(ids));
         report.abandoned++;
       }
     } catch (err) {

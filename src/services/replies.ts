@@ -1,12 +1,11 @@
 import type { PublishedSummary } from '../events/statusSummary.js';
 import type { PendingAction } from '../turns/pendingAction.js';
 import type { ClarificationAnswerPayload } from './clarificationPorts.js';
-import type { Reply, ReplyErrorCode } from './endpoint.js';
+import type { Reply, ReplyErrorCode, ReplyFailure } from './endpoint.js';
 
 /** Reply bodies of the worker's endpoints (snake_case on the wire, like Kandev's JSON). */
 
-export type { Reply, ReplyErrorCode };
-export type ReplyFailure = { ok: false; error: { code: ReplyErrorCode; message: string } };
+export type { Reply, ReplyErrorCode, ReplyFailure };
 
 export interface RespondResult {
   pending_id: string;

@@ -1,24 +1,17 @@
 import { randomUUID } from 'node:crypto';
+import pRetry from 'p-retry';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { CLARIFICATION_PRIMARY_ANSWERED, CLARIFICATION_STALE_DISMISSED, type KandevEvent } from '../events/kandevEvents.js';
+import { CLARIFICATION_PRIMARY_ANSWERED, CLARIFICATION_STALE_DISMISSED } from '../events/kandevEvents.js';
 import { isSubjectToken } from '../events/subjects.js';
-import { abandonClaimedClarifications } from '../repository/abandonClaimedClarifications.js';
-import {
-  ClaimIntegrityError,
-  claimClarificationBundle,
-  finalizeClarificationDelivery,
-  restoreClaimedClarifications,
-  type ClaimOutcome,
-} from '../repository/clarificationClaims.js';
-import { findMessagesByPendingId } from '../repository/clarifications.js';
-import type { RepositoryContext } from '../repository/context.js';
+import type { ClaimOutcome } from '../repository/clarificationClaims.js';
+import type { ClarificationStore } from '../repository/clarificationStore.js';
 import type { MessageRecord } from '../repository/rowMapping.js';
-import { getSession } from '../repository/tasks.js';
 import { isTruthyFlag } from '../turns/lifecycleTurn.js';
 import type { ClarificationDelivery, ClarificationDeliveryPayload, EventPublisher, RefreshSummary } from './clarificationPorts.js';
 import { messageUpdatedEvents } from './messageUpdatedEvents.js';
 import { inspectBundle, validateOutcome, type BundleQuestionView, type NormalizedOutcome } from './outcomeValidation.js';
+import { publishOrRefresh, refreshThenPublish } from './publishOrRefresh.js';
 import { recordedOutcome } from './recordedOutcome.js';
 import { failure, type ReplyFailure, type RespondReply, type RespondResult } from './replies.js';
 import { respondRequestSchema, type ParsedRespondRequest, type RespondRequest } from './requests.js';
@@ -40,7 +33,8 @@ import { respondRequestSchema, type ParsedRespondRequest, type RespondRequest } 
  */
 
 export interface RespondDeps {
-  ctx: RepositoryContext;
+  /** Where the bundle's rows are read and claimed (`createClarificationStore(ctx)`). */
+  store: ClarificationStore;
   delivery: ClarificationDelivery;
   events: EventPublisher;
   refreshSummary: RefreshSummary;
@@ -60,7 +54,13 @@ type Claimed = {
   rows: MessageRecord[];
 };
 
-const FINALIZE_RETRY_DELAYS_MS = [50, 250];
+/**
+ * A finalise that fails after the agent or the bus accepted the response is retried twice, after
+ * 50 ms then 250 ms (a lock or connection blip), before the reply says `internal`: the response is
+ * never delivered again, so only finalising it is left, and recovery does that later if this fails.
+ * (p-retry does not retry a TypeError: a bug, not a blip.)
+ */
+const FINALIZE_RETRY = { retries: 2, minTimeout: 50, factor: 5, randomize: false } as const;
 
 type Prepared = { rows: MessageRecord[]; questions: BundleQuestionView[]; outcome: NormalizedOutcome; sessionId: string; taskId: string };
 
@@ -69,7 +69,7 @@ async function prepare(deps: RespondDeps, log: Logger, request: ParsedRespondReq
   const pendingId = request.pending_id;
   let rows: MessageRecord[];
   try {
-    rows = await findMessagesByPendingId(deps.ctx, pendingId);
+    rows = await deps.store.findMessagesByPendingId(pendingId);
   } catch (err) {
     log.warn({ pendingId, err }, 'could not read the clarification');
     return failure('unavailable', `could not read clarification ${pendingId}: ${(err as Error).message}`);
@@ -86,7 +86,7 @@ async function prepare(deps: RespondDeps, log: Logger, request: ParsedRespondReq
   let taskId = rows.find((r) => r.taskId !== '')?.taskId;
   if (taskId === undefined) {
     try {
-      taskId = (await getSession(deps.ctx, sessionId))?.taskId;
+      taskId = (await deps.store.getSession(sessionId))?.taskId;
     } catch (err) {
       return failure('unavailable', `could not read session ${sessionId}: ${(err as Error).message}`);
     }
@@ -107,17 +107,20 @@ export async function respondToClarification(deps: RespondDeps, input: RespondRe
 
   let claim;
   try {
-    claim = await claimClarificationBundle(deps.ctx, pendingId, toClaimOutcome(outcome));
+    claim = await deps.store.claimClarificationBundle(pendingId, toClaimOutcome(outcome));
   } catch (err) {
     log.error({ pendingId, err }, 'clarification claim failed');
-    if (err instanceof ClaimIntegrityError) return failure('internal', `clarification ${pendingId}: ${err.message}`);
     return failure('unavailable', `could not claim clarification ${pendingId}: ${(err as Error).message}; retry to learn the outcome`);
+  }
+  if (!claim.claimed && claim.reason === 'CLAIM_INTEGRITY') {
+    log.error({ pendingId, reason: claim.message }, 'clarification claim failed');
+    return failure('internal', `clarification ${pendingId}: ${claim.message}`);
   }
 
   if (!claim.claimed) {
     let current: MessageRecord[];
     try {
-      current = await findMessagesByPendingId(deps.ctx, pendingId);
+      current = await deps.store.findMessagesByPendingId(pendingId);
     } catch (err) {
       return failure('unavailable', `clarification ${pendingId} was not claimed and could not be re-read: ${(err as Error).message}`);
     }
@@ -184,29 +187,6 @@ async function deliverClaim(deps: RespondDeps, log: Logger, claimed: Claimed): P
   return restoreAfterFailure(deps, log, claimed, `the resume command was not acknowledged within ${deps.respondDeadlineMs} ms (${resume.reason})`);
 }
 
-async function finalizeWithRetry(ctx: RepositoryContext, ids: string[]): Promise<MessageRecord[]> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await finalizeClarificationDelivery(ctx, ids);
-    } catch (err) {
-      const delay = FINALIZE_RETRY_DELAYS_MS[attempt];
-      if (delay === undefined) throw err;
-      await new Promise((r) => setTimeout(r, delay));
-    }
-  }
-}
-
-/** Events go to the bus; if the bus refuses them, refresh the summary directly so it still converges. */
-async function publishOrRefresh(deps: RespondDeps, log: Logger, taskId: string, events: KandevEvent[]): Promise<void> {
-  if (events.length === 0) return;
-  try {
-    await deps.events.publish(events);
-  } catch (err) {
-    log.warn({ taskId, err }, 'could not publish clarification events; refreshing the summary directly');
-    await deps.refreshSummary(taskId).catch((refreshErr: Error) => log.error({ taskId, err: refreshErr }, 'summary refresh failed too'));
-  }
-}
-
 async function finishDelivered(
   deps: RespondDeps,
   log: Logger,
@@ -217,7 +197,8 @@ async function finishDelivered(
   const { pendingId, taskId, sessionId } = claimed;
   let finalized: MessageRecord[];
   try {
-    finalized = await finalizeWithRetry(deps.ctx, claimed.rows.map((r) => r.id));
+    const ids = claimed.rows.map((r) => r.id);
+    finalized = await pRetry(() => deps.store.finalizeClarificationDelivery(ids), FINALIZE_RETRY);
   } catch (err) {
     // Accepted by the agent or the bus, so never delivered again; recovery finalises it later.
     log.error({ pendingId, delivery, err }, 'response accepted but not finalised');
@@ -251,7 +232,7 @@ async function restoreAfterFailure(deps: RespondDeps, log: Logger, claimed: Clai
   const ids = claimed.rows.map((r) => r.id);
   let restore;
   try {
-    restore = await restoreClaimedClarifications(deps.ctx, pendingId, claimed.outcome.status, ids);
+    restore = await deps.store.restoreClaimedClarifications(pendingId, claimed.outcome.status, ids);
   } catch (err) {
     log.error({ pendingId, reason, err }, 'delivery failed and the claim could not be restored');
     return failure('internal', `${reason}; restoring the clarification failed (${(err as Error).message}), so it is not retryable until recovered`);
@@ -259,7 +240,7 @@ async function restoreAfterFailure(deps: RespondDeps, log: Logger, claimed: Clai
   if (!restore.restored) {
     let abandoned: MessageRecord[];
     try {
-      abandoned = await abandonClaimedClarifications(deps.ctx, ids);
+      abandoned = await deps.store.abandonClaimedClarifications(ids);
     } catch (err) {
       log.error({ pendingId, reason, err }, 'delivery failed and the unrestorable claim could not be released');
       return failure('internal', `${reason}; the clarification is no longer active and could not be released (${(err as Error).message})`);
@@ -268,19 +249,15 @@ async function restoreAfterFailure(deps: RespondDeps, log: Logger, claimed: Clai
     log.warn({ pendingId, reason }, 'delivery failed after the clarification stopped being active');
     return failure('conflict', `${reason}; meanwhile the clarification stopped being active (superseded turn or terminal session), so the response was not delivered`);
   }
-  const events = messageUpdatedEvents(restore.rows);
-  try {
-    // Retryability is acknowledged only once the summary shows the restored question again.
-    await deps.refreshSummary(taskId);
-  } catch (err) {
-    log.error({ pendingId, taskId, reason, err }, 'clarification restored but the summary refresh did not commit');
-    await deps.events.publish(events).catch((publishErr: Error) => log.warn({ pendingId, err: publishErr }, 'could not publish restored rows'));
+  // Retryability is acknowledged only once the summary shows the restored question again.
+  const refresh = await refreshThenPublish(deps, log, taskId, messageUpdatedEvents(restore.rows));
+  if (!refresh.refreshed) {
+    log.error({ pendingId, taskId, reason, err: refresh.error }, 'clarification restored but the summary refresh did not commit');
     return failure(
       'internal',
-      `${reason}; the clarification is pending again but the task summary could not be refreshed (${(err as Error).message}), so the response is not acknowledged as retryable`,
+      `${reason}; the clarification is pending again but the task summary could not be refreshed (${refresh.error.message}), so the response is not acknowledged as retryable`,
     );
   }
-  await deps.events.publish(events).catch((err: Error) => log.warn({ pendingId, err }, 'could not publish restored rows'));
   log.warn({ pendingId, reason }, 'clarification delivery failed; restored for a retry');
   return failure('retryable', `${reason}; the clarification is pending again and the response can be retried`);
 }

@@ -15,6 +15,7 @@ import { createMessage } from '../../src/repository/messages.js';
 import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
 import { createSession, setSessionState } from '../../src/repository/tasks.js';
 import { completeTurn, startTurn } from '../../src/repository/turns.js';
+import { createClarificationStore } from '../../src/repository/clarificationStore.js';
 import { createClarificationService } from '../../src/services/clarificationService.js';
 import { newestDurableTurnId } from '../../src/turns/newestDurableTurnId.js';
 import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
@@ -285,7 +286,7 @@ describeEachDialect('clarification endpoints over a real NATS on %s', (dialect) 
     // Our own port, throwing what the real projector throws on exhaustion; the delivery is real NATS
     // with no stream capturing the resume subject, so the deadline passes.
     const service = createClarificationService({
-      ctx: t.ctx,
+      store: createClarificationStore(t.ctx),
       delivery: new NatsClarificationDelivery(nc, topologyFor(uniquePrefix('nostream')), t.ctx.clock),
       events: new NatsEventPublisher(nc, worker.topology, t.ctx.clock),
       refreshSummary: async (taskId) => {
@@ -397,7 +398,7 @@ describeEachDialect('clarification endpoints over a real NATS on %s', (dialect) 
     const broken = await openTestDatabase(dialect);
     await broken.close();
     const service = createClarificationService({
-      ctx: broken.ctx,
+      store: createClarificationStore(broken.ctx),
       delivery: new NatsClarificationDelivery(nc, worker.topology, t.ctx.clock),
       events: new NatsEventPublisher(nc, worker.topology, t.ctx.clock),
       refreshSummary: async () => undefined,

@@ -5,6 +5,7 @@ import { findMessagesByPendingId } from '../../src/repository/clarifications.js'
 import { createDatabase } from '../../src/repository/database.js';
 import { startTurn } from '../../src/repository/turns.js';
 import type { ClarificationDelivery } from '../../src/services/clarificationPorts.js';
+import { createClarificationStore } from '../../src/repository/clarificationStore.js';
 import { createClarificationService } from '../../src/services/clarificationService.js';
 import { openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { seedClarificationBundle, seedSession } from '../support/seed.js';
@@ -40,7 +41,7 @@ describe('a response accepted by the bus whose finalisation fails', () => {
     };
     const published: unknown[] = [];
     const service = createClarificationService({
-      ctx: t.ctx,
+      store: createClarificationStore(t.ctx),
       delivery,
       events: { publish: async (events) => void published.push(...events) },
       refreshSummary: async () => undefined,
@@ -85,7 +86,7 @@ describe('a response accepted by the bus whose finalisation fails', () => {
     expect(claim.claimed).toBe(true);
     let busUp = false;
     const service = createClarificationService({
-      ctx: t.ctx,
+      store: createClarificationStore(t.ctx),
       delivery: {
         deliverToLiveWaiter: async () => ({ outcome: 'no_waiter' }),
         publishResume: async () => ({ accepted: false, reason: 'unused' }),

@@ -1,0 +1,54 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { silentLogger } from '../../src/logger.js';
+import { serveEndpoint, type Reply, type ReplyFailure } from '../../src/services/endpoint.js';
+import { failure } from '../../src/services/replies.js';
+import { connectTestNats, uniquePrefix } from '../support/nats.js';
+
+/** A reply shaped like the guard's: a failure carries extra fields. */
+type ProbeReply = Reply<{ answer: number }> | (ReplyFailure & { blocked: true; live: true });
+
+describe('a request/reply endpoint over a real NATS', () => {
+  let nc: NatsConnection;
+  let endpoint: ReturnType<typeof serveEndpoint>;
+  let subject: string;
+  beforeAll(async () => {
+    nc = await connectTestNats();
+    subject = `${uniquePrefix('endpoint')}probe`;
+    endpoint = serveEndpoint({
+      nc,
+      subject,
+      schema: z.object({ mode: z.enum(['ok', 'fail', 'crash']) }),
+      logger: silentLogger(),
+      maxRequestBytes: 1024,
+      async handler({ mode }): Promise<ProbeReply> {
+        if (mode === 'crash') throw new Error('the store went away');
+        if (mode === 'fail') return { ...failure('unavailable', 'cannot tell'), blocked: true, live: true };
+        return { ok: true, answer: 42 };
+      },
+    });
+    await nc.flush();
+  });
+  afterAll(async () => {
+    await endpoint.stop();
+    await nc.drain();
+  });
+
+  const ask = async (body: unknown) => (await nc.request(subject, JSON.stringify(body), { timeout: 5000 })).json<Record<string, unknown>>();
+
+  it('sends the reply value the handler returns as it is, a failure with its extra fields included', async () => {
+    expect(await ask({ mode: 'ok' })).toEqual({ ok: true, answer: 42 });
+    expect(await ask({ mode: 'fail' })).toEqual({ ok: false, error: { code: 'unavailable', message: 'cannot tell' }, blocked: true, live: true });
+  });
+
+  it('replies internal to a handler that throws, and keeps answering the next request', async () => {
+    expect(await ask({ mode: 'crash' })).toEqual({ ok: false, error: { code: 'internal', message: 'the store went away' } });
+    expect(await ask({ mode: 'ok' })).toEqual({ ok: true, answer: 42 });
+  });
+
+  it('answers a body the schema refuses with bad_request, without calling the handler', async () => {
+    // The handler would answer ok: true to any mode but the two it knows.
+    expect(await ask({ mode: 'other' })).toMatchObject({ ok: false, error: { code: 'bad_request' } });
+  });
+});
