@@ -5,6 +5,7 @@ import type { BucketStorage, SummaryBucket } from './events/summaryBucket.js';
 import type { Metrics } from './metrics.js';
 import { refillSummaryBucket } from './projectors/refillSummaryBucket.js';
 import type { RepositoryContext } from './repository/context.js';
+import { createProjectionStore } from './repository/projectionStore.js';
 import { countStatusSummaries } from './repository/statusSummaries.js';
 
 export interface BucketRefillerDeps {
@@ -36,6 +37,7 @@ export interface BucketRefiller {
  */
 export function startBucketRefiller(deps: BucketRefillerDeps): BucketRefiller {
   const log = deps.logger.child({ component: 'bucket-refiller' });
+  const store = createProjectionStore(deps.ctx);
   let stopping = false;
   let running: Promise<void> | undefined;
   let again = false;
@@ -53,7 +55,7 @@ export function startBucketRefiller(deps: BucketRefillerDeps): BucketRefiller {
         const started = performance.now();
         try {
           const progress = await refillSummaryBucket({
-            ctx: deps.ctx,
+            store,
             pageSize: deps.pageSize,
             fill: (update) => deps.publisher.fillSummary(update),
             shouldStop: () => stopping,

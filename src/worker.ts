@@ -9,10 +9,12 @@ import { topologyFor, type Topology } from './events/subjects.js';
 import { startHealthServer } from './healthServer.js';
 import { startBucketRefiller } from './bucketRefiller.js';
 import { createMetrics, type Metrics } from './metrics.js';
+import { projectionCapacity } from './projectors/projectionCapacity.js';
 import { Projector } from './projectors/projector.js';
 import { reconcileTasks, type ReconcileProgress } from './projectors/reconcile.js';
 import { createRepositoryContext, type RepositoryContext } from './repository/context.js';
 import type { Database } from './repository/database.js';
+import { createProjectionStore } from './repository/projectionStore.js';
 import { acquireLease, releaseLease } from './repository/leases.js';
 import { nextPendingActionProjectionEpoch } from './repository/meta.js';
 import { migrateLatest } from './repository/migrate.js';
@@ -26,7 +28,7 @@ export type WorkerConfig = Pick<
   Config,
   | 'subjectPrefix'
   | 'healthPort'
-  | 'concurrency'
+  | 'projectionBatchSize'
   | 'projectionTransactions'
   | 'maxEventBytes'
   | 'maxDeliver'
@@ -88,7 +90,14 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
   });
   const metrics = createMetrics();
   const publisher = new NatsSummaryPublisher(nc, topology, summaries, clock);
-  const projector = new Projector({ ctx, publisher, logger, metrics, concurrency: config.concurrency, transactions: config.projectionTransactions, connections: db.maxConnections, epoch });
+  const store = createProjectionStore(ctx);
+  const capacity = projectionCapacity({
+    batchSize: config.projectionBatchSize,
+    transactions: config.projectionTransactions,
+    connections: db.maxConnections,
+    singleWriter: store.capabilities.singleWriter,
+  });
+  const projector = new Projector({ store, publisher, logger, metrics, capacity, epoch });
   const refiller = startBucketRefiller({ ctx, nc, bucket: summaries, publisher, pageSize: config.reconcilePageSize, logger, metrics, expectedStorage: config.summaryBucketStorage });
   const consumer = new EventConsumer({ nc, topology, handler: projector, logger, metrics, maxEventBytes: config.maxEventBytes, maxDeliver: config.maxDeliver });
   await consumer.start();
@@ -162,7 +171,7 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
     let visited = 0;
     try {
       const progress = await reconcileTasks({
-        ctx,
+        store,
         pageSize: config.reconcilePageSize,
         repair: (taskIds) => projector.reprojectBatch(taskIds),
         shouldStop: () => stopping,

@@ -3,6 +3,7 @@ import { createLogger } from '../logger.js';
 import { reconcileTasks } from '../projectors/reconcile.js';
 import { createRepositoryContext } from '../repository/context.js';
 import { createDatabase } from '../repository/database.js';
+import { createProjectionStore } from '../repository/projectionStore.js';
 import { connectNats } from './connectNats.js';
 import { createProgressReporter } from './progress.js';
 import { createStandaloneProjector } from './standaloneProjector.js';
@@ -14,12 +15,12 @@ export async function runReconcileCommand(config: Config, taskIds: string[]): Pr
   const db = createDatabase(config.databaseUrl, { maxConnections: config.dbMaxConnections });
   const nc = await connectNats(config, 'pending-projector-reconcile');
   try {
-    const { ctx, projector } = await createStandaloneProjector(db, nc, config, logger);
+    const { ctx, store, projector } = await createStandaloneProjector(db, nc, config, logger);
     const total = taskIds.length > 0 ? taskIds.length : await countTasks(ctx);
     const progress = createProgressReporter();
     const started = Date.now();
     const result = await reconcileTasks({
-      ctx,
+      store,
       pageSize: config.reconcilePageSize,
       taskIds: taskIds.length > 0 ? taskIds : undefined,
       repair: (taskIds) => projector.reprojectBatch(taskIds),
@@ -47,7 +48,7 @@ export async function runVerifyCommand(config: Config, taskIds: string[], json: 
     const progress = createProgressReporter();
     const total = taskIds.length > 0 ? taskIds.length : await countTasks(ctx);
     const result = await reconcileTasks({
-      ctx,
+      store: createProjectionStore(ctx),
       pageSize: config.reconcilePageSize,
       taskIds: taskIds.length > 0 ? taskIds : undefined,
       onPage: (p, drift) => {

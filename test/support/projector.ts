@@ -1,0 +1,20 @@
+import { silentLogger } from '../../src/logger.js';
+import { projectionCapacity, type ProjectionCapacityInput } from '../../src/projectors/projectionCapacity.js';
+import { Projector, type ProjectorOptions } from '../../src/projectors/projector.js';
+import type { RepositoryContext } from '../../src/repository/context.js';
+import { createProjectionStore } from '../../src/repository/projectionStore.js';
+
+export type TestProjectorOptions = Pick<ProjectorOptions, 'publisher' | 'metrics'> & Partial<Pick<ProjectorOptions, 'logger' | 'epoch'>> & Omit<ProjectionCapacityInput, 'singleWriter'>;
+
+/** A projector over a test database, its capacity computed from the settings as the worker's assembly does. */
+export function createTestProjector(ctx: RepositoryContext, options: TestProjectorOptions): Projector {
+  const store = createProjectionStore(ctx);
+  const { batchSize, transactions, connections, ...rest } = options;
+  return new Projector({
+    logger: silentLogger(),
+    epoch: '1',
+    ...rest,
+    store,
+    capacity: projectionCapacity({ batchSize, transactions, connections, singleWriter: store.capabilities.singleWriter }),
+  });
+}
