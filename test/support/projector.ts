@@ -4,12 +4,16 @@ import { Projector, type ProjectorOptions } from '../../src/projectors/projector
 import type { RepositoryContext } from '../../src/repository/context.js';
 import { createProjectionStore } from '../../src/repository/projectionStore.js';
 
-export type TestProjectorOptions = Pick<ProjectorOptions, 'publisher' | 'metrics'> & Partial<Pick<ProjectorOptions, 'logger' | 'epoch'>> & Omit<ProjectionCapacityInput, 'singleWriter'>;
+export type TestProjectorOptions = Pick<ProjectorOptions, 'publisher' | 'metrics'> &
+  Partial<Pick<ProjectorOptions, 'logger' | 'epoch' | 'store'>> &
+  Omit<ProjectionCapacityInput, 'singleWriter'>;
 
-/** A projector over a test database, its capacity computed from the settings as the worker's assembly does. */
+/**
+ * A projector over a test database (or `store`, default the database's), its capacity computed from
+ * the settings as the worker's assembly does.
+ */
 export function createTestProjector(ctx: RepositoryContext, options: TestProjectorOptions): Projector {
-  const store = createProjectionStore(ctx);
-  const { batchSize, transactions, connections, ...rest } = options;
+  const { batchSize, transactions, connections, store = createProjectionStore(ctx), ...rest } = options;
   return new Projector({
     logger: silentLogger(),
     epoch: '1',
