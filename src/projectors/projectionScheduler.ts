@@ -58,7 +58,7 @@ export class ProjectionScheduler {
   /** Tasks with messages, waiting for a place in flight. */
   private readonly dirty: string[] = [];
   /** Tasks in flight, waiting for a transaction slot. */
-  private waitingForSlot: string[] = [];
+  private readonly waitingForSlot: string[] = [];
   private tasksInFlight = 0;
   private slotsTaken = 0;
   private idleWaiters: Array<() => void> = [];

@@ -76,10 +76,9 @@ export class Projector {
     let retry = [...taskIds];
     if (transaction) {
       await this.publishSessionChanges(transaction.batch, transaction.sequence);
-      const refused = [...transaction.batch].filter(([, p]) => p.outcome === 'bus_refused');
+      const refused = [...transaction.batch].flatMap(([taskId, p]) => (p.outcome === 'bus_refused' ? [{ taskId, err: p.error }] : []));
       if (refused.length > 0) {
-        const err = (refused[0]![1] as { error: unknown }).error;
-        this.log.warn({ tasks: refused.map(([taskId]) => taskId), err }, 'the bus refused some summaries of a batch; their rows were put back; projecting them one by one');
+        this.log.warn({ tasks: refused.map((r) => r.taskId), err: refused[0]!.err }, 'the bus refused some summaries of a batch; their rows were put back; projecting them one by one');
       }
       retry = [...transaction.batch].filter(([, p]) => p.outcome === 'conflict' || p.outcome === 'bus_refused').map(([taskId]) => taskId);
     }
