@@ -90,7 +90,7 @@ async function measure(dialect: DialectName, nc: NatsConnection): Promise<Figure
     db: bench.db,
     nc,
     logger: silentLogger(),
-    config: { subjectPrefix: prefix, healthPort: 0, concurrency: 16, projectionTransactions: 2, maxEventBytes: 262_144, maxDeliver: 10, ackWaitMs: 30_000, streamMaxAgeMs: 3_600_000, reconcilePageSize: 500, bootReconcile: false, respondDeadlineMs: 30_000 },
+    config: { subjectPrefix: prefix, healthPort: 0, projectionBatchSize: 16, projectionTransactions: 2, maxEventBytes: 262_144, maxDeliver: 10, ackWaitMs: 30_000, streamMaxAgeMs: 3_600_000, reconcilePageSize: 500, bootReconcile: false, respondDeadlineMs: 30_000 },
   });
   try {
     progress(`[${dialect}] seeding ${bundles * 3} bundles`);

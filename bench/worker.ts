@@ -33,6 +33,7 @@ import { createRepositoryContext, type RepositoryContext } from '../src/reposito
 import { createDatabase, type Database } from '../src/repository/database.js';
 import type { DialectName } from '../src/repository/dialect.js';
 import { migrateLatest } from '../src/repository/migrate.js';
+import { createProjectionStore } from '../src/repository/projectionStore.js';
 import { systemClock } from '../src/timestamps.js';
 import { startWorker, type WorkerConfig, type WorkerHandle } from '../src/bin/worker.js';
 import { deleteTopology, SummaryWatcher } from './workerNats.js';
@@ -227,7 +228,7 @@ function workerConfig(prefix: string, bootReconcile: boolean): WorkerConfig {
   return {
     subjectPrefix: prefix,
     healthPort: 0,
-    concurrency: CONCURRENCY,
+    projectionBatchSize: CONCURRENCY,
     projectionTransactions: SETTINGS.projectionTransactions.default,
     maxEventBytes: 256 * 1024,
     maxDeliver: 10,
@@ -379,7 +380,7 @@ async function benchDialect(dialect: DialectName, options: Options): Promise<Dia
   await lostBucket.restoreIfLost();
   const refillPublisher = new NatsSummaryPublisher(ncWorker, topology, lostBucket, systemClock);
   const refillStarted = performance.now();
-  const refilled = await refillSummaryBucket({ ctx, pageSize: PAGE_SIZE, fill: (update) => refillPublisher.fillSummary(update) });
+  const refilled = await refillSummaryBucket({ store: createProjectionStore(ctx), pageSize: PAGE_SIZE, fill: (update) => refillPublisher.fillSummary(update) });
   const refill = { progress: refilled, ms: performance.now() - refillStarted };
   if (refilled.filled !== refilled.visited || refilled.corrupt !== 0 || (await lostBucket.status()).values !== refilled.visited) {
     throw new WrongAnswerError(`refill: ${JSON.stringify(refilled)}, bucket holds ${(await lostBucket.status()).values} keys`);

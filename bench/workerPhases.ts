@@ -8,9 +8,10 @@ import type { JetStreamManager } from '@nats-io/jetstream';
 import type { Logger } from 'pino';
 import type { Topology } from '../src/events/subjects.js';
 import type { SummaryPublisher } from '../src/projectors/ports.js';
-import { projectTask } from '../src/projectors/projectTask.js';
+import { projectTask } from '../src/projectors/projectTasks.js';
 import type { RepositoryContext } from '../src/repository/context.js';
 import { loadTaskPendingStates } from '../src/repository/pendingActions.js';
+import { createProjectionStore } from '../src/repository/projectionStore.js';
 import { loadStatusSummaries } from '../src/repository/statusSummaries.js';
 import type { WorkerHandle } from '../src/bin/worker.js';
 import { ConsumerStalledError, ackProgress, encodeEvent, lastEventSeq, sleep, waitAcked, type SummaryWatcher } from './workerNats.js';
@@ -54,7 +55,7 @@ export function percentile(values: readonly number[], p: number): number {
 
 /** (1) One projection's work per task, `concurrency` at a time: projectTask straight, no bus in. */
 export async function measureLimit(env: BenchEnv, publisher: SummaryPublisher, taskIds: readonly string[], concurrency: number): Promise<Rate> {
-  const deps = { ctx: env.ctx, publisher, logger: env.logger };
+  const deps = { store: createProjectionStore(env.ctx), publisher, logger: env.logger };
   let next = 0;
   let unexpected = 0;
   const started = performance.now();
@@ -164,7 +165,7 @@ export async function measureBursts(env: BenchEnv, worker: WorkerHandle, taskIds
 
 /** A bare round trip, one at a time: projectTask (reread, CAS, publish) until a client has the summary. */
 export async function measureBareRoundTrips(env: BenchEnv, publisher: SummaryPublisher, taskIds: readonly string[]): Promise<number[]> {
-  const deps = { ctx: env.ctx, publisher, logger: env.logger };
+  const deps = { store: createProjectionStore(env.ctx), publisher, logger: env.logger };
   const samples: number[] = [];
   try {
     for (const taskId of taskIds) {

@@ -5,7 +5,8 @@ import { BUCKET_STORAGES } from './events/summaryBucket.js';
 
 /**
  * The one reader of process.env. Every setting has an env name and a flag; a flag wins over the
- * environment, the environment over the default.
+ * environment, the environment over the default. A renamed setting keeps its old env name and flag
+ * as an `alias`; the new name wins over the alias from the same source.
  */
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -20,7 +21,15 @@ export const SETTINGS = {
   healthPort: { env: 'HEALTH_PORT', flag: 'health-port', schema: intFrom(0, 65535), default: 9464, help: 'HTTP port for /healthz, /readyz, /metrics (0 picks a free port)' },
   logLevel: { env: 'LOG_LEVEL', flag: 'log-level', schema: z.enum(LOG_LEVELS), default: 'info', help: LOG_LEVELS.join(' | ') },
   shutdownTimeoutMs: { env: 'SHUTDOWN_TIMEOUT_MS', flag: 'shutdown-timeout-ms', schema: intFrom(100, 600_000), default: 30_000, help: 'graceful shutdown budget before exiting non-zero' },
-  concurrency: { env: 'CONCURRENCY', flag: 'concurrency', schema: intFrom(1, 1024), default: 16, help: 'tasks one projection transaction takes at most; (DB_MAX_CONNECTIONS + 1) x this many are in flight (SQLite: 2 x this many)' },
+  projectionBatchSize: {
+    env: 'PROJECTION_BATCH_SIZE',
+    flag: 'projection-batch-size',
+    // The setting's first name, still accepted; the new name wins when both are given.
+    alias: { env: 'CONCURRENCY', flag: 'concurrency' },
+    schema: intFrom(1, 1024),
+    default: 16,
+    help: 'tasks one projection transaction takes at most; (DB_MAX_CONNECTIONS + 1) x this many are in flight (SQLite: 2 x this many)',
+  },
   projectionTransactions: {
     env: 'PROJECTION_TRANSACTIONS',
     flag: 'projection-transactions',
@@ -49,6 +58,23 @@ type Settings = typeof SETTINGS;
 export type SettingName = keyof Settings;
 export type Config = { [K in SettingName]: z.output<Settings[K]['schema']> };
 
+interface SettingNames {
+  env: string;
+  flag: string;
+}
+
+/** The setting's own env name and flag, then its alias's if it has one. */
+export function namesOf(name: SettingName): SettingNames[] {
+  const setting: SettingNames & { alias?: SettingNames } = SETTINGS[name];
+  return setting.alias ? [setting, setting.alias] : [setting];
+}
+
+/** "ENV / --flag", with the alias: "ENV / --flag (alias OLD_ENV / --old-flag)". */
+function describeNames(name: SettingName): string {
+  const [own, alias] = namesOf(name);
+  return `${own!.env} / --${own!.flag}${alias ? ` (alias ${alias.env} / --${alias.flag})` : ''}`;
+}
+
 export class ConfigError extends PendingProjectorError {
   override name = 'ConfigError';
   constructor(readonly problems: string[]) {
@@ -69,15 +95,15 @@ export function loadConfig(
   const config: Record<string, unknown> = {};
   for (const name of only) {
     const setting = SETTINGS[name];
-    const flagValue = flags[setting.flag];
-    const raw = flagValue !== undefined ? String(flagValue) : (env[setting.env] ?? String(setting.default));
+    const names = namesOf(name);
+    const fromFlag = names.find((n) => flags[n.flag] !== undefined);
+    const fromEnv = names.find((n) => env[n.env] !== undefined);
+    const raw = fromFlag ? String(flags[fromFlag.flag]) : fromEnv ? env[fromEnv.env]! : String(setting.default);
     const parsed = (setting.schema as z.ZodType).safeParse(raw);
     if (parsed.success) config[name] = parsed.data;
     else {
-      const source = flagValue !== undefined ? `--${setting.flag}` : env[setting.env] !== undefined ? setting.env : 'default';
-      problems.push(
-        `${setting.env} / --${setting.flag} = ${JSON.stringify(raw)} (from ${source}): ${parsed.error.issues.map((i) => i.message).join('; ')}. Expected ${setting.help}.`,
-      );
+      const source = fromFlag ? `--${fromFlag.flag}` : fromEnv ? fromEnv.env : 'default';
+      problems.push(`${describeNames(name)} = ${JSON.stringify(raw)} (from ${source}): ${parsed.error.issues.map((i) => i.message).join('; ')}. Expected ${setting.help}.`);
     }
   }
   if (problems.length > 0) throw new ConfigError(problems);
@@ -89,7 +115,9 @@ export function describeSettings(only: readonly SettingName[]): string {
   return only
     .map((name) => {
       const s = SETTINGS[name];
-      return `  --${s.flag.padEnd(22)} ${s.env.padEnd(22)} ${s.help} (default: ${JSON.stringify(s.default)})`;
+      const alias = namesOf(name)[1];
+      const aka = alias ? `; alias --${alias.flag} / ${alias.env}` : '';
+      return `  --${s.flag.padEnd(22)} ${s.env.padEnd(22)} ${s.help} (default: ${JSON.stringify(s.default)}${aka})`;
     })
     .join('\n');
 }

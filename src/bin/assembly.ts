@@ -10,7 +10,9 @@ import { topologyFor, type Topology } from '../events/subjects.js';
 import type { SummaryBucket } from '../events/summaryBucket.js';
 import { createLogger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
+import { projectionCapacity } from '../projectors/projectionCapacity.js';
 import { Projector } from '../projectors/projector.js';
+import { createProjectionStore, type ProjectionStore } from '../repository/projectionStore.js';
 import { createRepositoryContext, type RepositoryContext } from '../repository/context.js';
 import { createDatabase, type Database } from '../repository/database.js';
 import { nextPendingActionProjectionEpoch } from '../repository/meta.js';
@@ -30,7 +32,7 @@ import { connectNats } from './connectNats.js';
  */
 
 /** What the assembled parts read from the configuration. */
-export type PartsConfig = Pick<Config, 'subjectPrefix' | 'concurrency' | 'projectionTransactions'> & Partial<Pick<Config, 'summaryBucketStorage'>>;
+export type PartsConfig = Pick<Config, 'subjectPrefix' | 'projectionBatchSize' | 'projectionTransactions'> & Partial<Pick<Config, 'summaryBucketStorage'>>;
 
 /** The inbound side's settings: only the worker creates or updates the events stream and its consumer. */
 export type InboundSettings = Pick<Config, 'streamMaxAgeMs' | 'maxDeliver' | 'ackWaitMs'>;
@@ -61,6 +63,8 @@ export interface Parts {
   readonly jsm: JetStreamManager;
   readonly summaries: SummaryBucket;
   readonly publisher: NatsSummaryPublisher;
+  /** The projections' port onto the database (the projector, reconcile and the bucket refill). */
+  readonly store: ProjectionStore;
   readonly projector: Projector;
 }
 
@@ -84,18 +88,18 @@ export async function openStores(db: Database, logger: Logger, clock: Clock = sy
   return storesOf(db, clock);
 }
 
-/** The one construction of a projector: its capacity follows from the settings and the pool. */
-export function createProjector(deps: { ctx: RepositoryContext; db: Database; publisher: NatsSummaryPublisher; config: PartsConfig; epoch: string; logger: Logger; metrics?: Metrics }): Projector {
-  return new Projector({
-    ctx: deps.ctx,
-    publisher: deps.publisher,
-    logger: deps.logger,
-    metrics: deps.metrics,
-    concurrency: deps.config.concurrency,
+/**
+ * The one construction of a projector. Its capacity (tasks per transaction, transactions at once,
+ * tasks in flight) is computed here, once, from the settings, the pool and the dialect.
+ */
+export function createProjector(deps: { store: ProjectionStore; db: Database; publisher: NatsSummaryPublisher; config: PartsConfig; epoch: string; logger: Logger; metrics?: Metrics }): Projector {
+  const capacity = projectionCapacity({
+    batchSize: deps.config.projectionBatchSize,
     transactions: deps.config.projectionTransactions,
     connections: deps.db.maxConnections,
-    epoch: deps.epoch,
+    singleWriter: deps.store.capabilities.singleWriter,
   });
+  return new Projector({ store: deps.store, publisher: deps.publisher, logger: deps.logger, metrics: deps.metrics, capacity, epoch: deps.epoch });
 }
 
 /** The one construction of the clarification lifecycle the worker's endpoints serve. */
@@ -126,8 +130,9 @@ export async function assembleParts(deps: PartsDeps): Promise<Parts> {
     ? await ensureTopology(nc, { topology, ...deps.inbound, bucketStorage: config.summaryBucketStorage })
     : { ...(await ensureOutputTopology(nc, topology, config.summaryBucketStorage)), jsm: await jetstreamManager(nc) };
   const publisher = new NatsSummaryPublisher(nc, topology, summaries, clock);
-  const projector = createProjector({ ctx, db, publisher, config, epoch, logger, metrics: deps.metrics });
-  return { db, nc, ctx, clock, epoch, topology, jsm, summaries, publisher, projector };
+  const store = createProjectionStore(ctx);
+  const projector = createProjector({ store, db, publisher, config, epoch, logger, metrics: deps.metrics });
+  return { db, nc, ctx, clock, epoch, topology, jsm, summaries, publisher, store, projector };
 }
 
 /** What a one-shot command that publishes projections reads. */

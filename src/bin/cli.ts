@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { ConfigError, SETTINGS, describeSettings, loadConfig, type Config, type SettingName } from '../config.js';
+import { ConfigError, describeSettings, loadConfig, namesOf, type Config, type SettingName } from '../config.js';
 import { DatabaseUrlError } from '../repository/database.js';
 import { migrateLatest } from '../repository/migrate.js';
 import { openDatabase } from './assembly.js';
@@ -43,13 +43,13 @@ const COMMANDS: Record<string, Command> = {
   worker: {
     summary: 'run the projector: consume events, compare-and-set summaries, publish replacements',
     usage: 'pending-projector worker [flags]',
-    settings: [...DB, ...BUS, 'healthPort', 'shutdownTimeoutMs', 'concurrency', 'projectionTransactions', 'maxEventBytes', 'maxDeliver', 'ackWaitMs', 'streamMaxAgeMs', 'reconcilePageSize', 'bootReconcile', 'respondDeadlineMs', 'summaryBucketStorage'],
+    settings: [...DB, ...BUS, 'healthPort', 'shutdownTimeoutMs', 'projectionBatchSize', 'projectionTransactions', 'maxEventBytes', 'maxDeliver', 'ackWaitMs', 'streamMaxAgeMs', 'reconcilePageSize', 'bootReconcile', 'respondDeadlineMs', 'summaryBucketStorage'],
     run: (config) => runWorkerCommand(config),
   },
   reconcile: {
     summary: 'repair every task summary (or --task ID ...) from the database, publishing each change',
     usage: 'pending-projector reconcile [--task ID]... [flags]',
-    settings: [...DB, ...BUS, 'reconcilePageSize', 'concurrency', 'projectionTransactions', 'summaryBucketStorage'],
+    settings: [...DB, ...BUS, 'reconcilePageSize', 'projectionBatchSize', 'projectionTransactions', 'summaryBucketStorage'],
     options: { task: { type: 'string', multiple: true, help: 'only this task (repeatable)' } },
     run: (config, args) => runReconcileCommand(config, (args.values.task as string[] | undefined) ?? []),
   },
@@ -66,7 +66,7 @@ const COMMANDS: Record<string, Command> = {
   replay: {
     summary: 'reproject every task touched by events in a window of the event stream (ops)',
     usage: 'pending-projector replay (--since <RFC3339 time> | --from-seq <n>) [flags]',
-    settings: [...DB, ...BUS, 'concurrency', 'projectionTransactions', 'summaryBucketStorage'],
+    settings: [...DB, ...BUS, 'projectionBatchSize', 'projectionTransactions', 'summaryBucketStorage'],
     options: {
       since: { type: 'string', help: 'start at this instant, e.g. 2026-11-30T06:00:00Z' },
       'from-seq': { type: 'string', help: 'start at this stream sequence' },
@@ -85,13 +85,11 @@ const COMMANDS: Record<string, Command> = {
 function flagOptions(command: Command) {
   const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = { help: { type: 'boolean' } };
   for (const name of command.settings) {
-    options[(SETTING_FLAGS as Record<string, string>)[name]!] = { type: 'string' };
+    for (const { flag } of namesOf(name)) options[flag] = { type: 'string' };
   }
   for (const [name, o] of Object.entries(command.options ?? {})) options[name] = o.multiple ? { type: o.type, multiple: true } : { type: o.type };
   return options;
 }
-
-const SETTING_FLAGS = Object.fromEntries(Object.entries(SETTINGS).map(([k, v]) => [k, v.flag]));
 
 function usage(): string {
   const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(14)} ${c.summary}`);

@@ -1,17 +1,18 @@
 import type { Config } from '../config.js';
 import { reconcileTasks } from '../projectors/reconcile.js';
+import { createProjectionStore } from '../repository/projectionStore.js';
 import { countTasks } from '../repository/tasks.js';
 import { openDatabase, storesOf, withCommandParts } from './assembly.js';
 import { createProgressReporter } from './progress.js';
 
 /** `reconcile`: repair drifted summaries through the normal projection and publish each change. */
 export async function runReconcileCommand(config: Config, taskIds: string[]): Promise<number> {
-  return withCommandParts(config, 'pending-projector-reconcile', async ({ ctx, projector }) => {
+  return withCommandParts(config, 'pending-projector-reconcile', async ({ ctx, store, projector }) => {
     const total = taskIds.length > 0 ? taskIds.length : await countTasks(ctx);
     const progress = createProgressReporter();
     const started = Date.now();
     const result = await reconcileTasks({
-      ctx,
+      store,
       pageSize: config.reconcilePageSize,
       taskIds: taskIds.length > 0 ? taskIds : undefined,
       repair: (taskIds) => projector.reprojectBatch(taskIds),
@@ -36,7 +37,7 @@ export async function runVerifyCommand(config: Config, taskIds: string[], json: 
     const progress = createProgressReporter();
     const total = taskIds.length > 0 ? taskIds.length : await countTasks(ctx);
     const result = await reconcileTasks({
-      ctx,
+      store: createProjectionStore(ctx),
       pageSize: config.reconcilePageSize,
       taskIds: taskIds.length > 0 ? taskIds : undefined,
       onPage: (p, drift) => {

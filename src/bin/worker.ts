@@ -24,7 +24,7 @@ export type WorkerConfig = Pick<
   Config,
   | 'subjectPrefix'
   | 'healthPort'
-  | 'concurrency'
+  | 'projectionBatchSize'
   | 'projectionTransactions'
   | 'maxEventBytes'
   | 'maxDeliver'
@@ -92,7 +92,7 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
 
   const consumer = new EventConsumer({ nc, topology, handler: projector, logger, metrics, maxEventBytes: config.maxEventBytes, maxDeliver: config.maxDeliver });
   const reconcile = bootReconcile({
-    ctx,
+    store: parts.store,
     enabled: config.bootReconcile,
     lease: bootLease(ctx),
     pageSize: config.reconcilePageSize,
@@ -103,6 +103,7 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
   const lagProbe = consumerLagProbe({ jsm: parts.jsm, topology, metrics, logger });
   const refiller = summaryBucketRefillerComponent({
     ctx,
+    store: parts.store,
     nc,
     bucket: parts.summaries,
     publisher: parts.publisher,

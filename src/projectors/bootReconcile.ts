@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Metrics } from '../metrics.js';
-import type { RepositoryContext } from '../repository/context.js';
+import type { ProjectionStore } from '../repository/projectionStore.js';
 import { reconcileTasks, type ReconcileProgress } from './reconcile.js';
 
 /**
@@ -18,7 +18,7 @@ export interface Lease {
 }
 
 export interface BootReconcileDeps {
-  ctx: RepositoryContext;
+  store: ProjectionStore;
   /** false: the outcome is 'skipped' at once. */
   enabled: boolean;
   lease: Lease;
@@ -66,7 +66,7 @@ export function bootReconcile(deps: BootReconcileDeps): BootReconcile {
     let visited = 0;
     try {
       const progress = await reconcileTasks({
-        ctx: deps.ctx,
+        store: deps.store,
         pageSize: deps.pageSize,
         repair: deps.repair,
         shouldStop: () => stopping,

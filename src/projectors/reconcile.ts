@@ -1,9 +1,6 @@
-import type { RepositoryContext } from '../repository/context.js';
-import { loadTaskPendingStates } from '../repository/pendingActions.js';
-import { loadStatusSummaries } from '../repository/statusSummaries.js';
 import { parseStoredSummary, pendingActionOf } from '../events/statusSummary.js';
+import type { ProjectionStore } from '../repository/projectionStore.js';
 import type { PendingAction } from '../turns/pendingAction.js';
-import { listTaskIdsAfter } from '../repository/tasks.js';
 
 export type DriftKind = 'missing' | 'stale' | 'corrupt';
 
@@ -18,8 +15,8 @@ export interface TaskDrift {
  * Compares a page of tasks' stored summaries with a fresh derivation, in three batched statements
  * (sessions, windowed pending actions, summaries) whatever the page size.
  */
-export async function findDrift(ctx: RepositoryContext, taskIds: readonly string[]): Promise<TaskDrift[]> {
-  const [states, summaries] = await Promise.all([loadTaskPendingStates(ctx, taskIds), loadStatusSummaries(ctx, taskIds)]);
+export async function findDrift(store: ProjectionStore, taskIds: readonly string[]): Promise<TaskDrift[]> {
+  const [states, summaries] = await Promise.all([store.loadPendingStates(taskIds), store.loadStatusSummaries(taskIds)]);
   const drift: TaskDrift[] = [];
   for (const taskId of taskIds) {
     const state = states.get(taskId);
@@ -52,7 +49,7 @@ export interface ReconcileProgress {
 }
 
 export interface ReconcileOptions {
-  ctx: RepositoryContext;
+  store: ProjectionStore;
   pageSize: number;
   /**
    * Repairs a batch of drifted tasks (fewer than two pages' worth) and resolves to the ids that
@@ -95,10 +92,10 @@ export async function reconcileTasks(options: ReconcileOptions): Promise<Reconci
     if (explicit) {
       page = explicit.splice(0, options.pageSize);
     } else {
-      page = await listTaskIdsAfter(options.ctx, progress.lastTaskId, options.pageSize);
+      page = await options.store.listTaskIdsAfter(progress.lastTaskId, options.pageSize);
     }
     if (page.length === 0) break;
-    const drift = await findDrift(options.ctx, page);
+    const drift = await findDrift(options.store, page);
     progress.visited += page.length;
     progress.drifted += drift.length;
     progress.lastTaskId = page[page.length - 1] ?? progress.lastTaskId;

@@ -1,6 +1,5 @@
 import { parseStoredSummary, SummaryParseError, toPublishedSummary } from '../events/statusSummary.js';
-import type { RepositoryContext } from '../repository/context.js';
-import { listStatusSummariesAfter } from '../repository/statusSummaries.js';
+import type { ProjectionStore } from '../repository/projectionStore.js';
 import type { SummaryUpdate } from './ports.js';
 
 export interface RefillProgress {
@@ -13,7 +12,7 @@ export interface RefillProgress {
 }
 
 export interface RefillOptions {
-  ctx: RepositoryContext;
+  store: ProjectionStore;
   pageSize: number;
   /** Puts one summary into the bucket if its key is empty; false when the key was taken. */
   fill(update: SummaryUpdate): Promise<boolean>;
@@ -31,7 +30,7 @@ export async function refillSummaryBucket(options: RefillOptions): Promise<Refil
   const progress: RefillProgress = { visited: 0, filled: 0, corrupt: 0 };
   let after: string | null = null;
   while (!options.shouldStop?.()) {
-    const page = await listStatusSummariesAfter(options.ctx, after, options.pageSize);
+    const page = await options.store.listStatusSummariesAfter(after, options.pageSize);
     if (page.length === 0) break;
     const updates: SummaryUpdate[] = [];
     for (const row of page) {

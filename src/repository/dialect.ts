@@ -64,6 +64,18 @@ export interface SqlDialect {
    * the other way round and a tie on every other key would resolve differently.
    */
   binaryText(expression: string): string;
+  /**
+   * One writer at a time, whatever the pool: SQLite's write lock (BEGIN IMMEDIATE) serialises every
+   * transaction that may write, so a second projection transaction would only queue behind the first.
+   */
+  readonly singleWriter: boolean;
+  /**
+   * A projection may give up its transaction slot once only COMMIT is left: the next batch's
+   * transaction runs on another pooled connection beside a COMMIT waiting for its WAL flush.
+   * PostgreSQL only: SQLite's one connection stays with the committing transaction, so the next
+   * batch could not start before the COMMIT is done anyway.
+   */
+  readonly releasesSlotBeforeCommit: boolean;
 }
 
 const KEY = /^[a-z_][a-z0-9_]*$/;
@@ -132,6 +144,8 @@ export const sqliteDialect: SqlDialect = {
   binaryText(expression) {
     return expression;
   },
+  singleWriter: true,
+  releasesSlotBeforeCommit: false,
 };
 
 export const postgresDialect: SqlDialect = {
@@ -172,6 +186,8 @@ export const postgresDialect: SqlDialect = {
   binaryText(expression) {
     return `${expression} COLLATE "C"`;
   },
+  singleWriter: false,
+  releasesSlotBeforeCommit: true,
 };
 
 export function dialectFor(name: DialectName): SqlDialect {

@@ -32,7 +32,7 @@ describe('bad input on the bus', () => {
       db: t.db,
       nc,
       logger: silentLogger(),
-      config: testWorkerConfig(prefix, { concurrency: 4, maxDeliver: 3 }),
+      config: testWorkerConfig(prefix, { projectionBatchSize: 4, maxDeliver: 3 }),
     });
   });
   afterAll(async () => {

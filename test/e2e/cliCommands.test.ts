@@ -75,7 +75,7 @@ describe('verify, reconcile and replay commands', () => {
       db: t.db,
       nc,
       logger: silentLogger(),
-      config: testWorkerConfig(prefix, { concurrency: 4 }),
+      config: testWorkerConfig(prefix, { projectionBatchSize: 4 }),
     });
     try {
       nc.publish(`${prefix}task.updated`, envelope('task.updated', { task_id: tasks[1] }));

@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Kvm } from '@nats-io/kv';
 import { summaryKey } from '../../src/events/natsTopology.js';
 import { topologyFor } from '../../src/events/subjects.js';
+import { createProjectionStore } from '../../src/repository/projectionStore.js';
 import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
 import { findDrift } from '../../src/projectors/reconcile.js';
 import type { DialectName } from '../../src/repository/dialect.js';
@@ -87,7 +88,7 @@ describeEachDialect('worker resilience on %s', (dialect) => {
     });
     worker = await startWorker(t, prefix);
     await settled(nc, prefix);
-    expect(await findDrift(t.ctx, tasks.map((x) => x.taskId))).toEqual([]);
+    expect(await findDrift(createProjectionStore(t.ctx), tasks.map((x) => x.taskId))).toEqual([]);
     const verify = spawnSync(process.execPath, [CLI, 'verify', '--database-url', t.url], { encoding: 'utf8', timeout: 60_000 });
     expect(verify.stderr).toMatch(/verified 20 tasks: 0 drifted/);
     expect(verify.status).toBe(0);
@@ -139,7 +140,7 @@ describeEachDialect('worker resilience on %s', (dialect) => {
       },
     });
     await settled(nc, prefix);
-    expect(await findDrift(t.ctx, tasks.map((x) => x.taskId))).toEqual([]);
+    expect(await findDrift(createProjectionStore(t.ctx), tasks.map((x) => x.taskId))).toEqual([]);
     // The bucket lives in memory, so the restart emptied it: the worker recreated it and refilled every
     // task's stored summary from the database.
     const bucket = await new Kvm(nc).open(topologyFor(prefix).summaryBucket);
@@ -167,7 +168,7 @@ describeEachDialect('worker resilience on %s', (dialect) => {
       }),
     );
     await settled(nc, prefix);
-    expect(await findDrift(t.ctx, tasks.map((x) => x.taskId))).toEqual([]);
+    expect(await findDrift(createProjectionStore(t.ctx), tasks.map((x) => x.taskId))).toEqual([]);
     for (const task of tasks) {
       const revisions = summaries.forTask(task.taskId).map((e) => e.status_summary.revision);
       for (let i = 1; i < revisions.length; i++) expect(revisions[i]).toBeGreaterThan(revisions[i - 1]!);
@@ -197,7 +198,7 @@ describe('worker resilience against PostgreSQL failures', () => {
       }
       await settled(nc, prefix);
       expect(terminated).toBeGreaterThan(0);
-      expect(await findDrift(t.ctx, tasks.map((x) => x.taskId))).toEqual([]);
+      expect(await findDrift(createProjectionStore(t.ctx), tasks.map((x) => x.taskId))).toEqual([]);
       expect(worker.child.exitCode).toBeNull();
     },
     180_000,

@@ -1,17 +1,25 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/logger.js';
 import type { SummaryPublisher } from '../../src/projectors/ports.js';
-import { Projector } from '../../src/projectors/projector.js';
-import { projectTasks } from '../../src/projectors/projectTask.js';
+import { projectTasks, type BatchProjection, type TaskProjection } from '../../src/projectors/projectTasks.js';
+import { createProjectionStore, type ProjectionStore } from '../../src/repository/projectionStore.js';
 import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { createTestProjector } from '../support/projector.js';
 import { RecordingPublisher } from '../support/recordingPublisher.js';
 import { seedTaskWithQuestion } from '../support/seed.js';
 
+/** The tasks of a batch that ended with this outcome, in order. */
+const withOutcome = (batch: BatchProjection, outcome: TaskProjection['outcome']) => [...batch].filter(([, p]) => p.outcome === outcome).map(([taskId]) => taskId);
+/** The tasks a batch settled (committed, already current, or unknown). */
+const settled = (batch: BatchProjection) => [...batch].filter(([, p]) => p.outcome !== 'conflict' && p.outcome !== 'bus_refused').map(([taskId]) => taskId);
+
 describeEachDialect('batched projection on %s', (dialect) => {
   let t: TestDatabase;
+  let store: ProjectionStore;
   beforeAll(async () => {
     t = await openTestDatabase(dialect);
+    store = createProjectionStore(t.ctx);
   });
   afterAll(async () => {
     await t.close();
@@ -32,9 +40,9 @@ describeEachDialect('batched projection on %s', (dialect) => {
     ]);
     const publisher = new RecordingPublisher();
     const ids = [missing.taskId, stale.taskId, correct.taskId, corrupt.taskId, 'no-such-task'];
-    const batch = await projectTasks({ ctx: t.ctx, publisher, logger: silentLogger() }, ids);
-    expect(batch.conflicts).toEqual([]);
-    expect(Object.fromEntries([...batch.results].map(([id, r]) => [id, r.outcome === 'unknown_task' ? r.outcome : [r.outcome, r.revision]]))).toEqual({
+    const batch = await projectTasks({ store, publisher, logger: silentLogger() }, ids);
+    expect(withOutcome(batch, 'conflict')).toEqual([]);
+    expect(Object.fromEntries([...batch].map(([id, r]) => [id, 'revision' in r ? [r.outcome, r.revision] : r.outcome]))).toEqual({
       [missing.taskId]: ['changed', 1],
       [stale.taskId]: ['changed', 5],
       [correct.taskId]: ['unchanged', 4],
@@ -47,26 +55,43 @@ describeEachDialect('batched projection on %s', (dialect) => {
     expect(JSON.parse(stored.get(corrupt.taskId)!.summary)).toEqual({ pending_action: 'clarification' });
   });
 
-  it('says when only COMMIT is left: after every publish, before the COMMIT statement', async () => {
+  /** The statements of one projection of a fresh task and, among them, when it first released its slot (slots are idempotent). */
+  async function slotReleaseAmongStatements(projectionStore: ProjectionStore): Promise<string[]> {
     const { taskId } = await taskWithQuestion();
     const publisher = new RecordingPublisher();
     const seen: string[] = [];
     const onQuery = (q: { sql: string }) => seen.push(q.sql.trim().split(/\s+/)[0]!.toUpperCase());
+    let released = false;
+    const release = () => {
+      if (!released) seen.push(`release after ${publisher.summaries.length} publish`);
+      released = true;
+    };
     t.db.knex.on('query', onQuery);
     try {
-      await projectTasks({ ctx: t.ctx, publisher, logger: silentLogger(), beforeCommit: () => seen.push(`hook after ${publisher.summaries.length} publish`) }, [taskId]);
+      await projectTasks({ store: projectionStore, publisher, logger: silentLogger() }, [taskId], { release });
     } finally {
       t.db.knex.removeListener('query', onQuery);
     }
-    expect(seen.slice(-3)).toEqual(['INSERT', 'hook after 1 publish', 'COMMIT']);
+    return seen;
+  }
+
+  it('says when only COMMIT is left: after every publish, before the COMMIT statement', async () => {
+    const early = { ...store, capabilities: { ...store.capabilities, releasesSlotBeforeCommit: true } };
+    const seen = await slotReleaseAmongStatements(early);
+    expect(seen.slice(-3)).toEqual(['INSERT', 'release after 1 publish', 'COMMIT']);
+  });
+
+  it(`releases the slot ${dialect === 'postgres' ? 'before' : 'after'} COMMIT, as the dialect says`, async () => {
+    const seen = await slotReleaseAmongStatements(store);
+    expect(seen.slice(-3)).toEqual(dialect === 'postgres' ? ['INSERT', 'release after 1 publish', 'COMMIT'] : ['INSERT', 'COMMIT', 'release after 1 publish']);
   });
 
   it('projects a task listed twice in a batch once', async () => {
     const { taskId } = await taskWithQuestion();
     const publisher = new RecordingPublisher();
-    const batch = await projectTasks({ ctx: t.ctx, publisher, logger: silentLogger() }, [taskId, taskId]);
-    expect(batch.conflicts).toEqual([]);
-    expect(batch.results.get(taskId)).toMatchObject({ outcome: 'changed', revision: 1 });
+    const batch = await projectTasks({ store, publisher, logger: silentLogger() }, [taskId, taskId]);
+    expect(withOutcome(batch, 'conflict')).toEqual([]);
+    expect(batch.get(taskId)).toMatchObject({ outcome: 'changed', revision: 1 });
     expect(publisher.summaries.map((u) => u.summary.revision)).toEqual([1]);
   });
 
@@ -83,7 +108,7 @@ describeEachDialect('batched projection on %s', (dialect) => {
         '2026-11-30T00:00:00.000000000Z',
       ]);
       // The batch sees no row to lock, then its insert waits on the rival's uncommitted one.
-      const batch = projectTasks({ ctx: t.ctx, publisher, logger: silentLogger() }, [taskId]);
+      const batch = projectTasks({ store, publisher, logger: silentLogger() }, [taskId]);
       for (let waited = 0; ; waited += 10) {
         const rows = (await t.ctx.knex.raw('SELECT count(*)::int AS n FROM pg_stat_activity WHERE ? = ANY(pg_blocking_pids(pid))', [rivalPid])).rows;
         if (rows[0].n > 0) break;
@@ -91,9 +116,9 @@ describeEachDialect('batched projection on %s', (dialect) => {
         await new Promise((r) => setTimeout(r, 10));
       }
       await rival.commit();
-      expect((await batch).conflicts).toEqual([taskId]);
+      expect(withOutcome(await batch, 'conflict')).toEqual([taskId]);
       expect(publisher.summaries).toEqual([]);
-      const projector = new Projector({ ctx: t.ctx, publisher, logger: silentLogger(), concurrency: 2, epoch: '1' });
+      const projector = createTestProjector(t.ctx, { publisher, batchSize: 2 });
       expect(await projector.reprojectBatch([taskId])).toEqual([]);
       const stored = (await loadStatusSummaries(t.ctx, [taskId])).get(taskId)!;
       expect(stored).toMatchObject({ revision: 2, summary: '{"pending_action":"clarification"}' });
@@ -123,12 +148,12 @@ describeEachDialect('batched projection on %s', (dialect) => {
       },
       publishSessionPendingActions: async () => undefined,
     };
-    const batch = await projectTasks({ ctx: t.ctx, publisher: failing, logger: silentLogger() }, [fresh.taskId, refusedNew.taskId, refusedStale.taskId]);
+    const batch = await projectTasks({ store, publisher: failing, logger: silentLogger() }, [fresh.taskId, refusedNew.taskId, refusedStale.taskId]);
     expect(published).toEqual([fresh.taskId]);
-    expect([...batch.results.keys()]).toEqual([fresh.taskId]);
-    expect(batch.results.get(fresh.taskId)).toMatchObject({ outcome: 'changed', revision: 1 });
-    expect([...batch.failed.keys()].sort()).toEqual([...refused].sort());
-    expect((batch.failed.get(refusedNew.taskId) as Error).message).toBe(`bus refused ${refusedNew.taskId}`);
+    expect(settled(batch)).toEqual([fresh.taskId]);
+    expect(batch.get(fresh.taskId)).toMatchObject({ outcome: 'changed', revision: 1 });
+    expect(withOutcome(batch, 'bus_refused').sort()).toEqual([...refused].sort());
+    expect(((batch.get(refusedNew.taskId) as { error: unknown }).error as Error).message).toBe(`bus refused ${refusedNew.taskId}`);
     const stored = await loadStatusSummaries(t.ctx, [fresh.taskId, refusedNew.taskId, refusedStale.taskId]);
     expect(stored.get(fresh.taskId)?.revision).toBe(1);
     expect(stored.has(refusedNew.taskId)).toBe(false);

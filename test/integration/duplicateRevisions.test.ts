@@ -7,7 +7,8 @@ import { NatsSummaryPublisher } from '../../src/events/natsSummaryPublisher.js';
 import { ensureOutputTopology, summaryKey } from '../../src/events/natsTopology.js';
 import { topologyFor, type Topology } from '../../src/events/subjects.js';
 import { silentLogger } from '../../src/logger.js';
-import { projectTask, projectTasks } from '../../src/projectors/projectTask.js';
+import { projectTask, projectTasks } from '../../src/projectors/projectTasks.js';
+import { createProjectionStore } from '../../src/repository/projectionStore.js';
 import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, uniquePrefix } from '../support/nats.js';
@@ -71,7 +72,7 @@ describeEachDialect('a revision the summary stream already holds, on %s', (diale
   it('publishes what is true now at the next revision, and stores and puts that one', async () => {
     const { taskId } = await seedTaskWithQuestion(t.ctx);
     await earlierAttempt(taskId, 1);
-    const result = await projectTask({ ctx: t.ctx, publisher, logger: silentLogger() }, taskId);
+    const result = await projectTask({ store: createProjectionStore(t.ctx), publisher, logger: silentLogger() }, taskId);
     expect(result).toMatchObject({ outcome: 'changed', revision: 2 });
     const stored = (await loadStatusSummaries(t.ctx, [taskId])).get(taskId)!;
     expect(stored.revision).toBe(2);
@@ -88,10 +89,13 @@ describeEachDialect('a revision the summary stream already holds, on %s', (diale
     const { taskId: stuck } = await seedTaskWithQuestion(t.ctx);
     const { taskId: fine } = await seedTaskWithQuestion(t.ctx);
     for (let revision = 1; revision <= 4; revision++) await earlierAttempt(stuck, revision);
-    const batch = await projectTasks({ ctx: t.ctx, publisher, logger: silentLogger() }, [stuck, fine]);
-    expect(batch.failed.get(stuck)).toBeInstanceOf(DuplicateRevisionsError);
-    expect(String(batch.failed.get(stuck))).toMatch(/revisions 1-4/);
-    expect(batch.results.get(fine)).toMatchObject({ outcome: 'changed', revision: 1 });
+    const batch = await projectTasks({ store: createProjectionStore(t.ctx), publisher, logger: silentLogger() }, [stuck, fine]);
+    const refused = batch.get(stuck)!;
+    expect(refused.outcome).toBe('bus_refused');
+    const error = (refused as { error: unknown }).error;
+    expect(error).toBeInstanceOf(DuplicateRevisionsError);
+    expect(String(error)).toMatch(/revisions 1-4/);
+    expect(batch.get(fine)).toMatchObject({ outcome: 'changed', revision: 1 });
     const stored = await loadStatusSummaries(t.ctx, [stuck, fine]);
     expect(stored.has(stuck)).toBe(false);
     expect(stored.get(fine)?.revision).toBe(1);

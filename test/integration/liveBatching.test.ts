@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../src/logger.js';
 import { createMetrics } from '../../src/metrics.js';
 import type { SummaryUpdate } from '../../src/projectors/ports.js';
-import { Projector } from '../../src/projectors/projector.js';
 import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
+import { createTestProjector } from '../support/projector.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { RecordingPublisher } from '../support/recordingPublisher.js';
 import { seedTaskWithQuestion } from '../support/seed.js';
@@ -60,7 +59,7 @@ describeEachDialect('live projections sharing a transaction on %s', (dialect) =>
     const [first, ...queued] = [await taskWithQuestion(), await taskWithQuestion(), await taskWithQuestion(), await taskWithQuestion()];
     const publisher = new GatedPublisher(first!);
     const metrics = createMetrics();
-    const projector = new Projector({ ctx: t.ctx, publisher, logger: silentLogger(), metrics, concurrency: 8, transactions: 1, epoch: '1' });
+    const projector = createTestProjector(t.ctx, { publisher, metrics, batchSize: 8, transactions: 1 });
     const firstDone = projector.reproject(first!);
     await publisher.held;
     const queuedDone = queued.map((taskId) => projector.reproject(taskId));
@@ -87,7 +86,7 @@ describeEachDialect('live projections sharing a transaction on %s', (dialect) =>
       await recordSessions(updates);
     };
     const metrics = createMetrics();
-    const projector = new Projector({ ctx: t.ctx, publisher, logger: silentLogger(), metrics, concurrency: 8, transactions: 1, epoch: '1' });
+    const projector = createTestProjector(t.ctx, { publisher, metrics, batchSize: 8, transactions: 1 });
     const firstDone = projector.reproject(first);
     await publisher.held;
     const queuedDone = queued.map((taskId) => projector.reproject(taskId));
@@ -108,7 +107,7 @@ describeEachDialect('live projections sharing a transaction on %s', (dialect) =>
     const refused = await taskWithQuestion();
     const publisher = new GatedPublisher(first, refused);
     const metrics = createMetrics();
-    const projector = new Projector({ ctx: t.ctx, publisher, logger: silentLogger(), metrics, concurrency: 8, transactions: 1, epoch: '1' });
+    const projector = createTestProjector(t.ctx, { publisher, metrics, batchSize: 8, transactions: 1 });
     const firstDone = projector.reproject(first);
     await publisher.held;
     const goodDone = projector.reproject(good);
@@ -145,8 +144,8 @@ describeEachDialect('live projections sharing a transaction on %s', (dialect) =>
       }
       await recordSessions(updates);
     };
-    // CONCURRENCY 1: `first`, past its COMMIT, must not take the only place in flight either.
-    const projector = new Projector({ ctx: t.ctx, publisher, logger: silentLogger(), concurrency: 1, transactions: 1, epoch: '1' });
+    // Batch size 1: `first`, past its COMMIT, must not take the only place in flight either.
+    const projector = createTestProjector(t.ctx, { publisher, batchSize: 1, transactions: 1 });
     const firstDone = projector.reproject(first);
     await held;
     try {
@@ -166,13 +165,13 @@ describeEachDialect('live projections sharing a transaction on %s', (dialect) =>
     const queued = [await taskWithQuestion(), await taskWithQuestion(), await taskWithQuestion(), await taskWithQuestion()];
     const publisher = new GatedPublisher(first);
     const metrics = createMetrics();
-    const projector = new Projector({ ctx: t.ctx, publisher, logger: silentLogger(), metrics, concurrency: 2, transactions: 2, epoch: '1' });
+    const projector = createTestProjector(t.ctx, { publisher, metrics, batchSize: 2, transactions: 2 });
     const firstDone = projector.reproject(first);
     await publisher.held;
     const queuedDone = queued.map((taskId) => projector.reproject(taskId));
     if (dialect === 'postgres') {
       // `first` holds one transaction open; the other slot serves the queue meanwhile: the first
-      // queued task alone at once, then the others in batches of CONCURRENCY as they wait together.
+      // queued task alone at once, then the others in batches of the batch size as they wait together.
       try {
         await Promise.all(queuedDone);
         expect(await batchSizes(metrics)).toEqual({ transactions: 4, tasks: 5 });
@@ -181,7 +180,7 @@ describeEachDialect('live projections sharing a transaction on %s', (dialect) =>
         await firstDone;
       }
     } else {
-      // One writer: everything waits for `first`, then the queue drains in full batches of CONCURRENCY.
+      // One writer: everything waits for `first`, then the queue drains in full batches of the batch size.
       publisher.release();
       await Promise.all([firstDone, ...queuedDone]);
       expect(await batchSizes(metrics)).toEqual({ transactions: 3, tasks: 5 });
@@ -213,8 +212,8 @@ describeEachDialect('live projections sharing a transaction on %s', (dialect) =>
       try {
         await lockHeld;
         const publisher = new RecordingPublisher();
-        // CONCURRENCY 1 and one slot: only counting the connections lets two more tasks in beside `first`.
-        const projector = new Projector({ ctx: t.ctx, publisher, logger: silentLogger(), concurrency: 1, transactions: 1, connections: 3, epoch: '1' });
+        // Batch size 1 and one slot: only counting the connections lets two more tasks in beside `first`.
+        const projector = createTestProjector(t.ctx, { publisher, batchSize: 1, transactions: 1, connections: 3 });
         let firstSettled = false;
         const firstDone = projector.reproject(first).finally(() => (firstSettled = true));
         while (publisher.summaries.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));

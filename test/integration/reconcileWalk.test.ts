@@ -1,7 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../src/logger.js';
-import { Projector } from '../../src/projectors/projector.js';
+import type { Projector } from '../../src/projectors/projector.js';
 import { reconcileTasks } from '../../src/projectors/reconcile.js';
+import { createProjectionStore } from '../../src/repository/projectionStore.js';
+import { createTestProjector } from '../support/projector.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { RecordingPublisher } from '../support/recordingPublisher.js';
 import { seedSession } from '../support/seed.js';
@@ -18,7 +19,7 @@ describeEachDialect('reconcile walk on %s', (dialect) => {
   beforeEach(async () => {
     t = await openTestDatabase(dialect);
     publisher = new RecordingPublisher();
-    projector = new Projector({ ctx: t.ctx, publisher, logger: silentLogger(), concurrency: 2, epoch: '1' });
+    projector = createTestProjector(t.ctx, { publisher, batchSize: 2 });
     batches = [];
   });
   afterEach(async () => {
@@ -29,14 +30,14 @@ describeEachDialect('reconcile walk on %s', (dialect) => {
     const tasks = await Promise.all(Array.from({ length: 12 }, () => seedSession(t.ctx)));
     const ids = tasks.map((x) => x.taskId).sort();
     // Settle everything, then make every third task drift (summary gone, as if created meanwhile).
-    await reconcileTasks({ ctx: t.ctx, pageSize: 100, repair });
+    await reconcileTasks({ store: createProjectionStore(t.ctx), pageSize: 100, repair });
     const drifted = ids.filter((_, i) => i % 3 === 0);
     await t.ctx.knex('task_status_summaries').whereIn('task_id', drifted).delete();
     batches = [];
     publisher.summaries = [];
 
     const pages: Array<[number, number]> = [];
-    const result = await reconcileTasks({ ctx: t.ctx, pageSize: 3, repair, onPage: (p) => pages.push([p.visited, p.repaired]) });
+    const result = await reconcileTasks({ store: createProjectionStore(t.ctx), pageSize: 3, repair, onPage: (p) => pages.push([p.visited, p.repaired]) });
 
     expect(result).toMatchObject({ visited: 12, drifted: 4, repaired: 4, failed: 0 });
     // One drifted task per page of three: repairs wait until three are known, the last one until the
@@ -56,12 +57,12 @@ describeEachDialect('reconcile walk on %s', (dialect) => {
     const tasks = await Promise.all(Array.from({ length: 6 }, () => seedSession(t.ctx)));
     const ids = tasks.map((x) => x.taskId).sort();
     let pagesSeen = 0;
-    const stopped = await reconcileTasks({ ctx: t.ctx, pageSize: 4, repair, shouldStop: () => pagesSeen > 0, onPage: () => pagesSeen++ });
+    const stopped = await reconcileTasks({ store: createProjectionStore(t.ctx), pageSize: 4, repair, shouldStop: () => pagesSeen > 0, onPage: () => pagesSeen++ });
     expect(stopped).toMatchObject({ visited: 4, drifted: 4, repaired: 4 });
     expect(batches).toEqual([ids.slice(0, 4)]);
 
     batches = [];
-    const explicit = await reconcileTasks({ ctx: t.ctx, pageSize: 4, repair, taskIds: [ids[5]!, ids[4]!, ids[5]!, ids[0]!] });
+    const explicit = await reconcileTasks({ store: createProjectionStore(t.ctx), pageSize: 4, repair, taskIds: [ids[5]!, ids[4]!, ids[5]!, ids[0]!] });
     expect(explicit).toMatchObject({ visited: 3, drifted: 2, repaired: 2, failed: 0 });
     expect(batches).toEqual([[ids[5], ids[4]]]);
   });

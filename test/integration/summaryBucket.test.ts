@@ -9,11 +9,12 @@ import { topologyFor, type Topology } from '../../src/events/subjects.js';
 import { SummaryBucket } from '../../src/events/summaryBucket.js';
 import { silentLogger } from '../../src/logger.js';
 import { createMetrics } from '../../src/metrics.js';
-import { Projector } from '../../src/projectors/projector.js';
 import { refillSummaryBucket } from '../../src/projectors/refillSummaryBucket.js';
+import { createProjectionStore } from '../../src/repository/projectionStore.js';
 import { systemClock } from '../../src/timestamps.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, uniquePrefix } from '../support/nats.js';
+import { createTestProjector } from '../support/projector.js';
 import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/seed.js';
 
 const encoder = new TextEncoder();
@@ -92,7 +93,7 @@ describeEachDialect('refilling the summary bucket from %s', (dialect) => {
     topology = fresh(`refill_${dialect}`);
     ({ summaries: bucket } = await ensureOutputTopology(nc, topology));
     publisher = new NatsSummaryPublisher(nc, topology, bucket, systemClock);
-    const projector = new Projector({ ctx: t.ctx, publisher, logger: silentLogger(), concurrency: 4, epoch: '1' });
+    const projector = createTestProjector(t.ctx, { publisher, batchSize: 4 });
     const sessions = await Promise.all(Array.from({ length: 5 }, () => seedSession(t.ctx)));
     await seedClarificationBundle(t.ctx, { sessionId: sessions[0]!.sessionId, turnId: await seedTurnAt(t.ctx, sessions[0]!.sessionId, { startedAt: new Date().toISOString() }) });
     taskIds = sessions.map((s) => s.taskId).sort();
@@ -113,7 +114,7 @@ describeEachDialect('refilling the summary bucket from %s', (dialect) => {
     await t.ctx.knex('task_status_summaries').where('task_id', taskIds[1]).update({ summary: '{not json' });
 
     const pages: number[] = [];
-    const progress = await refillSummaryBucket({ ctx: t.ctx, pageSize: 2, fill: (u) => publisher.fillSummary(u), onPage: (p) => pages.push(p.visited) });
+    const progress = await refillSummaryBucket({ store: createProjectionStore(t.ctx), pageSize: 2, fill: (u) => publisher.fillSummary(u), onPage: (p) => pages.push(p.visited) });
 
     expect(progress).toEqual({ visited: 5, filled: 3, corrupt: 1 });
     expect(pages).toEqual([2, 4, 5]);
@@ -133,7 +134,7 @@ describeEachDialect('refilling the summary bucket from %s', (dialect) => {
     await loseBucket(topology);
     await bucket.restoreIfLost();
     const metrics = createMetrics();
-    const refiller = startBucketRefiller({ ctx: t.ctx, nc, bucket, publisher, pageSize: 2, logger: silentLogger(), metrics });
+    const refiller = startBucketRefiller({ ctx: t.ctx, store: createProjectionStore(t.ctx), nc, bucket, publisher, pageSize: 2, logger: silentLogger(), metrics });
     try {
       await refiller.whenIdle();
       expect((await bucket.status()).values).toBe(5);

@@ -5,7 +5,7 @@ export function testWorkerConfig(prefix: string, overrides: Partial<WorkerConfig
   return {
     subjectPrefix: prefix,
     healthPort: 0,
-    concurrency: 8,
+    projectionBatchSize: 8,
     projectionTransactions: 2,
     maxEventBytes: 64 * 1024,
     maxDeliver: 5,

@@ -6,11 +6,13 @@ import type { BucketStorage, SummaryBucket } from '../../events/summaryBucket.js
 import type { Metrics } from '../../metrics.js';
 import { refillSummaryBucket } from '../../projectors/refillSummaryBucket.js';
 import type { RepositoryContext } from '../../repository/context.js';
+import type { ProjectionStore } from '../../repository/projectionStore.js';
 import { countStatusSummaries } from '../../repository/statusSummaries.js';
 import type { WorkerComponent } from './component.js';
 
 export interface BucketRefillerDeps {
   ctx: RepositoryContext;
+  store: ProjectionStore;
   nc: NatsConnection;
   bucket: SummaryBucket;
   publisher: NatsSummaryPublisher;
@@ -45,7 +47,7 @@ export function startBucketRefiller(deps: BucketRefillerDeps): BucketRefiller {
   const refillOnce = async (reason: string): Promise<void> => {
     const started = performance.now();
     const progress = await refillSummaryBucket({
-      ctx: deps.ctx,
+      store: deps.store,
       pageSize: deps.pageSize,
       fill: (update) => deps.publisher.fillSummary(update),
       shouldStop: () => stopped.signal.aborted,

@@ -1,0 +1,111 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { Logger } from 'pino';
+import type { NatsSummaryPublisher } from './events/natsSummaryPublisher.js';
+import type { BucketStorage, SummaryBucket } from './events/summaryBucket.js';
+import type { Metrics } from './metrics.js';
+import { refillSummaryBucket } from './projectors/refillSummaryBucket.js';
+import type { RepositoryContext } from './repository/context.js';
+import { createProjectionStore } from './repository/projectionStore.js';
+import { countStatusSummaries } from './repository/statusSummaries.js';
+
+export interface BucketRefillerDeps {
+  ctx: RepositoryContext;
+  nc: NatsConnection;
+  bucket: SummaryBucket;
+  publisher: NatsSummaryPublisher;
+  pageSize: number;
+  logger: Logger;
+  metrics?: Metrics;
+  /** The storage configured for the bucket: an existing bucket with another one is kept, with a warning. */
+  expectedStorage?: BucketStorage;
+  /** Wait before a failed refill runs again (default 5 s). */
+  retryMs?: number;
+}
+
+export interface BucketRefiller {
+  /** Settles once the start check is done and no refill runs. */
+  whenIdle(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Keeps the summary bucket filled from the database: at start when it holds fewer keys than there are
+ * stored summaries (it is new, or the server restarted while no worker ran), and whenever the bucket
+ * is recreated after the server lost it (a put failed, or the connection came back from a restarted
+ * server). One refill at a time; a trigger during one runs it once more afterwards; a failed one is
+ * retried after `retryMs`.
+ */
+export function startBucketRefiller(deps: BucketRefillerDeps): BucketRefiller {
+  const log = deps.logger.child({ component: 'bucket-refiller' });
+  const store = createProjectionStore(deps.ctx);
+  let stopping = false;
+  let running: Promise<void> | undefined;
+  let again = false;
+  let retryTimer: NodeJS.Timeout | undefined;
+
+  const refill = (reason: string): void => {
+    if (stopping) return;
+    if (running) {
+      again = true;
+      return;
+    }
+    running = (async () => {
+      do {
+        again = false;
+        const started = performance.now();
+        try {
+          const progress = await refillSummaryBucket({
+            store,
+            pageSize: deps.pageSize,
+            fill: (update) => deps.publisher.fillSummary(update),
+            shouldStop: () => stopping,
+            onPage: (p) => log.debug(p, 'summary bucket refill page'),
+          });
+          deps.metrics?.bucketRefills.inc({ result: 'done' });
+          deps.metrics?.bucketKeysFilled.inc(progress.filled);
+          log.info({ reason, ...progress, ms: Math.round(performance.now() - started) }, 'summary bucket refilled from the database');
+        } catch (err) {
+          deps.metrics?.bucketRefills.inc({ result: 'failed' });
+          log.error({ err, reason }, 'summary bucket refill failed; retrying');
+          clearTimeout(retryTimer);
+          retryTimer = setTimeout(() => refill(reason), deps.retryMs ?? 5000);
+          retryTimer.unref();
+        }
+      } while (again && !stopping);
+    })().finally(() => {
+      running = undefined;
+    });
+  };
+
+  deps.bucket.onRecreated(() => refill('the bus lost the bucket; recreated'));
+  const checked = (async () => {
+    try {
+      const [status, stored] = await Promise.all([deps.bucket.status(), countStatusSummaries(deps.ctx)]);
+      if (deps.expectedStorage && status.storage !== deps.expectedStorage) {
+        log.warn({ storage: status.storage }, `the summary bucket exists with ${status.storage} storage; keeping it (delete the bucket to change it: the worker refills it)`);
+      }
+      if (status.values < stored) refill(`the bucket holds ${status.values} keys for ${stored} stored summaries`);
+    } catch (err) {
+      log.warn({ err }, 'could not compare the summary bucket with the database; not refilling it at start');
+    }
+  })();
+  void (async () => {
+    // A restarted server comes back without a memory bucket; recreate it now rather than at the next put.
+    for await (const status of deps.nc.status()) {
+      if (stopping) break;
+      if (status.type === 'reconnect') deps.bucket.restoreIfLost().catch((err: Error) => log.warn({ err }, 'could not check the summary bucket after reconnecting'));
+    }
+  })();
+
+  return {
+    whenIdle: async () => {
+      await checked;
+      while (running) await running;
+    },
+    stop: async () => {
+      stopping = true;
+      clearTimeout(retryTimer);
+      while (running) await running;
+    },
+  };
+}
