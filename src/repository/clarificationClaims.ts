@@ -33,7 +33,7 @@ export class ClaimIntegrityError extends Error {
 }
 
 async function lockBundle(tx: RepositoryContext, pendingId: string): Promise<void> {
-  if (tx.dialect.writeTransactionsSerialised) return;
+  if (tx.dialect.singleWriter) return;
   const sessions = await rawRows<{ task_session_id: string }>(
     tx,
     `SELECT DISTINCT m.task_session_id FROM task_session_messages m WHERE ${pendingIdOf(tx.dialect, 'm')} = ?`,

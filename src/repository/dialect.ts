@@ -29,13 +29,6 @@ export interface SqlDialect {
    * not apply, to avoid deadlock). Every transaction of this service may write.
    */
   readonly beginTransaction: string;
-  /**
-   * Every write transaction already holds the database's one write lock from its BEGIN (SQLite's
-   * IMMEDIATE), for every connection and process on the database. Row locks (`FOR UPDATE`) and
-   * advisory locks would serialise nothing more, so the code that takes them on PostgreSQL skips
-   * them here.
-   */
-  readonly writeTransactionsSerialised: boolean;
   /** The rows of a `knex.raw` result: pg wraps them in a result object, better-sqlite3 returns them as they are. */
   rawResultRows<T>(result: unknown): T[];
   /** Boolean expression: the JSON value at `key` is one of the four truthy encodings. Never NULL. */
@@ -65,8 +58,10 @@ export interface SqlDialect {
    */
   binaryText(expression: string): string;
   /**
-   * One writer at a time, whatever the pool: SQLite's write lock (BEGIN IMMEDIATE) serialises every
-   * transaction that may write, so a second projection transaction would only queue behind the first.
+   * One writer at a time, whatever the pool or the process: every write transaction holds the
+   * database's one write lock from its BEGIN (SQLite's IMMEDIATE). So a second projection transaction
+   * would only queue behind the first, and row locks (`FOR UPDATE`) and advisory locks would
+   * serialise nothing more: the code that takes them on PostgreSQL skips them here.
    */
   readonly singleWriter: boolean;
   /**
@@ -96,7 +91,6 @@ function sqliteDoc(column: string): string {
 export const sqliteDialect: SqlDialect = {
   name: 'sqlite',
   beginTransaction: 'BEGIN IMMEDIATE',
-  writeTransactionsSerialised: true,
   rawResultRows<T>(result: unknown) {
     return result as T[];
   },
@@ -151,7 +145,6 @@ export const sqliteDialect: SqlDialect = {
 export const postgresDialect: SqlDialect = {
   name: 'postgres',
   beginTransaction: 'BEGIN',
-  writeTransactionsSerialised: false,
   rawResultRows<T>(result: unknown) {
     return (result as { rows: T[] }).rows;
   },

@@ -25,13 +25,13 @@ function toStored(row: Row): StoredStatusSummary {
  * Reads the rows inside a transaction and, on PostgreSQL, row-locks them until commit, in task id
  * order (no deadlock between batches), so a concurrent projector of the same task (another replica)
  * waits: revisions are then committed AND published in order. SQLite gives the same order for free:
- * its write transactions are serialised already (`SqlDialect.writeTransactionsSerialised`).
+ * its write transactions are serialised already (`SqlDialect.singleWriter`).
  */
 export async function readStatusSummariesForUpdate(tx: RepositoryContext, taskIds: readonly string[]): Promise<Map<string, StoredStatusSummary>> {
   const result = new Map<string, StoredStatusSummary>();
   if (taskIds.length === 0) return result;
   const members = tx.dialect.inList('task_id', taskIds);
-  const lock = tx.dialect.writeTransactionsSerialised ? '' : ` ORDER BY ${tx.dialect.binaryText('task_id')} FOR UPDATE`;
+  const lock = tx.dialect.singleWriter ? '' : ` ORDER BY ${tx.dialect.binaryText('task_id')} FOR UPDATE`;
   for (const row of await rawRows<Row>(tx, `SELECT * FROM task_status_summaries WHERE ${members.sql}${lock}`, members.bindings)) {
     const stored = toStored(row);
     result.set(stored.taskId, stored);

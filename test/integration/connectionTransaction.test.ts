@@ -102,7 +102,7 @@ describeEachDialect('transactions on %s', (dialect) => {
           (err: { code?: string }) => err.code,
         );
       });
-      expect(outcome).toBe(t.db.dialect.writeTransactionsSerialised ? 'SQLITE_BUSY' : 'wrote beside it');
+      expect(outcome).toBe(t.db.dialect.singleWriter ? 'SQLITE_BUSY' : 'wrote beside it');
     } finally {
       await other.destroy();
     }
