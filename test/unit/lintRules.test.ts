@@ -1,0 +1,40 @@
+import path from 'node:path';
+import { ESLint } from 'eslint';
+import { describe, expect, it } from 'vitest';
+
+// The import rules of eslint.config.js, checked on code that breaks each of them: a rule whose
+// pattern stopped matching would otherwise pass `npm run lint` in silence.
+const eslint = new ESLint({ cwd: path.resolve(import.meta.dirname, '../..') });
+
+async function problems(file: string, code: string): Promise<string[]> {
+  const [result] = await eslint.lintText(code, { filePath: path.resolve(import.meta.dirname, '../..', file) });
+  return result!.messages.map((m) => `${m.ruleId}: ${m.message}`);
+}
+
+describe('the import rules', () => {
+  it.each([
+    ['src/repository/x.ts', "import { topologyFor } from '../events/subjects.js';"],
+    ['src/repository/driver/x.ts', "import { Projector } from '../../projectors/projector.js';"],
+    ['src/repository/x.ts', "import type { ClarificationService } from '../services/clarificationService.js';"],
+    ['src/events/x.ts', "import { createRepositoryContext } from '../repository/context.js';"],
+    ['src/events/x.ts', "import type { RepositoryContext } from '../repository/context.js';"],
+    ['src/projectors/x.ts', "import { getTask } from '../repository/tasks.js';"],
+    ['src/services/x.ts', "import { createClarificationStore } from '../repository/clarificationStore.js';"],
+    ['src/turns/x.ts', "import { toCanonicalTimestamp } from '../timestamps.js';"],
+    ['src/services/x.ts', "import { startWorker } from '../bin/worker.js';"],
+    ['src/x.ts', "import { startWorker } from './bin/worker.js';"],
+  ])('refuse %s importing: %s', async (file, code) => {
+    expect(await problems(file, `${code}\nexport {};\n`)).toEqual([expect.stringMatching(/^@typescript-eslint\/no-restricted-imports: /)]);
+  });
+
+  it.each([
+    ['src/projectors/x.ts', "import type { ProjectionStore } from '../repository/projectionStore.js';"],
+    ['src/services/x.ts', "import { type ClarificationStore } from '../repository/clarificationStore.js';"],
+    ['src/events/x.ts', "import type { SummaryPublisher } from '../projectors/ports.js';"],
+    ['src/repository/x.ts', "import { isTruthyFlag } from '../turns/lifecycleTurn.js';"],
+    ['src/turns/x.ts', "import { isTruthyFlag } from './lifecycleTurn.js';"],
+    ['src/bin/x.ts', "import { createProjectionStore } from '../repository/projectionStore.js';"],
+  ])('allow %s importing: %s', async (file, code) => {
+    expect(await problems(file, `${code}\nexport {};\n`)).toEqual([]);
+  });
+});
