@@ -13,6 +13,7 @@ import { toMessageRecord, type MessageRecord } from './rowMapping.js';
 import { lockSessionTurnWrites } from './sessionLocks.js';
 import { toCanonicalTimestamp } from '../timestamps.js';
 import { isTruthyFlag } from '../turns/lifecycleTurn.js';
+import { ERROR_CODES, PendingProjectorError } from '../errors.js';
 
 /**
  * Reads and session-wide writes of clarification rows. A clarification is a bundle of
@@ -140,9 +141,11 @@ export interface BundlePage {
   nextCursor: string | null;
 }
 
-export class InvalidCursorError extends Error {
+export class InvalidCursorError extends PendingProjectorError {
   override name = 'InvalidCursorError';
-  readonly code = 'INVALID_CURSOR';
+  constructor(message: string) {
+    super(ERROR_CODES.INVALID_CURSOR, message);
+  }
 }
 
 function encodeCursor(createdAt: string, pendingId: string): string {
