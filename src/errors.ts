@@ -132,11 +132,22 @@ function isTransient(error: Error): boolean {
  * the event is dead-lettered anyway, and can be retried from there once the cause is fixed.
  */
 export function classifyFailure(value: unknown): FailureClass {
+  const chain = causeChain(value);
+  if (chain.some((error) => error instanceof PoisonInputError)) return 'poison';
+  if (chain.some(isTransient)) return 'transient';
+  return 'unknown';
+}
+
+/** The PoisonInputError on `value`'s cause chain, if any (its `reason` goes into the dead letter). */
+export function poisonCause(value: unknown): PoisonInputError | undefined {
+  return causeChain(value).find((error): error is PoisonInputError => error instanceof PoisonInputError);
+}
+
+/** `value` and its causes, outermost first; bounded, since nothing stops a cause cycle. */
+function causeChain(value: unknown): Error[] {
   const chain: Error[] = [];
   for (let error: unknown = value; error !== undefined && error !== null && chain.length < 8; error = (error as { cause?: unknown }).cause) {
     chain.push(coerceError(error));
   }
-  if (chain.some((error) => error instanceof PoisonInputError)) return 'poison';
-  if (chain.some(isTransient)) return 'transient';
-  return 'unknown';
+  return chain;
 }
