@@ -3,14 +3,35 @@
  * Expected outcomes (a CAS miss, a lost claim) are values, not errors.
  */
 
+/**
+ * Every code an error of ours carries, one per class (the class is named beside it). A class
+ * elsewhere in `src/` extends PendingProjectorError with its code from here, so a code is unique and
+ * a reader finds them all in one place. Reply codes (`bad_request`, ...) are a separate contract:
+ * `REPLY_ERROR_CODES` in src/services/endpoint.ts.
+ */
 export const ERROR_CODES = {
+  /** ConfigError (src/config.ts): settings that do not validate. */
   CONFIG_INVALID: 'CONFIG_INVALID',
-  EVENT_MALFORMED: 'EVENT_MALFORMED',
-  EVENT_TOO_LARGE: 'EVENT_TOO_LARGE',
+  /** DatabaseUrlError (src/repository/database.ts): a DATABASE_URL no dialect accepts. */
+  CONFIG_DATABASE_URL: 'CONFIG_DATABASE_URL',
+  /** PoisonInputError: an input no retry can make succeed. */
+  POISON_INPUT: 'POISON_INPUT',
+  /** ConflictExhaustedError: the summary compare-and-set kept losing. */
   PROJECTION_CONFLICT_EXHAUSTED: 'PROJECTION_CONFLICT_EXHAUSTED',
+  /** DuplicateRevisionsError: the stream holds every revision this projection tried. */
   PROJECTION_DUPLICATE_REVISIONS: 'PROJECTION_DUPLICATE_REVISIONS',
+  /** SummaryParseError (src/events/statusSummary.ts): a stored summary that is not a JSON object. */
   SUMMARY_CORRUPT: 'SUMMARY_CORRUPT',
-  INTERNAL: 'INTERNAL',
+  /** CorruptMetaError (src/repository/meta.ts): a stored epoch that is not a canonical integer. */
+  META_CORRUPT: 'META_CORRUPT',
+  /** ClaimIntegrityError (src/repository/clarificationClaims.ts): a claim's rows do not add up. */
+  CLAIM_INTEGRITY: 'CLAIM_INTEGRITY',
+  /** InvalidCursorError (src/repository/clarifications.ts): a list cursor this service did not issue. */
+  INVALID_CURSOR: 'INVALID_CURSOR',
+  /** SessionNotFoundError (src/repository/turns.ts): a turn write for a session that does not exist. */
+  SESSION_NOT_FOUND: 'SESSION_NOT_FOUND',
+  /** TransactionEndedError (src/repository/driver/connectionTransaction.ts): a query after COMMIT/ROLLBACK. */
+  TRANSACTION_ENDED: 'TRANSACTION_ENDED',
 } as const;
 export type ErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];
 
@@ -25,9 +46,20 @@ export class PendingProjectorError extends Error {
   }
 }
 
-/** An input that can never succeed however often it is retried: dead-letter it. */
+/**
+ * An input that can never succeed however often it is retried: an event handler rejects with it to
+ * have the event dead-lettered on this delivery, with `reason` in the record. Input the envelope
+ * schema already refuses never reaches a handler (see parseEvent).
+ */
 export class PoisonInputError extends PendingProjectorError {
   override name = 'PoisonInputError';
+  constructor(
+    readonly reason: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(ERROR_CODES.POISON_INPUT, message, options);
+  }
 }
 
 /** Compare-and-set lost to concurrent writers more times than the retry budget allows. */
@@ -54,20 +86,68 @@ export function coerceError(value: unknown): Error {
   return new Error(typeof value === 'string' ? value : JSON.stringify(value));
 }
 
-const TRANSIENT_PG_CODES = new Set(['40001', '40P01', '57P01', '57P02', '57P03', '53300', '08000', '08003', '08006', '08001', '08004']);
-const TRANSIENT_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'SQLITE_BUSY', 'SQLITE_LOCKED']);
+/** SQLSTATEs that name the moment, not the statement: the same statement can succeed later. */
+const TRANSIENT_PG_CODES = new Set([
+  '40001', // serialization_failure
+  '40P01', // deadlock_detected
+  '57P01', // admin_shutdown (the backend was terminated)
+  '57P02', // crash_shutdown
+  '57P03', // cannot_connect_now (starting up, shutting down, in recovery)
+  '53300', // too_many_connections
+  '08000', // connection_exception
+  '08001', // sqlclient_unable_to_establish_sqlconnection
+  '08003', // connection_does_not_exist
+  '08004', // sqlserver_rejected_establishment_of_sqlconnection
+  '08006', // connection_failure
+]);
+const TRANSIENT_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH']);
+/** better-sqlite3 reports extended result codes too (SQLITE_BUSY_SNAPSHOT, SQLITE_LOCKED_SHAREDCACHE). */
+const TRANSIENT_SQLITE_CODES = /^SQLITE_(BUSY|LOCKED)(_[A-Z]+)?$/;
+/**
+ * Matched by name, so this module (which repository/ imports) loads no client library: nats.js 3
+ * rejects a request or publish without a reply in time with `TimeoutError` (it has no `code`; the
+ * 'TIMEOUT' code was nats.js 2's), and knex rejects a pool wait with `KnexTimeoutError`.
+ */
+const TRANSIENT_NAMES = new Set(['TimeoutError', 'KnexTimeoutError']);
 
 /**
- * `retry`: worth trying again later (database or bus blips, lost CAS races).
- * `poison`: the input itself is bad; retrying cannot help.
+ * - `poison`: the input itself is bad; retrying cannot help (dead-letter it now).
+ * - `transient`: a known blip of the database or the bus; the same input can succeed later.
+ * - `unknown`: anything else.
  */
-export function classifyFailure(value: unknown): 'retry' | 'poison' {
-  const error = coerceError(value);
-  if (error instanceof PoisonInputError) return 'poison';
-  const code = String((error as { code?: unknown }).code ?? '');
-  if (TRANSIENT_PG_CODES.has(code) || TRANSIENT_NODE_CODES.has(code)) return 'retry';
-  // Everything else is retried too (with growing delay, bounded by max_deliver): an unknown
-  // failure is more often the environment than the event, and the dead-letter path still catches
-  // an event that fails every delivery.
-  return 'retry';
+export type FailureClass = 'poison' | 'transient' | 'unknown';
+
+function isTransient(error: Error): boolean {
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string' && (TRANSIENT_PG_CODES.has(code) || TRANSIENT_SOCKET_CODES.has(code) || TRANSIENT_SQLITE_CODES.test(code))) return true;
+  return TRANSIENT_NAMES.has(error.name);
+}
+
+/**
+ * Classifies a failure by the error and its `cause` chain (nats.js wraps a request's failure in a
+ * RequestError with the reason as cause; so may our own errors). The caller retries `transient`
+ * and `unknown` with a growing delay and dead-letters `poison` at once. An unknown failure is
+ * retried rather than dead-lettered because it is more often the environment than the event (a
+ * driver error this list does not name yet), and retrying is bounded: after MAX_DELIVER deliveries
+ * the event is dead-lettered anyway, and can be retried from there once the cause is fixed.
+ */
+export function classifyFailure(value: unknown): FailureClass {
+  const chain = causeChain(value);
+  if (chain.some((error) => error instanceof PoisonInputError)) return 'poison';
+  if (chain.some(isTransient)) return 'transient';
+  return 'unknown';
+}
+
+/** The PoisonInputError on `value`'s cause chain, if any (its `reason` goes into the dead letter). */
+export function poisonCause(value: unknown): PoisonInputError | undefined {
+  return causeChain(value).find((error): error is PoisonInputError => error instanceof PoisonInputError);
+}
+
+/** `value` and its causes, outermost first; bounded, since nothing stops a cause cycle. */
+function causeChain(value: unknown): Error[] {
+  const chain: Error[] = [];
+  for (let error: unknown = value; error !== undefined && error !== null && chain.length < 8; error = (error as { cause?: unknown }).cause) {
+    chain.push(coerceError(error));
+  }
+  return chain;
 }

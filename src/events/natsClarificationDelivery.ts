@@ -1,5 +1,6 @@
 import { errors, headers, RequestError, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import pRetry, { AbortError } from 'p-retry';
 import type { Clock } from '../timestamps.js';
 import type { ClarificationDelivery, ClarificationDeliveryPayload, LiveDeliveryResult, ResumeResult } from '../services/clarificationPorts.js';
 import { createEnvelope } from './envelope.js';
@@ -68,27 +69,30 @@ export class NatsClarificationDelivery implements ClarificationDelivery {
     h.set(PENDING_ID_HEADER, payload.pending_id);
     h.set(CLAIM_ID_HEADER, payload.claim_id);
     const deadline = Date.now() + deadlineMs;
-    let lastError = 'no attempt';
-    for (;;) {
+    const noAttempt = new Error('no attempt');
+    let lastError = noAttempt;
+    const attempt = async () => {
       const remaining = deadline - Date.now();
-      if (remaining <= 0) break;
+      // The deadline passed during the wait: report the attempt before it, not a new one.
+      if (remaining <= 0) throw new AbortError(lastError);
       try {
-        const ack = await this.js.publish(subject, data, { msgID, headers: h, timeout: remaining });
-        return { accepted: true, duplicate: ack.duplicate };
+        return await this.js.publish(subject, data, { msgID, headers: h, timeout: remaining });
       } catch (err) {
-        lastError = (err as Error).message;
-        // No stream captures the subject (yet): it may be re-created; retry within the deadline.
-        if (isNoResponders(err)) {
-          await new Promise((r) => setTimeout(r, Math.min(200, Math.max(0, deadline - Date.now()))));
-          continue;
-        }
-        if (!(err instanceof errors.TimeoutError)) return { accepted: false, reason: lastError };
-        break;
+        lastError = err as Error;
+        throw err;
       }
+    };
+    try {
+      // No stream captures the subject (yet): it may be re-created; retried every 200 ms until the
+      // deadline. Any other refusal is final at once; a timeout used the whole deadline.
+      const ack = await pRetry(attempt, { retries: Infinity, factor: 1, minTimeout: 200, maxRetryTime: Math.max(0, deadlineMs), shouldRetry: ({ error }) => isNoResponders(error) });
+      return { accepted: true, duplicate: ack.duplicate };
+    } catch (err) {
+      if (err !== noAttempt && !isNoResponders(err) && !(err instanceof errors.TimeoutError)) return { accepted: false, reason: (err as Error).message };
     }
     // A lost PubAck does not mean a lost message: ask the stream before reporting failure.
     if (await this.storedResume(subject, payload.pending_id, payload.claim_id).catch(() => false)) return { accepted: true, duplicate: false };
-    return { accepted: false, reason: lastError };
+    return { accepted: false, reason: lastError.message };
   }
 
   async wasResumeAccepted(sessionId: string, pendingId: string): Promise<boolean> {

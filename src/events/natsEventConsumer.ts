@@ -1,7 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream, type Consumer, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
 import type { Logger } from 'pino';
-import { classifyFailure, coerceError } from '../errors.js';
+import { classifyFailure, coerceError, poisonCause } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { EventData } from './envelope.js';
 import { parseEvent } from './envelope.js';
@@ -96,6 +96,7 @@ export class EventConsumer {
   private async settle(m: JsMsg): Promise<void> {
     const { metrics, topology } = this.options;
     const context = { subject: m.subject, streamSeq: m.info.streamSequence, deliveryCount: m.info.deliveryCount };
+    // Bad input is known here, before any SQL: dead-lettered on this delivery, never retried.
     const parsed = parseEvent(m.data, this.options.maxEventBytes);
     if (!parsed.ok) {
       this.log.warn({ ...context, reason: parsed.reason, detail: parsed.detail.slice(0, 500) }, 'event rejected: dead-lettered');
@@ -109,14 +110,15 @@ export class EventConsumer {
       this.log.debug({ ...context, taskId: parsed.data.task_id, outcome }, 'event settled');
     } catch (raw) {
       const error = coerceError(raw);
+      const failure = classifyFailure(error);
       const lastDelivery = m.info.deliveryCount >= this.options.maxDeliver;
-      if (classifyFailure(error) === 'poison' || lastDelivery) {
-        this.log.warn({ ...context, err: error }, 'event failed for good: dead-lettered');
-        await this.deadLetter(m, lastDelivery ? 'retries_exhausted' : 'poison', `${error.name}: ${error.message}`);
+      if (failure === 'poison' || lastDelivery) {
+        this.log.warn({ ...context, err: error, failure }, 'event failed for good: dead-lettered');
+        await this.deadLetter(m, failure === 'poison' ? (poisonCause(error)?.reason ?? 'poison') : 'retries_exhausted', `${error.name}: ${error.message}`);
         return;
       }
       const delay = retryDelayMs(m.info.deliveryCount);
-      this.log.warn({ ...context, err: error, retryInMs: delay }, 'event failed; will retry');
+      this.log.warn({ ...context, err: error, failure, retryInMs: delay }, 'event failed; will retry');
       metrics?.events.inc({ outcome: 'retried' });
       m.nak(delay);
     }

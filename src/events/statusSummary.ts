@@ -1,4 +1,5 @@
 import { isPendingAction, type PendingAction } from '../turns/pendingAction.js';
+import { ERROR_CODES, PendingProjectorError } from '../errors.js';
 
 /**
  * Kandev's task status summary. This worker owns one field, `pending_action`; every other field
@@ -32,8 +33,11 @@ export interface PublishedSummary extends Record<string, unknown> {
   updated_at: string;
 }
 
-export class SummaryParseError extends Error {
+export class SummaryParseError extends PendingProjectorError {
   override name = 'SummaryParseError';
+  constructor(message: string) {
+    super(ERROR_CODES.SUMMARY_CORRUPT, message);
+  }
 }
 
 function sortDeep(value: unknown): unknown {

@@ -1,5 +1,6 @@
 import { errors, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, JetStreamApiCodes, JetStreamApiError, StorageType } from '@nats-io/jetstream';
+import pRetry from 'p-retry';
 import { isNotFound } from './isNotFound.js';
 import { Kvm, type KV } from '@nats-io/kv';
 import type { Topology } from './subjects.js';
@@ -37,13 +38,7 @@ export class SummaryBucket {
    * bucket, and the caller holds a row lock) is retried once after the bucket is made sure to exist.
    */
   async put(key: string, payload: Uint8Array): Promise<void> {
-    try {
-      await this.kv.put(key, payload);
-    } catch (err) {
-      if (err instanceof errors.TimeoutError) throw err;
-      await this.restoreIfLost(err);
-      await this.kv.put(key, payload);
-    }
+    await this.onceMoreIfLost(() => this.kv.put(key, payload));
   }
 
   /**
@@ -51,17 +46,32 @@ export class SummaryBucket {
    * overwrites an entry a projection put. Resolves to false when the key was taken.
    */
   async fill(key: string, payload: Uint8Array): Promise<boolean> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        // Not kv.create: when the bucket is gone, its fallback read waits out the request timeout.
-        await this.kv.put(key, payload, { previousSeq: 0 });
-        return true;
-      } catch (err) {
-        if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamWrongLastSequence) return false;
-        if (attempt > 1 || err instanceof errors.TimeoutError) throw err;
-        await this.restoreIfLost(err);
-      }
+    try {
+      // Not kv.create: when the bucket is gone, its fallback read waits out the request timeout.
+      await this.onceMoreIfLost(() => this.kv.put(key, payload, { previousSeq: 0 }));
+      return true;
+    } catch (err) {
+      if (isKeyTaken(err)) return false;
+      throw err;
     }
+  }
+
+  /**
+   * Runs `operation` (reading `this.kv` afresh each time), and once more, at once, after a refusal
+   * that may mean a lost bucket: restoreIfLost runs between the two and rejects with the refusal
+   * when the server cannot tell. Not after a timeout (see put), nor after "the key is taken".
+   */
+  private onceMoreIfLost(operation: () => Promise<unknown>): Promise<unknown> {
+    const mayBeLost = (error: Error) => !(error instanceof errors.TimeoutError) && !isKeyTaken(error);
+    return pRetry(operation, {
+      retries: 1,
+      minTimeout: 0,
+      // Runs before shouldRetry and also after the last attempt, hence the budget check.
+      onFailedAttempt: async ({ error, retriesLeft }) => {
+        if (retriesLeft > 0 && mayBeLost(error)) await this.restoreIfLost(error);
+      },
+      shouldRetry: ({ error }) => mayBeLost(error),
+    });
   }
 
   /** Keys holding a value now, and the storage the bucket actually has (an older one may differ). */
@@ -98,6 +108,10 @@ export class SummaryBucket {
     });
     return this.recreating;
   }
+}
+
+function isKeyTaken(err: unknown): boolean {
+  return err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamWrongLastSequence;
 }
 
 function createBucket(nc: NatsConnection, topology: Topology, storage: BucketStorage): Promise<KV> {

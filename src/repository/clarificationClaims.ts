@@ -4,6 +4,7 @@ import { CLARIFICATION_TYPE, isPending, nonTerminalSession, pendingIdOf, statusI
 import { toMessageRecord, type MessageRecord } from './rowMapping.js';
 import { lockSessionRows, lockSessionTurnWrites } from './sessionLocks.js';
 import { questionIdFromMetadata } from '../turns/clarificationQuestionId.js';
+import { ERROR_CODES, PendingProjectorError } from '../errors.js';
 
 /**
  * The exclusive claim, its finalisation and its restore (ADR 0001 "Response handling"). A claim
@@ -27,9 +28,11 @@ export type ClaimOutcome =
 
 export type ClaimResult = { claimed: true; rows: MessageRecord[] } | { claimed: false; reason: 'NOT_CLAIMABLE' };
 
-export class ClaimIntegrityError extends Error {
+export class ClaimIntegrityError extends PendingProjectorError {
   override name = 'ClaimIntegrityError';
-  readonly code = 'CLAIM_INTEGRITY';
+  constructor(message: string) {
+    super(ERROR_CODES.CLAIM_INTEGRITY, message);
+  }
 }
 
 async function lockBundle(tx: RepositoryContext, pendingId: string): Promise<void> {

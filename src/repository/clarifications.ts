@@ -14,6 +14,8 @@ import { lockSessionTurnWrites } from './sessionLocks.js';
 import { toCanonicalTimestamp } from '../timestamps.js';
 import { questionIdFromMetadata } from '../turns/clarificationQuestionId.js';
 import { isTruthyFlag } from '../turns/lifecycleTurn.js';
+import { ERROR_CODES, PendingProjectorError } from '../errors.js';
+import { idProblem } from '../storableText.js';
 
 /**
  * Reads and session-wide writes of clarification rows. A clarification is a bundle of
@@ -141,9 +143,11 @@ export interface BundlePage {
   nextCursor: string | null;
 }
 
-export class InvalidCursorError extends Error {
+export class InvalidCursorError extends PendingProjectorError {
   override name = 'InvalidCursorError';
-  readonly code = 'INVALID_CURSOR';
+  constructor(message: string) {
+    super(ERROR_CODES.INVALID_CURSOR, message);
+  }
 }
 
 function encodeCursor(createdAt: string, pendingId: string): string {
@@ -153,7 +157,7 @@ function encodeCursor(createdAt: string, pendingId: string): string {
 function decodeCursor(cursor: string): [string, string] {
   try {
     const value: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (Array.isArray(value) && value.length === 2 && typeof value[0] === 'string' && typeof value[1] === 'string') {
+    if (Array.isArray(value) && value.length === 2 && typeof value[0] === 'string' && typeof value[1] === 'string' && !idProblem(value[1])) {
       return [toCanonicalTimestamp(value[0]), value[1]];
     }
   } catch {

@@ -6,6 +6,7 @@ import { dialectFor, type SqlDialect } from './dialect.js';
 import { ImmediateBetterSQLite3Client } from './driver/sqliteClient.js';
 import { startSqliteCheckpointer, type SqliteCheckpointer, type SqliteCheckpointerOptions } from './driver/sqliteCheckpointer.js';
 import { toCanonicalTimestamp } from '../timestamps.js';
+import { ERROR_CODES, PendingProjectorError } from '../errors.js';
 
 /** An open database: the Knex instance plus the dialect capabilities every query is built with. */
 export interface Database {
@@ -57,9 +58,11 @@ const pgTypes = {
   },
 };
 
-export class DatabaseUrlError extends Error {
+export class DatabaseUrlError extends PendingProjectorError {
   override name = 'DatabaseUrlError';
-  readonly code = 'CONFIG_DATABASE_URL';
+  constructor(message: string) {
+    super(ERROR_CODES.CONFIG_DATABASE_URL, message);
+  }
 }
 
 /** Parses `sqlite:<path>`, `sqlite::memory:` or `postgres://...` and opens a pool. */

@@ -1,10 +1,13 @@
 import { rawRows, type RepositoryContext } from './context.js';
+import { ERROR_CODES, PendingProjectorError } from '../errors.js';
 
 export const PENDING_ACTION_EPOCH_KEY = 'pending_action_projection_epoch';
 
-export class CorruptMetaError extends Error {
+export class CorruptMetaError extends PendingProjectorError {
   override name = 'CorruptMetaError';
-  readonly code = 'META_CORRUPT';
+  constructor(message: string) {
+    super(ERROR_CODES.META_CORRUPT, message);
+  }
 }
 
 /**

@@ -4,12 +4,12 @@ import { currentTurnAuthority, turnHistoryPredicate, TURN_META_LIFECYCLE_ONLY } 
 import { toTurnRecord, type TurnRecord } from './rowMapping.js';
 import { lockSessionTurnWrites } from './sessionLocks.js';
 import { toCanonicalTimestamp } from '../timestamps.js';
+import { ERROR_CODES, PendingProjectorError } from '../errors.js';
 
-export class SessionNotFoundError extends Error {
+export class SessionNotFoundError extends PendingProjectorError {
   override name = 'SessionNotFoundError';
-  readonly code = 'SESSION_NOT_FOUND';
   constructor(readonly sessionId: string) {
-    super(`session ${sessionId} does not exist`);
+    super(ERROR_CODES.SESSION_NOT_FOUND, `session ${sessionId} does not exist`);
   }
 }
 

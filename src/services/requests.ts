@@ -1,9 +1,11 @@
 import { z } from 'zod';
+import { idSchema, storableTextSchema } from '../storableText.js';
 import { toCanonicalTimestamp } from '../timestamps.js';
 
 /**
  * Request bodies of the worker's endpoints under `<prefix>pending_projector.v1.`, validated by zod
- * before any handler runs (a failure replies `bad_request` and touches nothing).
+ * before any handler runs (a failure replies `bad_request` and touches nothing). Ids and answer
+ * text reach SQL, so they must be strings both dialects store as sent (src/storableText.ts).
  */
 
 /** Endpoint names; the subject is `<prefix>pending_projector.v1.<name>`. */
@@ -23,10 +25,8 @@ export const ENDPOINTS = {
 export const ANSWER_TEXT_MAX_CHARS = 2000;
 export const MAX_BUNDLE_QUESTIONS = 4;
 
-const id = z.string().min(1).max(256);
-const text = z
-  .string()
-  .refine((s) => [...s].length <= ANSWER_TEXT_MAX_CHARS, { message: `must be at most ${ANSWER_TEXT_MAX_CHARS} characters` });
+const id = idSchema;
+const text = storableTextSchema.refine((s) => [...s].length <= ANSWER_TEXT_MAX_CHARS, { message: `must be at most ${ANSWER_TEXT_MAX_CHARS} characters` });
 
 export const answerSchema = z.object({
   question_id: id,

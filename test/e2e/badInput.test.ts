@@ -1,12 +1,12 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { listDeadLetters, retryDeadLetter, showDeadLetter } from '../../src/events/deadLetters.js';
 import { silentLogger } from '../../src/logger.js';
 import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
-import { openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, envelope, eventually, natsUrl, uniquePrefix } from '../support/nats.js';
 import { seedSession } from '../support/seed.js';
 import { collectSummaries } from '../support/summaries.js';
@@ -14,8 +14,9 @@ import { testWorkerConfig } from '../support/workerConfig.js';
 
 const CLI = fileURLToPath(new URL('../../bin/pending-projector.js', import.meta.url));
 
-// Bad input is a property of the bus side, identical for both dialects: one SQLite database suffices.
-describe('bad input on the bus', () => {
+// Bad input must be refused alike whatever the database: an id one dialect cannot store (a NUL
+// byte) once failed every delivery on PostgreSQL while SQLite took it.
+describeEachDialect('bad input on the bus, over %s', (dialect) => {
   let t: TestDatabase;
   let nc: NatsConnection;
   let worker: WorkerHandle;
@@ -24,9 +25,9 @@ describe('bad input on the bus', () => {
   const encoder = new TextEncoder();
 
   beforeAll(async () => {
-    t = await openTestDatabase('sqlite');
+    t = await openTestDatabase(dialect);
     nc = await connectTestNats();
-    prefix = uniquePrefix('bad');
+    prefix = uniquePrefix(`bad_${dialect}`);
     summaries = collectSummaries(nc, prefix);
     worker = await startWorker({
       db: t.db,
@@ -65,6 +66,28 @@ describe('bad input on the bus', () => {
     const { taskId, sessionId } = await seedSession(t.ctx);
     nc.publish(`${prefix}task_session.state_changed`, envelope('task_session.state_changed', { task_id: taskId, session_id: sessionId }));
     await eventually(() => summaries.latest(taskId), 10_000, 'a projection after the bad input');
+  });
+
+  it('dead-letters an event whose task or session id holds a NUL byte, or is 10 KB long, on its first delivery, and keeps projecting', async () => {
+    const { taskId, sessionId } = await seedSession(t.ctx);
+    const js = jetstream(nc);
+    const published = [
+      await js.publish(`${prefix}task.updated`, envelope('task.updated', { task_id: `${taskId}\u0000` })),
+      await js.publish(`${prefix}message.added`, envelope('message.added', { session_id: `${sessionId}\u0000`, type: 'clarification_request' })),
+      await js.publish(`${prefix}task.updated`, envelope('task.updated', { task_id: 'x'.repeat(10 * 1024) })),
+    ];
+    const seqs = published.map((ack) => ack.seq);
+    const records = await eventually(async () => {
+      const found = (await deadLetters()).filter((e) => seqs.includes(e.record.stream_seq));
+      return found.length === seqs.length ? found : undefined;
+    }, 15_000, 'a dead-letter record for each bad id');
+    const recordOf = (seq: number) => records.find((r) => r.record.stream_seq === seq)!.record;
+    for (const [seq, detail] of [[seqs[0]!, /NUL/], [seqs[1]!, /NUL/], [seqs[2]!, /at most 256 characters/]] as const) {
+      expect(recordOf(seq)).toMatchObject({ kind: 'rejected', reason: 'invalid_id', delivery_count: 1, detail: expect.stringMatching(detail) });
+    }
+
+    nc.publish(`${prefix}task.updated`, envelope('task.updated', { task_id: taskId }));
+    await eventually(() => summaries.latest(taskId), 10_000, 'a projection after the bad ids');
   });
 
   it('refuses a 2 MB payload at publish time (the server limit), and the worker stays alive', async () => {

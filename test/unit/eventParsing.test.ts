@@ -4,6 +4,7 @@ import { parseEvent } from '../../src/events/envelope.js';
 import { eventTypeOf, topologyFor } from '../../src/events/subjects.js';
 import { retryDelayMs } from '../../src/events/natsEventConsumer.js';
 import { relevanceOf } from '../../src/projectors/eventRelevance.js';
+import { MAX_ID_LENGTH } from '../../src/storableText.js';
 
 const bytes = (value: unknown) => new TextEncoder().encode(typeof value === 'string' ? value : JSON.stringify(value));
 
@@ -20,6 +21,45 @@ describe('inbound events', () => {
     expect(parseEvent(bytes({ type: 'message.added', data: {} }), 1024)).toMatchObject({ ok: false, reason: 'invalid_envelope' });
     expect(parseEvent(bytes({ id: '1', type: 'x', data: { task_id: 7 } }), 1024)).toMatchObject({ ok: false, reason: 'invalid_envelope' });
     expect(parseEvent(bytes({ id: '1', type: 'x', data: [] }), 1024)).toMatchObject({ ok: false, reason: 'invalid_envelope' });
+  });
+
+  it.each([
+    ['a NUL byte in task_id', { task_id: 'task\u0000' }],
+    ['a NUL byte in session_id', { session_id: '\u0000' }],
+    ['a lone high surrogate', { task_id: 'task\ud800' }],
+    ['a lone low surrogate', { session_id: '\udc00session' }],
+    ['a surrogate pair in the wrong order', { task_id: '\ude00\ud83d' }],
+    ['an id one longer than the limit', { task_id: 'x'.repeat(MAX_ID_LENGTH + 1) }],
+    ['a 10 KB id', { session_id: 'x'.repeat(10 * 1024) }],
+    ['an empty id', { task_id: '' }],
+  ])('refuses %s as invalid_id, before any SQL', (_label, data) => {
+    // Written as JSON escapes, as a producer would send them; the bytes themselves are valid UTF-8.
+    const parsed = parseEvent(bytes({ id: '1', type: 'task.updated', data }), 64 * 1024);
+    expect(parsed).toMatchObject({ ok: false, reason: 'invalid_id', detail: expect.stringMatching(/task_id|session_id/) });
+  });
+
+  it('accepts ids at the length limit and any well-formed Unicode', () => {
+    for (const id of ['x'.repeat(MAX_ID_LENGTH), '6f0c7a52-9d1e-4f0b-8c1a-2b3c4d5e6f70', 'tâche-😀', 'a b\tc']) {
+      expect(parseEvent(bytes({ id: '1', type: 'task.updated', data: { task_id: id, session_id: id } }), 64 * 1024)).toMatchObject({ ok: true, data: { task_id: id } });
+    }
+  });
+
+  it('keeps invalid_envelope for an id of the wrong type, and for a bad id beside another violation', () => {
+    expect(parseEvent(bytes({ id: '1', type: 'x', data: { session_id: null } }), 1024)).toMatchObject({ ok: false, reason: 'invalid_envelope' });
+    expect(parseEvent(bytes({ id: '1', type: 'x', data: { task_id: 7, session_id: '\u0000' } }), 1024)).toMatchObject({ ok: false, reason: 'invalid_envelope' });
+  });
+
+  it('checks only the length of the envelope id, which never reaches SQL', () => {
+    expect(parseEvent(bytes({ id: 'e\u0000', type: 'x', data: {} }), 1024)).toMatchObject({ ok: true });
+    expect(parseEvent(bytes({ id: 'x'.repeat(MAX_ID_LENGTH + 1), type: 'x', data: {} }), 1024)).toMatchObject({ ok: false, reason: 'invalid_envelope' });
+  });
+
+  it('refuses bytes that are not UTF-8 even inside a JSON string', () => {
+    const prefix = new TextEncoder().encode('{"id":"1","type":"x","data":{"task_id":"a');
+    const suffix = new TextEncoder().encode('"}}');
+    for (const bad of [[0xc3], [0xed, 0xa0, 0x80], [0x80]]) {
+      expect(parseEvent(new Uint8Array([...prefix, ...bad, ...suffix]), 1024)).toMatchObject({ ok: false, reason: 'invalid_json' });
+    }
   });
 
   it('reads streaming updates of ordinary messages as irrelevant, pending-shaped ones as relevant', () => {

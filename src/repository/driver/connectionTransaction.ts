@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import { createRequire } from 'node:module';
 import type { Knex } from 'knex';
 import type { SqlDialect } from '../dialect.js';
+import { ERROR_CODES, PendingProjectorError } from '../../errors.js';
 
 const require = createRequire(import.meta.url);
 // knex's own builder of a knex instance around a client; shipped without type declarations.
@@ -18,8 +19,11 @@ interface PooledClient extends Knex.Client {
   query(connection: object, query: unknown): Promise<unknown>;
 }
 
-export class TransactionEndedError extends Error {
+export class TransactionEndedError extends PendingProjectorError {
   override name = 'TransactionEndedError';
+  constructor(message: string) {
+    super(ERROR_CODES.TRANSACTION_ENDED, message);
+  }
 }
 
 /** A knex bound to one pooled connection, built once per connection and reused by its transactions. */
