@@ -1,30 +1,49 @@
 /**
- * Query benchmark: the windowed pending-action statement against the per-session loop it replaces,
- * on SQLite (temp file) and PostgreSQL (a fresh schema), measured in one run and printed as ratios.
- *
- *   npm run bench:queries -- [--dialect sqlite|postgres|both] [--sessions 10000] [--repeat 5]
- *                            [--loop-budget-ms 60000] [--explain-analyze]
- *
- * PostgreSQL URL: BENCH_POSTGRES_URL, else POSTGRES_URL, else postgres://postgres@127.0.0.1:5432/test.
- * Server settings ride on the URL: `...?options=-c%20jit%3Doff` measures without JIT (each table's
- * header line prints the settings in force).
- *
- * After ANALYZE and a warm-up, timings are medians of --repeat + 2 runs (windowed, 1,000 sessions),
- * --repeat runs (windowed, all sessions) and ceil(--repeat / 2) runs (per-session loop, 1,000); the
- * loop over all sessions runs once if its estimate fits --loop-budget-ms, else it is extrapolated.
- * Progress goes to stderr, results to stdout. A missed target prints FAIL and still exits 0; a wrong
- * answer (loop, window and the independent model in seedPlan.ts disagree) or any error exits 1.
+ * `npm run bench:queries`: the windowed pending-action statement against the per-session loop it
+ * replaces, on SQLite (a temp file) and PostgreSQL (a fresh schema), every ratio taken between
+ * figures of the same run. USAGE below says what each figure is.
  */
 import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { rawRows, type RepositoryContext } from '../src/repository/context.js';
 import type { DialectName } from '../src/repository/dialect.js';
-import { getPendingActionsBySessionIds, pendingActionsStatement } from '../src/repository/pendingActions.js';
+import { getPendingActionsBySessionIds } from '../src/repository/pendingActions.js';
 import type { PendingAction } from '../src/turns/pendingAction.js';
-import { dropAllBenchDatabases, openBenchDatabase, seedBenchDatabase } from './benchDatabase.js';
-import { createRng } from './seedMessages.js';
-import { MESSAGES_PER_SESSION, TURNS_PER_SESSION } from './seedPlan.js';
+import { UsageError, WrongAnswerError, onCleanup, parseCommandLine, progress, runBench, secs as seconds } from './benchRun.js';
+import { explainPendingActions, formatPlan } from './diagnostics/queryPlan.js';
+import { collectRunInfo, formatRunInfo } from './runInfo.js';
+import { openScratchDatabase } from './scratchDatabase.js';
+import { createRng } from './seed/random.js';
+import { MESSAGES_PER_SESSION, TURNS_PER_SESSION } from './seed/sessionPlan.js';
+import { seedSessions } from './seed/seeder.js';
+import { DIALECT_TITLE, markdownTable, textTable, verdict, type Row } from './table.js';
+
+const USAGE = `
+npm run bench:queries -- [--dialect sqlite|postgres|both] [--sessions <n>] [--repeat <n>] [--loop-budget-ms <ms>] [--diagnose]
+
+Seeds --sessions sessions (20 turns and 50 messages each, Kandev's shapes) and measures, per dialect:
+  windowed@1k   getPendingActionsBySessionIds for 1,000 sessions in one statement (median of --repeat + 2 runs)
+  windowed@all  the same for every session (median of --repeat runs)
+  loop@1k       the per-session loop it replaces, one call per session (median of ceil(--repeat / 2) runs)
+  loop@all      the loop over every session, once, if its estimate fits --loop-budget-ms; else extrapolated
+Targets: loop@1k / windowed@1k >= 5x; windowed@all / windowed@1k <= 12x.
+Every answer is checked against an independent model of the seeded data.
+
+Options:
+  --dialect         sqlite, postgres or both (default both)
+  --sessions        sessions to seed (default 10000)
+  --repeat          timed runs, see above (default 5)
+  --loop-budget-ms  longest loop@all to run instead of extrapolating (default 60000)
+  --diagnose        also print the windowed statement's plan (PostgreSQL: EXPLAIN ANALYZE, BUFFERS)
+  --help            this text
+
+PostgreSQL: BENCH_POSTGRES_URL, else POSTGRES_URL, else postgres://postgres@127.0.0.1:5432/test;
+server settings ride on the URL (...?options=-c%20jit%3Doff). Progress goes to stderr, results to stdout.
+Exit code: 0 when the run completed, whatever its verdicts (PASS and FAIL are printed results);
+2 for bad arguments; 1 when it could not run (a service not reachable, an error, or a wrong answer:
+loop, window and model disagree).
+`;
 
 const DEFAULT_POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/test';
 const SAMPLE_SESSIONS = 1000;
@@ -36,26 +55,26 @@ interface Options {
   sessions: number;
   repeat: number;
   loopBudgetMs: number;
-  explainAnalyze: boolean;
+  diagnose: boolean;
   postgresUrl: string;
 }
 
-class UsageError extends Error {
-  override name = 'UsageError';
-  readonly code = 'BENCH_USAGE';
-}
-
 function parseOptions(): Options {
-  const { values } = parseArgs({
-    options: {
-      dialect: { type: 'string', default: 'both' },
-      sessions: { type: 'string', default: '10000' },
-      repeat: { type: 'string', default: '5' },
-      'loop-budget-ms': { type: 'string', default: '60000' },
-      'explain-analyze': { type: 'boolean', default: false },
-    },
-    strict: true,
-  });
+  const { values } = parseCommandLine(
+    () =>
+      parseArgs({
+        strict: true,
+        allowPositionals: false,
+        options: {
+          dialect: { type: 'string', default: 'both' },
+          sessions: { type: 'string', default: '10000' },
+          repeat: { type: 'string', default: '5' },
+          'loop-budget-ms': { type: 'string', default: '60000' },
+          diagnose: { type: 'boolean', default: false },
+        },
+      }),
+    USAGE,
+  );
   const problems: string[] = [];
   const dialect = values.dialect;
   if (dialect !== 'sqlite' && dialect !== 'postgres' && dialect !== 'both') problems.push(`--dialect must be sqlite, postgres or both (got ${dialect})`);
@@ -73,13 +92,10 @@ function parseOptions(): Options {
     sessions,
     repeat,
     loopBudgetMs,
-    explainAnalyze: values['explain-analyze'],
+    diagnose: values.diagnose,
     postgresUrl: process.env.BENCH_POSTGRES_URL ?? process.env.POSTGRES_URL ?? DEFAULT_POSTGRES_URL,
   };
 }
-
-const progress = (line: string) => process.stderr.write(`${line}\n`);
-const seconds = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
 
 // ---------------------------------------------------------------------------------------------
 // Measuring
@@ -115,11 +131,6 @@ async function perSessionLoop(ctx: RepositoryContext, sessionIds: readonly strin
   return merged;
 }
 
-class WrongAnswerError extends Error {
-  override name = 'WrongAnswerError';
-  readonly code = 'BENCH_WRONG_ANSWER';
-}
-
 function assertSameMap(what: string, actual: Map<string, PendingAction>, expected: Map<string, PendingAction>): void {
   const diffs: string[] = [];
   for (const id of new Set([...actual.keys(), ...expected.keys()])) {
@@ -149,28 +160,6 @@ function sampleOf(ids: readonly string[], size: number): string[] {
   return shuffled.slice(0, size);
 }
 
-async function explain(ctx: RepositoryContext, sessionIds: readonly string[], analyze: boolean): Promise<string[]> {
-  const { sql, bindings } = pendingActionsStatement(ctx.dialect, sessionIds);
-  if (ctx.dialect.name === 'postgres') {
-    const prefix = analyze ? 'EXPLAIN (ANALYZE, BUFFERS)' : 'EXPLAIN';
-    const rows = await rawRows<{ 'QUERY PLAN': string }>(ctx, `${prefix} ${sql}`, bindings);
-    return rows.map((r) => r['QUERY PLAN']);
-  }
-  const rows = await rawRows<{ id: number; parent: number; detail: string }>(ctx, `EXPLAIN QUERY PLAN ${sql}`, bindings);
-  const depth = new Map<number, number>([[0, -1]]);
-  return rows.map((r) => {
-    const d = (depth.get(r.parent) ?? -1) + 1;
-    depth.set(r.id, d);
-    return `${'  '.repeat(d)}${r.detail}`;
-  });
-}
-
-function indexesIn(plan: readonly string[]): string[] {
-  const found = new Set<string>();
-  for (const line of plan) for (const m of line.matchAll(/\b(idx_\w+|\w+_pkey|sqlite_autoindex_\w+)\b/g)) found.add(m[1]!);
-  return [...found].sort();
-}
-
 interface DialectReport {
   dialect: DialectName;
   sessions: number;
@@ -182,7 +171,8 @@ interface DialectReport {
   loopSample: Timing;
   loopAll: Timing;
   actions: { clarification: number; permission: number };
-  plan: string[];
+  /** --diagnose: the windowed statement's plan. */
+  plan?: string[];
   /** Engine version and the settings that move these numbers. */
   server: string;
   /** 1-minute load average before and after measuring: the machine is shared. */
@@ -204,10 +194,12 @@ async function serverInfo(ctx: RepositoryContext): Promise<string> {
 
 async function benchDialect(dialect: DialectName, options: Options): Promise<DialectReport> {
   const label = `[${dialect}]`;
-  const bench = await openBenchDatabase(dialect, options.postgresUrl);
+  const scratch = await openScratchDatabase(dialect, { postgresUrl: options.postgresUrl, maxConnections: 2, schemaPrefix: 'bench_queries_' });
+  const drop = onCleanup(() => scratch.drop());
   try {
-    const seeded = await seedBenchDatabase(bench, options.sessions, progress);
-    const { ctx } = bench;
+    progress(`${label} database ${scratch.where}`);
+    const { ctx } = scratch;
+    const seeded = await seedSessions(ctx, options.sessions, progress);
     const all = seeded.sessionIds;
     const sample = sampleOf(all, Math.min(SAMPLE_SESSIONS, all.length));
 
@@ -244,7 +236,6 @@ async function benchDialect(dialect: DialectName, options: Options): Promise<Dia
     }
 
     const load: [number, number] = [loadBefore, os.loadavg()[0]!];
-    const plan = await explain(ctx, sample, options.explainAnalyze);
     const actions = { clarification: 0, permission: 0 };
     for (const action of seeded.expected.values()) actions[action] += 1;
     progress(`${label} tail shapes: ${[...seeded.tails].map(([t, n]) => `${t}=${n}`).join(', ')}`);
@@ -259,13 +250,12 @@ async function benchDialect(dialect: DialectName, options: Options): Promise<Dia
       loopSample: loopSample.timing,
       loopAll,
       actions,
-      plan,
+      plan: options.diagnose ? await explainPendingActions(ctx, sample) : undefined,
       server: await serverInfo(ctx),
       load,
     };
   } finally {
-    progress(`${label} dropping ${bench.where}`);
-    await bench.drop();
+    await drop();
   }
 }
 
@@ -289,87 +279,61 @@ function verdicts(r: DialectReport): Verdicts {
   return { loopRatio, loopRatioPass: loopRatio >= TARGET_LOOP_OVER_WINDOW, scaling, scalingPass: scaling <= TARGET_SCALING };
 }
 
-function printReport(r: DialectReport): void {
+function formatReport(r: DialectReport): string[] {
   const { loopRatio, loopRatioPass, scaling, scalingPass } = verdicts(r);
-  const rows: Array<[string, string, string, string]> = [
-    [`windowed@${count(r.sample)} (ms)`, ms(r.windowedSample), '', spread(r.windowedSample)],
-    [`windowed@${count(r.sessions)} (ms)`, ms(r.windowedAll), '', spread(r.windowedAll)],
-    [`loop@${count(r.sample)} (ms)`, ms(r.loopSample), '', spread(r.loopSample)],
+  const rows: Row[] = [
+    [`windowed@${count(r.sample)}: one statement for ${r.sample} sessions (ms)`, ms(r.windowedSample), '', spread(r.windowedSample)],
+    [`windowed@${count(r.sessions)}: one statement for every session (ms)`, ms(r.windowedAll), '', spread(r.windowedAll)],
+    [`loop@${count(r.sample)}: one call per session (ms)`, ms(r.loopSample), '', spread(r.loopSample)],
     [
       `loop@${count(r.sessions)} (ms)`,
       r.loopAll.extrapolated ? `~${ms(r.loopAll)}` : ms(r.loopAll),
       '',
       r.loopAll.extrapolated ? `extrapolated: loop@${count(r.sample)} x ${r.sessions / r.sample}, not run (over --loop-budget-ms)` : spread(r.loopAll),
     ],
-    [`loop / windowed @${count(r.sample)}`, `${loopRatio.toFixed(1)}x`, `>= ${TARGET_LOOP_OVER_WINDOW}x`, loopRatioPass ? 'PASS' : 'FAIL'],
-    [
-      `windowed@${count(r.sessions)} / windowed@${count(r.sample)}`,
-      `${scaling.toFixed(1)}x`,
-      `<= ${TARGET_SCALING}x`,
-      scalingPass ? 'PASS' : 'FAIL',
-    ],
-    [`loop / windowed @${count(r.sessions)}`, `${(r.loopAll.medianMs / r.windowedAll.medianMs).toFixed(1)}x`, '', r.loopAll.extrapolated ? 'extrapolated' : ''],
+    [`loop / windowed @${count(r.sample)}`, `${loopRatio.toFixed(1)}x`, `>= ${TARGET_LOOP_OVER_WINDOW}x`, verdict(loopRatioPass)],
+    [`windowed@${count(r.sessions)} / windowed@${count(r.sample)}`, `${scaling.toFixed(1)}x`, `<= ${TARGET_SCALING}x`, verdict(scalingPass)],
+    [`context: loop / windowed @${count(r.sessions)}`, `${(r.loopAll.medianMs / r.windowedAll.medianMs).toFixed(1)}x`, '', r.loopAll.extrapolated ? 'extrapolated' : ''],
   ];
-  const out: string[] = [];
-  out.push('');
-  out.push(
-    `== ${r.dialect}: ${r.sessions} sessions, ${r.sessions * TURNS_PER_SESSION} turns, ${r.sessions * MESSAGES_PER_SESSION} messages ` +
-      `(seeded in ${seconds(r.seedMs)}, ANALYZE ${seconds(r.analyzeMs)}); ` +
-      `${r.actions.clarification} clarification + ${r.actions.permission} permission sessions expected ==`,
-  );
-  out.push(`  ${r.server}; load average ${r.load[0].toFixed(2)} -> ${r.load[1].toFixed(2)} on ${os.cpus().length} CPUs`);
-  const widths = [0, 1, 2].map((i) => Math.max(...rows.map((row) => row[i]!.length), ['metric', 'value', 'target'][i]!.length));
-  const line = (cells: readonly string[]) => `  ${cells.map((c, i) => (i < 3 ? (i === 1 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!)) : c)).join('  ')}`.trimEnd();
-  out.push(line(['metric', 'value', 'target', 'result / notes']));
-  for (const row of rows) out.push(line(row));
-  out.push('');
-  out.push(`  ${r.dialect === 'sqlite' ? 'EXPLAIN QUERY PLAN' : 'EXPLAIN'} of the windowed statement for ${r.sample} sessions:`);
-  // PostgreSQL inlines the bound id array into the plan text; a line of 1,000 UUIDs says nothing.
-  for (const planLine of r.plan) out.push(`    ${planLine.length > 200 ? `${planLine.slice(0, 197)}...` : planLine}`);
-  out.push(`  indexes used: ${indexesIn(r.plan).join(', ') || '(none)'}`);
-  process.stdout.write(`${out.join('\n')}\n`);
+  return [
+    '',
+    `== ${DIALECT_TITLE[r.dialect]}: ${r.sessions} sessions, ${r.sessions * TURNS_PER_SESSION} turns, ${r.sessions * MESSAGES_PER_SESSION} messages ` +
+      `(seeded in ${seconds(r.seedMs)}, ANALYZE ${seconds(r.analyzeMs)}); ${r.actions.clarification} clarification + ${r.actions.permission} permission sessions expected ==`,
+    `   ${r.server}; load average ${r.load[0].toFixed(2)} -> ${r.load[1].toFixed(2)} while measuring`,
+    ...textTable(rows),
+    ...(r.plan ? formatPlan(r.dialect, r.sample, r.plan) : []),
+  ];
 }
 
-function describeError(err: unknown): string {
-  if (!(err instanceof Error)) return String(err);
-  if (err instanceof UsageError || (err as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return err.message;
-  // Knex quotes the whole failed statement before the driver's reason; a bulk INSERT is megabytes.
-  const message = err.message.length > 1500 ? `${err.message.slice(0, 300)} [...] ${err.message.slice(-800)}` : err.message;
-  const frames = (err.stack ?? '').split('\n').filter((line) => /^\s+at /.test(line)).slice(0, 8);
-  return [`${err.name}: ${message}`, ...frames].join('\n');
+function formatSummary(reports: readonly DialectReport[]): string[] {
+  const cells = (fn: (r: DialectReport) => string) => reports.map(fn);
+  const lines = [
+    [`windowed statement, ${count(SAMPLE_SESSIONS)} sessions`, ...cells((r) => `${ms(r.windowedSample)} ms`), ''],
+    [`windowed statement, ${count(reports[0]?.sessions ?? 0)} sessions`, ...cells((r) => `${ms(r.windowedAll)} ms`), ''],
+    [`per-session loop, ${count(SAMPLE_SESSIONS)} sessions`, ...cells((r) => `${ms(r.loopSample)} ms`), ''],
+    [`loop ÷ windowed at ${count(SAMPLE_SESSIONS)}`, ...cells((r) => `${verdicts(r).loopRatio.toFixed(1)}× ${verdict(verdicts(r).loopRatioPass)}`), `≥ ${TARGET_LOOP_OVER_WINDOW}×`],
+    [`windowed ${count(reports[0]?.sessions ?? 0)} ÷ ${count(SAMPLE_SESSIONS)}`, ...cells((r) => `${verdicts(r).scaling.toFixed(1)}× ${verdict(verdicts(r).scalingPass)}`), `≤ ${TARGET_SCALING}×`],
+  ];
+  const met = reports.map((r) => `${DIALECT_TITLE[r.dialect]} ${[verdicts(r).loopRatioPass, verdicts(r).scalingPass].filter(Boolean).length} of 2`);
+  return ['summary:', ...markdownTable(['npm run bench:queries', ...reports.map((r) => DIALECT_TITLE[r.dialect]), 'target'], lines), `targets met: ${met.join(', ')}`];
 }
 
 async function main(): Promise<void> {
   const started = performance.now();
   const options = parseOptions();
-  const stop = (signal: string) => {
-    progress(`${signal}: dropping benchmark databases`);
-    void dropAllBenchDatabases().then(() => process.exit(130));
-  };
-  process.once('SIGINT', () => stop('SIGINT'));
-  process.once('SIGTERM', () => stop('SIGTERM'));
+  const out = (lines: readonly string[]) => process.stdout.write(`${lines.join('\n')}\n`);
+  out([
+    'npm run bench:queries: the windowed pending-action statement against the per-session loop, per dialect',
+    ...formatRunInfo(await collectRunInfo({ postgresUrl: options.postgresUrl, natsUrl: process.env.NATS_URL ?? 'nats://127.0.0.1:4222' })),
+    `options:  --dialect ${options.dialects.join('+')} --sessions ${options.sessions} --repeat ${options.repeat} --loop-budget-ms ${options.loopBudgetMs}${options.diagnose ? ' --diagnose' : ''}`,
+  ]);
   const reports: DialectReport[] = [];
   for (const dialect of options.dialects) {
     const report = await benchDialect(dialect, options);
-    printReport(report);
+    out(formatReport(report));
     reports.push(report);
   }
-  const summary = ['', 'summary (targets: loop/windowed >= 5x, windowed@all / windowed@1k <= 12x):'];
-  for (const r of reports) {
-    const v = verdicts(r);
-    summary.push(
-      `  ${r.dialect.padEnd(8)} loop/windowed ${v.loopRatio.toFixed(1)}x ${v.loopRatioPass ? 'PASS' : 'FAIL'}, ` +
-        `scaling ${v.scaling.toFixed(1)}x ${v.scalingPass ? 'PASS' : 'FAIL'}`,
-    );
-  }
-  const failed = reports.some((r) => !verdicts(r).loopRatioPass || !verdicts(r).scalingPass);
-  summary.push(failed ? '  FAIL: at least one target missed (see the tables above)' : '  all targets PASS');
-  summary.push(`wall time ${seconds(performance.now() - started)} (${options.dialects.join(' + ')}, ${options.sessions} sessions)`);
-  process.stdout.write(`${summary.join('\n')}\n`);
+  out(['', ...formatSummary(reports), `wall time ${seconds(performance.now() - started)}`]);
 }
 
-main().catch(async (err: unknown) => {
-  process.stderr.write(`bench:queries failed: ${describeError(err)}\n`);
-  await dropAllBenchDatabases();
-  process.exitCode = 1;
-});
+runBench('npm run bench:queries', main);

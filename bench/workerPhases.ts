@@ -2,24 +2,23 @@
  * The measurements of the worker benchmark, one function each. Every throughput figure is
  * "count / elapsed" of one uninterrupted run; every latency list is in milliseconds.
  */
-import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { performance } from 'node:perf_hooks';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { Logger } from 'pino';
+import { createProjectionStore } from '../src/repository/projectionStore.js';
 import type { Topology } from '../src/events/subjects.js';
 import type { SummaryPublisher } from '../src/projectors/ports.js';
 import { projectTask } from '../src/projectors/projectTasks.js';
 import type { RepositoryContext } from '../src/repository/context.js';
 import { loadTaskPendingStates } from '../src/repository/pendingActions.js';
-import { createProjectionStore } from '../src/repository/projectionStore.js';
 import { loadStatusSummaries } from '../src/repository/statusSummaries.js';
+import { listTaskIdsAfter } from '../src/repository/tasks.js';
 import type { WorkerHandle } from '../src/bin/worker.js';
 import { ConsumerStalledError, ackProgress, encodeEvent, lastEventSeq, sleep, waitAcked, type SummaryWatcher } from './workerNats.js';
 import type { MemorySample } from './workerProcess.js';
-import { createRng } from './seedPlan.js';
-import { recordGc, summarizeGc, type GcEntry, type GcSummary } from './processTrace.js';
-import { listTaskIdsAfter } from '../src/repository/tasks.js';
-import { timestampToMicros } from '../src/timestamps.js';
+import { WrongAnswerError } from './benchRun.js';
+import { createRng } from './seed/random.js';
 
 export interface BenchEnv {
   ctx: RepositoryContext;
@@ -41,10 +40,6 @@ export interface Rate {
 
 export const perSecond = (r: Rate) => (r.count * 1000) / r.ms;
 export const addRates = (a: Rate, b: Rate): Rate => ({ count: a.count + b.count, ms: a.ms + b.ms });
-
-export class WrongAnswerError extends Error {
-  override name = 'WrongAnswerError';
-}
 
 /** Nearest-rank percentile of an unsorted list. */
 export function percentile(values: readonly number[], p: number): number {
@@ -187,143 +182,6 @@ export async function measureBareRoundTrips(env: BenchEnv, publisher: SummaryPub
     env.watcher.listen(undefined);
   }
   return samples;
-}
-
-export interface LatencyResult {
-  samples: number[];
-  /**
-   * Each sample split at the instant the worker read the task's state (the summary's updated_at,
-   * the worker's wall clock, millisecond resolution): publish -> read covers the stream, delivery
-   * and the wait for a projection transaction; read -> received covers the compare-and-set, the
-   * summary publish and its delivery to this client.
-   */
-  beforeRead: number[];
-  afterRead: number[];
-  /** When each sample was published, in ms since the first publish (aligned with `samples`). */
-  sentAt: number[];
-  achievedRate: number;
-  /** When the first event was published, in ms since the epoch (to place another process's GCs). */
-  startedAtEpochMs: number;
-  /** This (client) process's event-loop delay over the phase. */
-  clientLoopDelayMs: { p99: number; max: number };
-  /** This process's garbage collections over the phase: minor (scavenges) and major, with total and longest pause (ms). */
-  clientGc: GcSummary;
-}
-
-/**
- * (4) A paced publisher at `ratePerSecond`: one state_changed event per changed task, latency from
- * the publish call to the summary's arrival at a client.
- */
-export async function measureLatency(env: BenchEnv, taskIds: readonly string[], ratePerSecond: number): Promise<LatencyResult> {
-  const subject = `${env.topology.prefix}task_session.state_changed`;
-  const payloads = taskIds.map((id) => stateChanged(env, id));
-  const count = taskIds.length;
-  const indexOf = new Map(taskIds.map((id, i) => [id, i]));
-  // Everything the phase records goes into arrays allocated here, so the phase retains nothing per
-  // arrival. It used to keep each summary's payload for a parse afterwards, and a payload is a view
-  // of the socket chunk it arrived in: the chunks it pinned grew the old generation until this
-  // process ran a major GC mid-phase, whose pause and marking threads (on a 2-core host) made the
-  // largest tail episode of every run that missed the target.
-  const sentAt = new Float64Array(count).fill(Number.NaN);
-  const arrivedAt = new Float64Array(count).fill(Number.NaN);
-  const readAt = new Float64Array(count).fill(Number.NaN);
-  const arrivalOrder = new Int32Array(count);
-  let arrived = 0;
-  // Arrivals are timestamped on this process's event loop: a stall here inflates the samples.
-  const loop = monitorEventLoopDelay({ resolution: 1 });
-  loop.enable();
-  const gcEntries: GcEntry[] = [];
-  const stopGcRecord = recordGc((entry) => gcEntries.push(entry));
-  env.watcher.listen((id, at, payload) => {
-    const i = indexOf.get(id);
-    // The first summary after the event was published is its sample.
-    if (i === undefined || Number.isNaN(sentAt[i]!) || !Number.isNaN(arrivedAt[i]!)) return;
-    arrivedAt[i] = at;
-    readAt[i] = readInstantMs(payload);
-    arrivalOrder[arrived++] = i;
-  });
-  try {
-    const intervalMs = 1000 / ratePerSecond;
-    (globalThis as { gc?: () => void }).gc?.();
-    // A full collection leaves its sweeping to helper threads: on a 2-core host they would take CPU
-    // from the worker, nats-server and the database through the first samples.
-    await sleep(AFTER_GC_MS);
-    const started = performance.now();
-    for (let i = 0; i < count; ) {
-      const now = performance.now();
-      const due = started + i * intervalMs;
-      if (now < due) {
-        await sleep(Math.max(0, due - now));
-        continue;
-      }
-      // Catch up on every slot that is due (timers fire late by a millisecond or so).
-      while (i < count && started + i * intervalMs <= performance.now()) {
-        sentAt[i] = performance.now();
-        env.nc.publish(subject, payloads[i]!);
-        i++;
-      }
-    }
-    const achievedRate = (count * 1000) / (performance.now() - started);
-    const deadline = performance.now() + 30_000;
-    while (arrived < count) {
-      if (performance.now() > deadline) throw new WrongAnswerError(`latency: ${arrived} summaries for ${count} changed tasks after 30 s`);
-      await sleep(5);
-    }
-    const samples: number[] = [];
-    const sentOffsets: number[] = [];
-    const beforeRead: number[] = [];
-    const afterRead: number[] = [];
-    for (const i of arrivalOrder) {
-      const t0 = sentAt[i]!;
-      samples.push(arrivedAt[i]! - t0);
-      sentOffsets.push(t0 - started);
-      beforeRead.push(readAt[i]! - t0);
-      afterRead.push(arrivedAt[i]! - readAt[i]!);
-    }
-    // The observer reports asynchronously: let the phase's last collections arrive.
-    await sleep(0);
-    const startedAtEpochMs = performance.timeOrigin + started;
-    return {
-      samples,
-      beforeRead,
-      afterRead,
-      sentAt: sentOffsets,
-      achievedRate,
-      startedAtEpochMs,
-      clientLoopDelayMs: { p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 },
-      clientGc: summarizeGc(gcEntries, startedAtEpochMs),
-    };
-  } finally {
-    loop.disable();
-    stopGcRecord();
-    env.watcher.listen(undefined);
-  }
-}
-
-/** Quiet time after this process's full collection before a timed phase begins. */
-const AFTER_GC_MS = 250;
-
-const UPDATED_AT_KEY = new TextEncoder().encode('"updated_at":"');
-const QUOTE = 0x22;
-const latin1 = new TextDecoder('latin1');
-
-/**
- * When the worker read the task's state, on this process's performance clock: the summary's
- * updated_at, found in the payload bytes without parsing the envelope (a summary this benchmark's
- * worker published carries one updated_at, a JSON string without escapes).
- */
-function readInstantMs(payload: Uint8Array): number {
-  const first = UPDATED_AT_KEY[0]!;
-  for (let at = payload.indexOf(first); at >= 0; at = payload.indexOf(first, at + 1)) {
-    let k = 1;
-    while (k < UPDATED_AT_KEY.length && payload[at + k] === UPDATED_AT_KEY[k]) k++;
-    if (k < UPDATED_AT_KEY.length) continue;
-    const start = at + k;
-    const end = payload.indexOf(QUOTE, start);
-    if (end < 0) break;
-    return timestampToMicros(latin1.decode(payload.subarray(start, end))) / 1000 - performance.timeOrigin;
-  }
-  throw new WrongAnswerError('latency: a summary without updated_at');
 }
 
 /**
@@ -473,48 +331,5 @@ export async function measureMemory(
     after,
     peakRss: Math.max(peakRss, after.rss),
     wallMs,
-  };
-}
-
-export interface TailEpisodes {
-  /** Samples above the threshold. */
-  count: number;
-  /** Runs of them, split where publishes were more than `gapMs` apart. */
-  episodes: number;
-  /**
-   * The run holding the most of them: its sample count, first publish (ms into the phase, and which
-   * event of the phase, counting from 1), span and worst latency (ms).
-   */
-  largest: { count: number; startMs: number; startEvent: number; spanMs: number; maxMs: number } | undefined;
-}
-
-/**
- * Where a latency tail comes from: samples above `thresholdMs`, grouped by when they were published.
- * A few dense episodes mean a stall and the backlog it left (at half the worker's capacity a backlog
- * takes about as long to drain as the stall lasted); a thin spread means steady-state queueing.
- */
-export function tailEpisodes(samples: readonly number[], sentAt: readonly number[], thresholdMs: number, gapMs = 100): TailEpisodes {
-  const slow = sentAt
-    .map((at, i) => ({ at, ms: samples[i]! }))
-    .filter((s) => s.ms > thresholdMs)
-    .sort((a, b) => a.at - b.at);
-  const runs: Array<Array<{ at: number; ms: number }>> = [];
-  for (const s of slow) {
-    const run = runs[runs.length - 1];
-    if (run && s.at - run[run.length - 1]!.at <= gapMs) run.push(s);
-    else runs.push([s]);
-  }
-  const largest = runs.reduce<(typeof runs)[number] | undefined>((best, run) => (!best || run.length > best.length ? run : best), undefined);
-  return {
-    count: slow.length,
-    episodes: runs.length,
-    largest: largest && {
-      count: largest.length,
-      startMs: largest[0]!.at,
-      // Events are published in order, so the ones published before it say which it was.
-      startEvent: sentAt.filter((at) => at < largest[0]!.at).length + 1,
-      spanMs: largest[largest.length - 1]!.at - largest[0]!.at,
-      maxMs: Math.max(...largest.map((s) => s.ms)),
-    },
   };
 }

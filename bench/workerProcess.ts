@@ -1,11 +1,12 @@
 /**
- * The worker under test for the memory measurement, in a process of its own, so its RSS is the
- * worker's alone: not the benchmark's publisher, nor what seeding and earlier phases left in the
+ * The worker under test for the latency levels (4) and the memory measurement (6), in a process of
+ * its own, as deployed: its latency and its RSS are then the worker's alone, sharing no event loop
+ * or heap with the benchmark's publisher, nor what seeding and earlier phases left in the
  * allocator. bench/worker.ts forks this file and talks to it over the IPC channel:
  *
  *   parent -> child  { cmd: 'settled' }  -> { settled, rss }            events settled so far, RSS now
  *   parent -> child  { cmd: 'sample' }   -> { settled, memory }         after global.gc(), twice
- *   parent -> child  { cmd: 'trace' }    -> { trace }                   GCs and event-loop stalls since the last ask
+ *   parent -> child  { cmd: 'trace' }    -> { trace }                   --diagnose: GCs and event-loop stalls since the last ask
  *   parent -> child  { cmd: 'stop' }     -> { stopped: true }, then the process exits
  *   child  -> parent { ready: true } once the worker consumes, or { error } when it cannot start
  */
@@ -16,7 +17,7 @@ import { silentLogger } from '../src/logger.js';
 import { createDatabase } from '../src/repository/database.js';
 import type { WorkerConfig } from '../src/bin/worker.js';
 import { startWorker } from '../src/bin/worker.js';
-import { recordGc, recordStalls, type GcEntry, type Stall } from './processTrace.js';
+import { startProcessTrace, type ProcessTrace } from './diagnostics/processTrace.js';
 
 export interface WorkerProcessOptions {
   databaseUrl: string;
@@ -24,6 +25,8 @@ export interface WorkerProcessOptions {
   maxConnections?: number;
   natsUrl: string;
   config: WorkerConfig;
+  /** Record the process's GCs and event-loop stalls for `trace()` (--diagnose). */
+  diagnose?: boolean;
 }
 
 export interface MemorySample {
@@ -33,15 +36,7 @@ export interface MemorySample {
   external: number;
 }
 
-export interface ProcessTrace {
-  gc: GcEntry[];
-  stalls: Stall[];
-}
-
 type Reply = { settled?: number; rss?: number; memory?: MemorySample; trace?: ProcessTrace; stopped?: boolean; ready?: boolean; error?: string };
-
-// Entries kept between two asks at most (the memory run asks none: a bound, not a leak).
-const TRACE_LIMIT = 10_000;
 
 /** The parent's handle on a forked worker process. */
 export class WorkerProcess {
@@ -89,7 +84,7 @@ export class WorkerProcess {
     return { settled: reply.settled!, memory: reply.memory! };
   }
 
-  /** The worker process's garbage collections and event-loop stalls since the last call (or its start). */
+  /** The worker process's garbage collections and event-loop stalls since the last call (or its start); empty unless started with `diagnose`. */
   async trace(): Promise<ProcessTrace> {
     return (await this.ask('trace')).trace!;
   }
@@ -111,13 +106,7 @@ async function runChild(options: WorkerProcessOptions): Promise<void> {
   const worker = await startWorker({ db, nc, config: options.config, logger: silentLogger() });
   const settled = async () => (await worker.metrics.events.get()).values.reduce((sum, v) => (v.labels.outcome === 'retried' ? sum : sum + v.value), 0);
   const gc = (globalThis as { gc?: () => void }).gc;
-  let trace: ProcessTrace = { gc: [], stalls: [] };
-  recordGc((entry) => {
-    if (trace.gc.length < TRACE_LIMIT) trace.gc.push(entry);
-  });
-  recordStalls((stall) => {
-    if (trace.stalls.length < TRACE_LIMIT) trace.stalls.push(stall);
-  });
+  const tracing = options.diagnose ? startProcessTrace() : undefined;
   process.on('message', (message: { cmd: string }) => {
     void (async () => {
       try {
@@ -131,8 +120,7 @@ async function runChild(options: WorkerProcessOptions): Promise<void> {
         } else if (message.cmd === 'trace') {
           // The GC observer reports asynchronously: let the last collections arrive.
           await new Promise((resolve) => setImmediate(resolve));
-          send({ trace });
-          trace = { gc: [], stalls: [] };
+          send({ trace: tracing?.take() ?? { gc: [], stalls: [] } });
         } else if (message.cmd === 'stop') {
           await worker.stop();
           await nc.drain();

@@ -1,26 +1,11 @@
 import { randomUUID } from 'node:crypto';
+import { seedClarificationBundle, seedSession, type SeededSession } from '../../bench/seed/fixtures.js';
 import type { RepositoryContext } from '../../src/repository/context.js';
-import { createMessage } from '../../src/repository/messages.js';
-import type { MessageRecord } from '../../src/repository/rowMapping.js';
-import { createSession, createTask } from '../../src/repository/tasks.js';
 import { toCanonicalTimestamp } from '../../src/timestamps.js';
 
-export interface SeededSession {
-  taskId: string;
-  sessionId: string;
-  workspaceId: string;
-}
-
-/** A task with one session (RUNNING unless told otherwise), in its own workspace unless given one. */
-export async function seedSession(
-  ctx: RepositoryContext,
-  options: { workspaceId?: string; state?: string; taskId?: string; isPrimary?: boolean } = {},
-): Promise<SeededSession> {
-  const workspaceId = options.workspaceId ?? `ws-${randomUUID()}`;
-  const taskId = options.taskId ?? (await createTask(ctx, { workspaceId, title: 'seeded task' })).id;
-  const session = await createSession(ctx, { taskId, state: options.state ?? 'RUNNING', isPrimary: options.isPrimary ?? true });
-  return { taskId, sessionId: session.id, workspaceId };
-}
+// The rows Kandev writes come from the seeder the benchmarks share; legacy rows written exactly as
+// given (seedTurnAt) are the tests' own.
+export { seedClarificationBundle, seedSession, type SeedBundleOptions, type SeededSession } from '../../bench/seed/fixtures.js';
 
 export interface SeedTurn {
   id?: string;
@@ -50,58 +35,6 @@ export async function seedTurnAt(ctx: RepositoryContext, sessionId: string, turn
     updated_at: startedAt,
   });
   return id;
-}
-
-export interface SeedBundleOptions {
-  sessionId: string;
-  turnId: string;
-  pendingId?: string;
-  /** One entry per question; `undefined` leaves the status key out (legacy "missing status"). */
-  statuses?: Array<string | undefined>;
-  /** Extra metadata merged into every row. */
-  metadata?: Record<string, unknown>;
-  createdAt?: string;
-}
-
-/** A clarification bundle written the way Kandev writes one: one row per question, shared pending_id. */
-export async function seedClarificationBundle(ctx: RepositoryContext, options: SeedBundleOptions): Promise<{ pendingId: string; messages: MessageRecord[] }> {
-  const pendingId = options.pendingId ?? randomUUID();
-  const statuses = options.statuses ?? ['pending'];
-  const messages: MessageRecord[] = [];
-  for (const [index, status] of statuses.entries()) {
-    const questionId = `q${index + 1}`;
-    const metadata: Record<string, unknown> = {
-      pending_id: pendingId,
-      question_id: questionId,
-      question: {
-        id: questionId,
-        title: `Question ${index + 1}`,
-        prompt: `Which option for question ${index + 1}?`,
-        options: [
-          { option_id: 'a', label: 'A', description: '' },
-          { option_id: 'b', label: 'B', description: '' },
-        ],
-      },
-      question_index: index,
-      question_total: statuses.length,
-      context: 'seeded',
-      ...options.metadata,
-    };
-    if (status !== undefined) metadata.status = status;
-    messages.push(
-      await createMessage(ctx, {
-        sessionId: options.sessionId,
-        turnId: options.turnId,
-        type: 'clarification_request',
-        authorType: 'agent',
-        content: `Question ${index + 1}`,
-        requestsInput: index === statuses.length - 1,
-        metadata,
-        createdAt: options.createdAt,
-      }),
-    );
-  }
-  return { pendingId, messages };
 }
 
 /** A RUNNING task whose open turn asks one pending question: its pending action is 'clarification'. */

@@ -1,57 +1,9 @@
 /**
- * Randomness, ids and message shapes for seedPlan.ts: a seeded stream per session, unique ids that
- * index like random UUIDs, and the rows Kandev writes (ordinary output, clarification bundles,
- * permission requests). Pure, like seedPlan.ts.
+ * The message rows Kandev writes, as the seeders plan them: ordinary agent output, clarification
+ * bundles and permission requests. Pure. `clarificationMetadata` is the one shape of a clarification
+ * row's metadata, shared by the bulk plan (sessionPlan.ts) and the row-at-a-time fixtures.
  */
-
-/** mulberry32: small, fast, good enough to make a benchmark mix reproducible. */
-export function createRng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-/**
- * v4-shaped UUIDs: random leading digits from `rng`, so ids spread over an index like real ones, and
- * `owner` plus a counter in the last group, so they are unique across sessions. (Seeded mulberry32
- * streams of different sessions overlap, so randomness alone repeats ids at this scale.)
- */
-export function createIdSource(rng: () => number, owner: number): () => string {
-  let counter = 0;
-  return () => {
-    let hex = '';
-    for (let i = 0; i < 18; i += 1) hex += Math.floor(rng() * 16).toString(16);
-    const unique = (owner * 4096 + counter).toString(16).padStart(12, '0');
-    counter += 1;
-    if (counter > 4096) throw new Error(`more than 4096 ids for owner ${owner}`);
-    return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(12, 15)}-a${hex.slice(15, 18)}-${unique}`;
-  };
-}
-
-/** A session's generator: its random stream and its id source. */
-export interface Gen {
-  rng: () => number;
-  id: () => string;
-}
-
-export function pick<T>(rng: () => number, weights: ReadonlyArray<[T, number]>): T {
-  const total = weights.reduce((sum, [, w]) => sum + w, 0);
-  let r = rng() * total;
-  for (const [value, w] of weights) {
-    r -= w;
-    if (r < 0) return value;
-  }
-  return weights[weights.length - 1]![0];
-}
-
-export function intBetween(rng: () => number, min: number, max: number): number {
-  return min + Math.floor(rng() * (max - min + 1));
-}
+import { intBetween, type Gen } from './random.js';
 
 export interface PlannedMessage {
   type: string;
@@ -84,35 +36,51 @@ export function ordinaryMessage(g: Gen, authorType: 'user' | 'agent'): PlannedMe
   return { type: 'status', authorType, content: 'Agent is working', requestsInput: false, metadata: { progress: 40 } };
 }
 
+/** One question of a clarification bundle: Kandev writes one row per question, sharing `pending_id`. */
+export interface ClarificationQuestion {
+  pendingId: string;
+  index: number;
+  total: number;
+  /** `undefined` leaves the status key out (legacy rows have none). */
+  status: string | undefined;
+  /** Free text Kandev stores with the question; it tells seeded rows apart when read by hand. */
+  context: string;
+  /** Merged in after the standard keys (a test's extra metadata). */
+  extra?: Record<string, unknown>;
+}
+
+export function clarificationMetadata(q: ClarificationQuestion): Record<string, unknown> {
+  const questionId = `q${q.index + 1}`;
+  const metadata: Record<string, unknown> = {
+    pending_id: q.pendingId,
+    question_id: questionId,
+    question: {
+      id: questionId,
+      title: `Question ${q.index + 1}`,
+      prompt: `Which option for question ${q.index + 1}?`,
+      options: [
+        { option_id: 'a', label: 'A', description: '' },
+        { option_id: 'b', label: 'B', description: '' },
+      ],
+    },
+    question_index: q.index,
+    question_total: q.total,
+    context: q.context,
+    ...q.extra,
+  };
+  if (q.status !== undefined) metadata.status = q.status;
+  return metadata;
+}
+
 export function clarificationBundle(g: Gen, statuses: Array<string | undefined>): PlannedMessage[] {
   const pendingId = g.id();
-  return statuses.map((status, index) => {
-    const questionId = `q${index + 1}`;
-    const metadata: Record<string, unknown> = {
-      pending_id: pendingId,
-      question_id: questionId,
-      question: {
-        id: questionId,
-        title: `Question ${index + 1}`,
-        prompt: `Which option for question ${index + 1}?`,
-        options: [
-          { option_id: 'a', label: 'A', description: '' },
-          { option_id: 'b', label: 'B', description: '' },
-        ],
-      },
-      question_index: index,
-      question_total: statuses.length,
-      context: 'benchmark',
-    };
-    if (status !== undefined) metadata.status = status;
-    return {
-      type: 'clarification_request',
-      authorType: 'agent',
-      content: `Question ${index + 1}`,
-      requestsInput: index === statuses.length - 1,
-      metadata,
-    };
-  });
+  return statuses.map((status, index) => ({
+    type: 'clarification_request',
+    authorType: 'agent',
+    content: `Question ${index + 1}`,
+    requestsInput: index === statuses.length - 1,
+    metadata: clarificationMetadata({ pendingId, index, total: statuses.length, status, context: 'benchmark' }),
+  }));
 }
 
 export function permissionRequest(g: Gen, status: string | undefined): PlannedMessage {

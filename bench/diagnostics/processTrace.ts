@@ -1,7 +1,7 @@
 /**
- * What a benchmark process's own event loop went through (garbage collections, stalls), recorded
- * where it happens and placed on a phase's timeline afterwards, by wall clock, so the client's and a
- * worker process's line up.
+ * --diagnose: what a benchmark process's own event loop went through (garbage collections, stalls),
+ * recorded where it happens and placed on a phase's timeline afterwards, by wall clock, so the
+ * client's and a worker process's line up.
  */
 import { performance, PerformanceObserver, constants as perfConstants } from 'node:perf_hooks';
 
@@ -46,6 +46,33 @@ export function summarizeGc(entries: readonly GcEntry[], fromEpochMs: number): G
     summary.maxMs = Math.max(summary.maxMs, e.ms);
   }
   return summary;
+}
+
+/** What a process recorded about itself since it was last asked. */
+export interface ProcessTrace {
+  gc: GcEntry[];
+  stalls: Stall[];
+}
+
+// Entries kept between two asks at most: a bound, not a leak, when nobody asks.
+const TRACE_LIMIT = 10_000;
+
+/** Records this process's GCs and stalls; `take()` hands over what was recorded since the last take. */
+export function startProcessTrace(): { take(): ProcessTrace } {
+  let trace: ProcessTrace = { gc: [], stalls: [] };
+  recordGc((entry) => {
+    if (trace.gc.length < TRACE_LIMIT) trace.gc.push(entry);
+  });
+  recordStalls((stall) => {
+    if (trace.stalls.length < TRACE_LIMIT) trace.stalls.push(stall);
+  });
+  return {
+    take() {
+      const taken = trace;
+      trace = { gc: [], stalls: [] };
+      return taken;
+    },
+  };
 }
 
 /** The event loop ran `ms` late, from `atEpochMs` (ms since the epoch). */

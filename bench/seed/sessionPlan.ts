@@ -1,35 +1,22 @@
 /**
- * Deterministic benchmark data: the rows of a range of sessions (Kandev's shapes, canonical
- * timestamps) and, computed from those rows alone, the pending action each session must resolve to.
- * Pure: no I/O, and session `i` always produces the same rows whatever batch it is generated in.
+ * The rich sessions of the query benchmark: the rows of a range of sessions (Kandev's shapes,
+ * canonical timestamps) and, computed from those rows alone, the pending action each session must
+ * resolve to. Pure: no I/O, and session `i` always produces the same rows whatever batch it is
+ * generated in.
  *
  * Vocabulary as in src/repository/currentTurnAuthority.ts. Each session has TURNS_PER_SESSION turn
  * records and MESSAGES_PER_SESSION messages; two sessions share a task.
  */
 
-import { microsToTimestamp } from '../src/timestamps.js';
-import { isTerminalSessionState, type PendingAction } from '../src/turns/pendingAction.js';
-import {
-  clarificationBundle,
-  createIdSource,
-  createRng,
-  currentTurnSpecials,
-  intBetween,
-  ordinaryMessage,
-  permissionRequest,
-  pick,
-  type Gen,
-  type PlannedMessage,
-} from './seedMessages.js';
-
-// Other benchmarks (workerSeed.ts, workerPhases.ts) take the stream from here.
-export { createRng };
+import { microsToTimestamp } from '../../src/timestamps.js';
+import { isTerminalSessionState, type PendingAction } from '../../src/turns/pendingAction.js';
+import type { Row } from './bulkInsert.js';
+import { clarificationBundle, currentTurnSpecials, ordinaryMessage, permissionRequest, type PlannedMessage } from './messages.js';
+import { createIdSource, createRng, intBetween, pick, type Gen } from './random.js';
 
 export const TURNS_PER_SESSION = 20;
 export const MESSAGES_PER_SESSION = 50;
 export const SESSIONS_PER_TASK = 2;
-
-export type Row = Record<string, string | number | null>;
 
 export interface SeedBatch {
   tasks: Row[];

@@ -1,0 +1,184 @@
+/**
+ * What `npm run bench` prints: a table per dialect (what was measured, the figure, the target, the
+ * result), then one Markdown table of every dialect's figures with their targets and verdicts.
+ */
+import type { DialectName } from '../src/repository/dialect.js';
+import { secs } from './benchRun.js';
+import { TARGET_P99_OVER_TRICKLE, type LevelResult } from './latencyLevels.js';
+import { DIALECT_TITLE, f1, f2, int, markdownTable, textTable, verdict, type Row } from './table.js';
+import type { BootFigures } from './workerBoot.js';
+import { OUTAGE_DRIFT_EVERY } from './workerBoot.js';
+import { mb, percentile, perSecond, type MemoryResult, type Rate } from './workerPhases.js';
+
+const TARGET_DISTINCT_OVER_LIMIT = 0.7;
+const TARGET_BURSTS_OVER_LIMIT = 5;
+const TARGET_RECONCILE_OVER_READS = 0.5;
+const TARGET_MEMORY_MB = 50;
+
+export interface DialectReport {
+  dialect: DialectName;
+  where: string;
+  seed: { tasks: number; drift: number; ms: number };
+  concurrency: number;
+  pageSize: number;
+  limit: Rate;
+  limitRounds: number[];
+  distinct: Rate;
+  distinctRounds: number[];
+  bursts: { rate: Rate; projections: number; tasks: number; length: number };
+  /** (4) bare round trips, ms. */
+  bare: number[];
+  /** (4) the levels in the order they ran. */
+  latency: LevelResult[];
+  latencySeconds: number;
+  boot: BootFigures;
+  memory: MemoryResult;
+  ms: number;
+}
+
+const trickleOf = (r: DialectReport) => r.latency.find((l) => l.role === 'trickle')!;
+
+/** (4)'s threshold: TARGET_P99_OVER_TRICKLE × the trickle's p99, ms. */
+export const latencyThresholdMs = (r: DialectReport) => TARGET_P99_OVER_TRICKLE * trickleOf(r).p99;
+
+interface Figures {
+  limit: number;
+  distinct: number;
+  bursts: number;
+  reconcile: number;
+  reads: number;
+  rssDeltaMb: number;
+  targets: LevelResult[];
+  checks: { distinct: boolean; bursts: boolean; latency: boolean; reconcile: boolean; memory: boolean };
+}
+
+function figures(r: DialectReport): Figures {
+  const limit = perSecond(r.limit);
+  const distinct = perSecond(r.distinct);
+  const bursts = perSecond(r.bursts.rate);
+  const reconcile = (r.boot.reconcile.progress.visited * 1000) / r.boot.reconcile.ms;
+  const reads = perSecond(r.boot.reads);
+  const rssDeltaMb = mb(r.memory.after.rss - r.memory.warm.rss);
+  const targets = r.latency.filter((l) => l.role === 'target');
+  const threshold = latencyThresholdMs(r);
+  return {
+    limit,
+    distinct,
+    bursts,
+    reconcile,
+    reads,
+    rssDeltaMb,
+    targets,
+    checks: {
+      distinct: distinct / limit >= TARGET_DISTINCT_OVER_LIMIT,
+      bursts: bursts / limit >= TARGET_BURSTS_OVER_LIMIT,
+      latency: targets.every((l) => l.p99 <= threshold),
+      reconcile: reconcile / reads >= TARGET_RECONCILE_OVER_READS,
+      memory: rssDeltaMb <= TARGET_MEMORY_MB,
+    },
+  };
+}
+
+const levelRate = (l: LevelResult) => `${int(l.offeredRate)}/s (${int(l.achievedRate)}/s achieved)`;
+
+export function formatDialectReport(r: DialectReport, fullLatencySeconds: number): string[] {
+  const f = figures(r);
+  const { boot, memory: m } = r;
+  const trickle = trickleOf(r);
+  const threshold = latencyThresholdMs(r);
+  const short = r.latencySeconds < fullLatencySeconds;
+  const perSec = (run: { progress: { visited: number }; ms: number }) => (run.progress.visited * 1000) / run.ms;
+  const coldRepairs = (boot.cold.progress.repaired * 1000) / boot.cold.ms;
+  const rows: Row[] = [
+    [`(1) limit: projectTask x ${int(r.limit.count)}, ${r.concurrency} concurrent (projections/s)`, int(f.limit), '', `rounds ${r.limitRounds.map(int).join(', ')}`],
+    [`(2) worker, ${int(r.distinct.count)} distinct changed tasks (events/s)`, int(f.distinct), `>= ${TARGET_DISTINCT_OVER_LIMIT} x (1)`, `${f2(f.distinct / f.limit)} x (1) ${verdict(f.checks.distinct)}  (rounds ${r.distinctRounds.map(int).join(', ')})`],
+    [
+      `(3) worker, bursts of ${r.bursts.length} x ${r.bursts.tasks} tasks (events/s)`,
+      int(f.bursts),
+      `>= ${TARGET_BURSTS_OVER_LIMIT} x (1)`,
+      `${f2(f.bursts / f.limit)} x (1) ${verdict(f.checks.bursts)}  (${int(r.bursts.projections)} projections for ${int(r.bursts.rate.count)} events)`,
+    ],
+    ...r.latency.map((l): Row => {
+      const what = `(4) ${l.role === 'context' ? 'context: ' : ''}${l.label}${l.role === 'trickle' ? ' (trickle)' : ''}, ${int(l.events)} events at ${levelRate(l)}: p50 / p99 (ms)`;
+      const value = `${f2(l.p50)} / ${f2(l.p99)}`;
+      if (l.role === 'trickle') return [what, value, '', ''];
+      const ratio = `${f2(l.p99 / trickle.p99)} x trickle p99`;
+      if (l.role === 'context') return [what, value, '', ratio];
+      return [what, value, `p99 <= ${TARGET_P99_OVER_TRICKLE} x trickle p99 = ${f2(threshold)}`, `${ratio} ${verdict(l.p99 <= threshold)}${short ? '*' : ''}`];
+    }),
+    [
+      `(4) context: bare round trip x ${int(r.bare.length)}, p50 / p99 (ms)`,
+      `${f2(percentile(r.bare, 50))} / ${f2(percentile(r.bare, 99))}`,
+      '',
+      'projectTask incl. publish until a client has the summary, one at a time',
+    ],
+    [
+      `(5a) boot after an outage: ${int(boot.reconcile.progress.visited)} tasks, ${int(boot.reconcile.progress.drifted)} to repair (tasks/s)`,
+      int(f.reconcile),
+      '',
+      `${int(boot.reconcile.progress.repaired)} repaired in ${secs(boot.reconcile.ms)}; pages of ${r.pageSize}`,
+    ],
+    [`(5b) bare keyset reads of the same pages (tasks/s)`, int(f.reads), '', `the reads reconcile issues, nothing written; ${secs(boot.reads.ms)}`],
+    [`(5) boot after an outage / bare keyset reads`, f2(f.reconcile / f.reads), `>= ${TARGET_RECONCILE_OVER_READS}`, verdict(f.checks.reconcile)],
+    [
+      `(5c) context: first start, ${int(boot.cold.progress.drifted)} of ${int(boot.cold.progress.visited)} to repair (tasks/s)`,
+      int(perSec(boot.cold)),
+      '',
+      `${f2(perSec(boot.cold) / f.reads)} x (5b); ${int(coldRepairs)} repairs/s = ${f2(coldRepairs / perSecond(boot.ceiling))} x (5e); ${secs(boot.cold.ms)}`,
+    ],
+    [`(5d) context: a walk with nothing to repair (tasks/s)`, int(perSec(boot.recheck)), '', `${f2(perSec(boot.recheck) / f.reads)} x (5b)`],
+    [`(5e) context: the bus alone, summary publish + KV put (pairs/s)`, int(perSecond(boot.ceiling)), '', `${int(boot.ceiling.count)} pairs, ${r.pageSize} in flight, no database`],
+    [
+      `(5f) context: refill of an emptied summary bucket (keys/s)`,
+      int((boot.refill.progress.visited * 1000) / boot.refill.ms),
+      '',
+      `${int(boot.refill.progress.filled)} keys in ${secs(boot.refill.ms)}, pages of ${r.pageSize}`,
+    ],
+    [
+      `(6) worker RSS after ${int(m.events)} events - after ${int(m.warmupEvents)} (MB)`,
+      f1(f.rssDeltaMb),
+      `<= ${TARGET_MEMORY_MB} MB`,
+      `${verdict(f.checks.memory)}  (RSS ${f1(mb(m.warm.rss))} -> ${f1(mb(m.after.rss))}, peak ${f1(mb(m.peakRss))}; heap used ${f1(mb(m.warm.heapUsed))} -> ${f1(mb(m.after.heapUsed))})`,
+    ],
+    [`(6) context: RSS growth over the last ${int(m.events - m.midEvents)} events (MB)`, f1(mb(m.after.rss - m.mid.rss)), '', `${int((m.events * 1000) / m.wallMs)} events/s, ${int(m.relevantEvents)} pending-sensitive`],
+  ];
+  return [
+    '',
+    `== ${DIALECT_TITLE[r.dialect]}: ${r.where} ==`,
+    `   ${int(r.seed.tasks)} tasks seeded (${int(r.seed.drift)} needing repair, ${100 / OUTAGE_DRIFT_EVERY}% changed by the outage of (5)); dialect run ${secs(r.ms)}`,
+    ...textTable(rows),
+    `  (4) latency: publish -> summary, ${r.latencySeconds} s of publishing per level, the worker in its own process; achieved = summaries received per second.`,
+    ...(short ? [`  *   indicative only: a verdict on (4) needs ${fullLatencySeconds} s or more per level.`] : []),
+  ];
+}
+
+/** The Markdown table of every dialect, and how many targets each met. */
+export function formatSummary(reports: readonly DialectReport[], fullLatencySeconds: number): string[] {
+  const all = reports.map((r) => ({ r, f: figures(r) }));
+  const cell = (fn: (r: DialectReport, f: Figures) => string) => all.map(({ r, f }) => fn(r, f));
+  const ratio = (value: number, of: number, ok: boolean) => `${int(value)}/s = ${f2(value / of)}× ${verdict(ok)}`;
+  const indicative = reports.some((r) => r.latencySeconds < fullLatencySeconds);
+  const levelP99 = (r: DialectReport, label: string) => r.latency.find((l) => l.label === label)?.p99 ?? Number.NaN;
+  const lines: string[][] = [
+    ['(1) bare projections, 16 concurrent', ...cell((_, f) => `${int(f.limit)}/s`), ''],
+    ['(2) worker, one event per distinct changed task', ...cell((_, f) => ratio(f.distinct, f.limit, f.checks.distinct)), `≥ ${TARGET_DISTINCT_OVER_LIMIT}× (1)`],
+    [`(3) worker, bursts of ${reports[0]?.bursts.length ?? ''} events per task`, ...cell((_, f) => ratio(f.bursts, f.limit, f.checks.bursts)), `≥ ${TARGET_BURSTS_OVER_LIMIT}× (1)`],
+    [
+      `(4) p99 publish → summary at 5% / 25% / 50% of (1)${indicative ? ' (indicative: short levels)' : ''}`,
+      ...cell((r, f) => {
+        const trickle = trickleOf(r).p99;
+        return `${[trickle, ...f.targets.map((l) => l.p99)].map(f1).join(' / ')} ms = ${f.targets.map((l) => `${f2(l.p99 / trickle)}×`).join(' / ')} ${verdict(f.checks.latency)}`;
+      }),
+      `p99 at 25% and 50% ≤ ${TARGET_P99_OVER_TRICKLE}× p99 at 5%`,
+    ],
+    ['(4) context: p99 at 75% of (1) / 50% of (2); bare round trip p99', ...cell((r) => `${f1(levelP99(r, '75% of (1)'))} / ${f1(levelP99(r, '50% of (2)'))} ms; ${f1(percentile(r.bare, 99))} ms`), ''],
+    [`(5) boot after an outage (${100 / OUTAGE_DRIFT_EVERY}% to repair) ÷ bare keyset reads`, ...cell((_, f) => ratio(f.reconcile, f.reads, f.checks.reconcile)), `≥ ${TARGET_RECONCILE_OVER_READS}×`],
+    [`(6) worker RSS after ${int(reports[0]?.memory.events ?? 0)} events − after warm-up`, ...cell((_, f) => `${f1(f.rssDeltaMb)} MB ${verdict(f.checks.memory)}`), `≤ ${TARGET_MEMORY_MB} MB`],
+  ];
+  const met = all.map(({ r, f }) => `${DIALECT_TITLE[r.dialect]} ${Object.values(f.checks).filter(Boolean).length} of ${Object.values(f.checks).length}`);
+  return [
+    'summary:',
+    ...markdownTable(['npm run bench', ...reports.map((r) => DIALECT_TITLE[r.dialect]), 'target'], lines),
+    `targets met: ${met.join(', ')}`,
+  ];
+}
