@@ -51,7 +51,7 @@ export const SETTINGS = {
     default: 'memory',
     help: 'storage of the KV bucket of latest summaries, when it is created: memory (refilled from the database after a NATS restart) | file',
   },
-  respondDeadlineMs: { env: 'RESPOND_DEADLINE_MS', flag: 'respond-deadline-ms', schema: intFrom(100, 600_000), default: 30_000, help: 'deadline for a detached resume to be acknowledged' },
+  respondDeadlineMs: { env: 'RESPOND_DEADLINE_MS', flag: 'respond-deadline-ms', schema: intFrom(100, 600_000), default: 30_000, help: 'how long clarification.respond waits for the live waiter to confirm, or for the resume stream to acknowledge a detached resume' },
 } as const;
 
 type Settings = typeof SETTINGS;
