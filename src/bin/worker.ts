@@ -122,17 +122,19 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
     };
   });
 
-  // Stopped in reverse: the endpoints and the consumer stop taking work before the boot reconcile
-  // and the projections they feed settle, and the health server answers (not ready) until the end.
+  // The boot reconcile starts last, once live events flow and the endpoints answer, so its walk
+  // interleaves with live traffic from its first page; it is also the first to stop, between pages.
+  // Stopped in reverse: the endpoints and the consumer stop taking work before the projections they
+  // feed settle, and the health server answers (not ready) until the end.
   const components: readonly WorkerComponent[] = [
     health,
     lagProbe,
     refiller,
     { name: 'projections', start: async () => undefined, stop: () => projector.whenIdle() },
-    reconcile,
     { name: 'event-consumer', start: () => consumer.start(), stop: () => consumer.stop() },
     deliveryRecoveryLoop({ recover: (options) => clarifications.recoverPendingDeliveries(options), graceMs: config.respondDeadlineMs + RECOVERY_MARGIN_MS, logger }),
     serviceEndpointsComponent({ nc, topology, clarifications, tasks: createTasks(parts, logger), logger, maxRequestBytes: config.maxEventBytes }),
+    reconcile,
   ];
   const started = await startComponents(deps.arrangeComponents?.(components) ?? components, logger);
   serving = true;

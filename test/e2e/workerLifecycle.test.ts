@@ -14,10 +14,10 @@ const COMPONENTS_IN_START_ORDER = [
   'consumer-lag-probe',
   'summary-bucket-refiller',
   'projections',
-  'boot-reconcile',
   'event-consumer',
   'delivery-recovery',
   'service-endpoints',
+  'boot-reconcile',
 ];
 
 /** A debug logger whose lines the test reads back: the worker logs each component it starts and stops. */
