@@ -1,13 +1,9 @@
-import { randomUUID } from 'node:crypto';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { describe, inject } from 'vitest';
 import { createDatabase, type Database } from '../../src/repository/database.js';
-import { createRepositoryContext, type RepositoryContext } from '../../src/repository/context.js';
+import type { RepositoryContext } from '../../src/repository/context.js';
 import type { DialectName } from '../../src/repository/dialect.js';
-import { migrateLatest } from '../../src/repository/migrate.js';
 import { createMonotonicClock, type Clock } from '../../src/timestamps.js';
+import { openScratchDatabase } from '../../bench/scratchDatabase.js';
 
 export interface TestDatabase {
   readonly name: DialectName;
@@ -55,47 +51,19 @@ export function openSecondPool(t: TestDatabase): Database {
 }
 
 /**
- * A migrated, empty database of the given dialect: SQLite in memory, or a fresh PostgreSQL schema
- * (milliseconds to create, dropped on close).
+ * A migrated, empty database of the given dialect: SQLite in memory (or a file, when another process
+ * must reach the same data), or a fresh PostgreSQL schema (milliseconds to create, dropped on
+ * close). The benchmarks open theirs with the same helper.
  */
 export async function openTestDatabase(name: DialectName, clock?: Clock, options: { file?: boolean } = {}): Promise<TestDatabase> {
-  if (name === 'sqlite') {
-    // A file when another process (a spawned worker) must reach the same data.
-    const dir = options.file ? fs.mkdtempSync(path.join(os.tmpdir(), 'pp-test-')) : undefined;
-    const url = dir ? `sqlite:${path.join(dir, 'test.db')}` : 'sqlite::memory:';
-    const db = createDatabase(url);
-    await migrateLatest(db.knex);
-    return {
-      name,
-      db,
-      ctx: createRepositoryContext(db, clock ?? createMonotonicClock()),
-      url,
-      async close() {
-        await db.destroy();
-        if (dir) fs.rmSync(dir, { recursive: true, force: true });
-      },
-    };
-  }
-  const url = inject('postgresUrl');
-  if (!url) throw new Error('PostgreSQL is not available');
-  const schema = `t_${randomUUID().replaceAll('-', '').slice(0, 16)}`;
-  const admin = createDatabase(url, { maxConnections: 1 });
-  await admin.knex.raw(`CREATE SCHEMA ${schema}`);
-  await admin.destroy();
-  const db = createDatabase(url, { searchPath: schema, maxConnections: 8 });
-  await migrateLatest(db.knex);
-  return {
-    name,
-    db,
-    ctx: createRepositoryContext(db, clock ?? createMonotonicClock()),
-    // Carries the schema, so a spawned process lands in the same isolated schema.
-    url: `${url}${url.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${schema}`)}`,
-    searchPath: schema,
-    async close() {
-      await db.destroy();
-      const cleanup = createDatabase(url, { maxConnections: 1 });
-      await cleanup.knex.raw(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-      await cleanup.destroy();
-    },
-  };
+  const postgresUrl = name === 'postgres' ? inject('postgresUrl') : undefined;
+  if (name === 'postgres' && !postgresUrl) throw new Error('PostgreSQL is not available');
+  const scratch = await openScratchDatabase(name, {
+    postgresUrl: postgresUrl ?? undefined,
+    inMemory: name === 'sqlite' && !options.file,
+    maxConnections: 8,
+    clock: clock ?? createMonotonicClock(),
+    schemaPrefix: 't_',
+  });
+  return { name, db: scratch.db, ctx: scratch.ctx, url: scratch.url, searchPath: scratch.searchPath, close: scratch.drop };
 }
