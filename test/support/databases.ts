@@ -7,6 +7,7 @@ import { createDatabase, type Database } from '../../src/repository/database.js'
 import { createRepositoryContext, type RepositoryContext } from '../../src/repository/context.js';
 import type { DialectName } from '../../src/repository/dialect.js';
 import { migrateLatest } from '../../src/repository/migrate.js';
+import { createKandevSchema } from './kandevSchema.js';
 import { createMonotonicClock, type Clock } from '../../src/timestamps.js';
 
 export interface TestDatabase {
@@ -54,17 +55,44 @@ export function openSecondPool(t: TestDatabase): Database {
   return createDatabase(t.url, { searchPath: t.searchPath });
 }
 
+/** A scratch database's setup: our migrations (openTestDatabase), or Kandev's schema (openKandevDatabase). */
+type Prepare = (db: Database) => Promise<unknown>;
+
 /**
  * A migrated, empty database of the given dialect: SQLite in memory, or a fresh PostgreSQL schema
  * (milliseconds to create, dropped on close).
  */
-export async function openTestDatabase(name: DialectName, clock?: Clock, options: { file?: boolean } = {}): Promise<TestDatabase> {
+export function openTestDatabase(name: DialectName, clock?: Clock, options: { file?: boolean } = {}): Promise<TestDatabase> {
+  return openScratchDatabase(name, (db) => migrateLatest(db.knex), clock, options);
+}
+
+export interface KandevDatabaseOptions {
+  clock?: Clock;
+  /** A file (SQLite) when another process, e.g. the CLI, must reach the same data. */
+  file?: boolean;
+}
+
+/**
+ * An empty database of the given dialect as Kandev's backend creates it (test/support/kandevSchema.ts),
+ * WITHOUT this service's migrations: none of our tables, indexes or functions. Same isolation as
+ * openTestDatabase (an in-memory or temporary SQLite file, a fresh PostgreSQL schema).
+ */
+export function openKandevDatabase(name: DialectName, options: KandevDatabaseOptions = {}): Promise<TestDatabase> {
+  return openScratchDatabase(name, (db) => createKandevSchema(db), options.clock, options);
+}
+
+/** A database with nothing in it but what `prepare` creates (not even this service's migrations). */
+export function openEmptyDatabase(name: DialectName, options: KandevDatabaseOptions = {}): Promise<TestDatabase> {
+  return openScratchDatabase(name, async () => undefined, options.clock, options);
+}
+
+async function openScratchDatabase(name: DialectName, prepare: Prepare, clock?: Clock, options: { file?: boolean } = {}): Promise<TestDatabase> {
   if (name === 'sqlite') {
     // A file when another process (a spawned worker) must reach the same data.
     const dir = options.file ? fs.mkdtempSync(path.join(os.tmpdir(), 'pp-test-')) : undefined;
     const url = dir ? `sqlite:${path.join(dir, 'test.db')}` : 'sqlite::memory:';
     const db = createDatabase(url);
-    await migrateLatest(db.knex);
+    await prepare(db);
     return {
       name,
       db,
@@ -83,7 +111,7 @@ export async function openTestDatabase(name: DialectName, clock?: Clock, options
   await admin.knex.raw(`CREATE SCHEMA ${schema}`);
   await admin.destroy();
   const db = createDatabase(url, { searchPath: schema, maxConnections: 8 });
-  await migrateLatest(db.knex);
+  await prepare(db);
   return {
     name,
     db,
