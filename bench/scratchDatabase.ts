@@ -42,6 +42,8 @@ export interface ScratchDatabaseOptions {
   clock?: Clock;
   /** Start of the PostgreSQL schema name, so a leftover schema says who made it. */
   schemaPrefix?: string;
+  /** What fills the empty database: this service's migrations unless given (tests also build Kandev's schema, or nothing). */
+  prepare?: (db: Database) => Promise<unknown>;
 }
 
 export async function openScratchDatabase(dialect: DialectName, options: ScratchDatabaseOptions = {}): Promise<ScratchDatabase> {
@@ -75,7 +77,7 @@ export async function openScratchDatabase(dialect: DialectName, options: Scratch
   let dropped: Promise<void> | undefined;
   const drop = () => (dropped ??= scratch.db.destroy().finally(remove));
   try {
-    await migrateLatest(scratch.db.knex);
+    await (options.prepare ?? ((db: Database) => migrateLatest(db.knex)))(scratch.db);
   } catch (err) {
     await drop();
     throw err;

@@ -27,7 +27,8 @@ function timestamp(table: Knex.CreateTableBuilder, dialect: Dialect, name: strin
 
 // PostgreSQL has no way to test JSON validity before version 16, so a cast failure is caught once
 // here. IMMUTABLE lets the planner fold repeated calls and lets an expression index use them.
-const POSTGRES_JSON_FUNCTIONS = `
+// Exported for the Kandev-mode migration, which creates the very same helpers beside Kandev's tables.
+export const POSTGRES_JSON_FUNCTIONS = `
 CREATE OR REPLACE FUNCTION pp_safe_jsonb(doc text) RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 BEGIN

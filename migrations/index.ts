@@ -1,9 +1,28 @@
 import type { Knex } from 'knex';
 import * as kandevSchema from './0001_kandev_schema.js';
 import * as leases from './0002_pending_projector_leases.js';
+import * as indexNames from './0003_pp_index_names.js';
+import * as kandevModeOwnObjects from './kandev_mode_0001_own_objects.js';
 
-/** Migrations in order. Listed statically so they run the same under tsx, vitest and a build. */
-export const migrations: ReadonlyArray<{ name: string; up(knex: Knex): Promise<void>; down(knex: Knex): Promise<void> }> = [
+export interface Migration {
+  name: string;
+  up(knex: Knex): Promise<void>;
+  down(knex: Knex): Promise<void>;
+}
+
+/**
+ * Owned mode (this service created the schema): migrations in order. Listed statically so they run
+ * the same under tsx, vitest and a build.
+ */
+export const migrations: readonly Migration[] = [
   { name: '0001_kandev_schema', ...kandevSchema },
   { name: '0002_pending_projector_leases', ...leases },
+  { name: '0003_pp_index_names', ...indexNames },
 ];
+
+/**
+ * Kandev mode (Kandev's backend created its tables): only this service's own objects. Recorded in
+ * the same bookkeeping table under names no owned migration has, so the mode a database was
+ * migrated in can be read back from it.
+ */
+export const kandevModeMigrations: readonly Migration[] = [{ name: 'kandev_mode_0001_own_objects', ...kandevModeOwnObjects }];

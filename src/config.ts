@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { DEFAULT_DATABASE_URL } from './repository/database.js';
 import { ERROR_CODES, PendingProjectorError } from './errors.js';
 import { BUCKET_STORAGES } from './events/summaryBucket.js';
+import { SCHEMA_MODE_SETTINGS } from './repository/schema/schemaMode.js';
 
 /**
  * The one reader of process.env. Every setting has an env name and a flag; a flag wins over the
@@ -50,6 +51,15 @@ export const SETTINGS = {
     schema: z.enum(BUCKET_STORAGES),
     default: 'memory',
     help: 'storage of the KV bucket of latest summaries, when it is created: memory (refilled from the database after a NATS restart) | file',
+  },
+  schemaMode: {
+    env: 'SCHEMA_MODE',
+    flag: 'schema-mode',
+    schema: z.enum(SCHEMA_MODE_SETTINGS),
+    default: 'auto',
+    help:
+      "who owns the schema: auto (Kandev's tables exist: kandev; an empty database: owned) | owned (this service creates Kandev's tables; refused where they exist) | " +
+      'kandev (only this service\'s own objects beside Kandev\'s tables; refused where one the service reads is missing)',
   },
   respondDeadlineMs: { env: 'RESPOND_DEADLINE_MS', flag: 'respond-deadline-ms', schema: intFrom(100, 600_000), default: 30_000, help: 'how long clarification.respond waits for the live waiter to confirm, or for the resume stream to acknowledge a detached resume' },
 } as const;

@@ -32,6 +32,11 @@ export const ERROR_CODES = {
   SESSION_NOT_FOUND: 'SESSION_NOT_FOUND',
   /** TransactionEndedError (src/repository/driver/connectionTransaction.ts): a query after COMMIT/ROLLBACK. */
   TRANSACTION_ENDED: 'TRANSACTION_ENDED',
+  /**
+   * SchemaRefusedError (src/repository/schema/schemaMode.ts): a database this service will not
+   * migrate or run on (some Kandev tables or columns missing, or a forced mode that does not fit).
+   */
+  SCHEMA_REFUSED: 'SCHEMA_REFUSED',
 } as const;
 export type ErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];
 

@@ -23,7 +23,7 @@ export async function explainPendingActions(ctx: RepositoryContext, sessionIds: 
 
 export function formatPlan(dialect: string, sessions: number, plan: readonly string[]): string[] {
   const found = new Set<string>();
-  for (const line of plan) for (const m of line.matchAll(/\b(idx_\w+|\w+_pkey|sqlite_autoindex_\w+)\b/g)) found.add(m[1]!);
+  for (const line of plan) for (const m of line.matchAll(/\b(idx_\w+|pp_(?!json_|safe_)\w+|\w+_pkey|sqlite_autoindex_\w+)\b/g)) found.add(m[1]!);
   return [
     '',
     `  diagnostics (--diagnose): ${dialect === 'sqlite' ? 'EXPLAIN QUERY PLAN' : 'EXPLAIN (ANALYZE, BUFFERS)'} of the windowed statement for ${sessions} sessions:`,

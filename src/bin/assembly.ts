@@ -16,13 +16,16 @@ import { createProjectionStore, type ProjectionStore } from '../repository/proje
 import { createRepositoryContext, type RepositoryContext } from '../repository/context.js';
 import { createDatabase, type Database } from '../repository/database.js';
 import { nextPendingActionProjectionEpoch } from '../repository/meta.js';
-import { migrateLatest } from '../repository/migrate.js';
+import { migrateSchema } from '../repository/migrate.js';
+import { inspectRequiredIndexes, unservedIndexes } from '../repository/schema/indexInspection.js';
+import type { SchemaModeSetting } from '../repository/schema/schemaMode.js';
 import { createClarificationService, type ClarificationService } from '../services/clarificationService.js';
 import { createTaskService, type TaskService } from '../services/taskService.js';
 import { createClarificationStore } from '../repository/clarificationStore.js';
 import { createTaskStore } from '../repository/taskStore.js';
 import { systemClock, type Clock } from '../timestamps.js';
 import { connectNats } from './connectNats.js';
+import { ADD_INDEXES_COMMAND } from './addIndexesCommand.js';
 
 /**
  * The parts every command that touches the bus shares, built here once: the database's stores
@@ -32,7 +35,7 @@ import { connectNats } from './connectNats.js';
  */
 
 /** What the assembled parts read from the configuration. */
-export type PartsConfig = Pick<Config, 'subjectPrefix' | 'projectionBatchSize' | 'projectionTransactions'> & Partial<Pick<Config, 'summaryBucketStorage'>>;
+export type PartsConfig = Pick<Config, 'subjectPrefix' | 'projectionBatchSize' | 'projectionTransactions'> & Partial<Pick<Config, 'summaryBucketStorage' | 'schemaMode'>>;
 
 /** The inbound side's settings: only the worker creates or updates the events stream and its consumer. */
 export type InboundSettings = Pick<Config, 'streamMaxAgeMs' | 'maxDeliver' | 'ackWaitMs'>;
@@ -81,10 +84,21 @@ export function storesOf(db: Database, clock: Clock = systemClock): RepositoryCo
   return createRepositoryContext(db, clock);
 }
 
-/** Applies pending migrations, then the stores over `db`. */
-export async function openStores(db: Database, logger: Logger, clock: Clock = systemClock): Promise<RepositoryContext> {
-  const applied = await migrateLatest(db.knex);
-  if (applied.length > 0) logger.info({ component: 'migrate', applied }, 'applied migrations');
+/**
+ * Applies the pending migrations of the schema mode `schemaMode` resolves to (a database it refuses
+ * throws SchemaRefusedError), warns once per index the queries need that is not there (they still
+ * work, slower; only `migrate --add-indexes` builds it), then the stores over `db`.
+ */
+export async function openStores(db: Database, logger: Logger, clock: Clock = systemClock, schemaMode: SchemaModeSetting = 'auto'): Promise<RepositoryContext> {
+  const log = logger.child({ component: 'migrate' });
+  const { mode, applied } = await migrateSchema(db, schemaMode);
+  if (applied.length > 0) log.info({ applied, schemaMode: mode }, 'applied migrations');
+  for (const { index, state, found } of unservedIndexes(await inspectRequiredIndexes(db))) {
+    log.warn(
+      { index: index.name, table: index.table, state, found, schemaMode: mode },
+      `index ${index.name} is ${state === 'different' ? 'held by a different index' : state}: the queries it serves run without it, slower; add it with ${ADD_INDEXES_COMMAND}`,
+    );
+  }
   return storesOf(db, clock);
 }
 
@@ -123,7 +137,7 @@ export function createTasks(parts: Parts, logger: Logger): TaskService {
 export async function assembleParts(deps: PartsDeps): Promise<Parts> {
   const { db, nc, config, logger } = deps;
   const clock = deps.clock ?? systemClock;
-  const ctx = await openStores(db, logger, clock);
+  const ctx = await openStores(db, logger, clock, config.schemaMode ?? 'auto');
   const epoch = await nextPendingActionProjectionEpoch(ctx);
   const topology = topologyFor(config.subjectPrefix);
   const { jsm, summaries } = deps.inbound

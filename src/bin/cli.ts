@@ -1,8 +1,7 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, describeSettings, loadConfig, namesOf, type Config, type SettingName } from '../config.js';
 import { DatabaseUrlError } from '../repository/database.js';
-import { migrateLatest } from '../repository/migrate.js';
-import { openDatabase } from './assembly.js';
+import { runMigrateCommand } from './migrateCommand.js';
 import { runWorkerCommand } from './workerCommand.js';
 import { runReconcileCommand, runVerifyCommand } from './reconcileCommands.js';
 import { runReplayCommand } from './replayCommand.js';
@@ -26,30 +25,27 @@ const BUS: SettingName[] = ['natsUrl', 'subjectPrefix'];
 
 const COMMANDS: Record<string, Command> = {
   migrate: {
-    summary: 'apply database migrations (a second run is a no-op)',
-    usage: 'pending-projector migrate [--database-url URL]',
-    settings: DB,
-    async run(config) {
-      const db = openDatabase(config);
-      try {
-        const applied = await migrateLatest(db.knex);
-        process.stdout.write(applied.length ? `applied ${applied.join(', ')} to ${db.description}\n` : `${db.description} is up to date\n`);
-        return 0;
-      } finally {
-        await db.destroy();
-      }
+    summary: "apply this service's migrations for the schema mode (a second run is a no-op) and report the indexes the queries need that are missing",
+    usage: 'pending-projector migrate [--database-url URL] [--schema-mode auto|owned|kandev] [--add-indexes]',
+    settings: [...DB, 'schemaMode'],
+    options: {
+      'add-indexes': {
+        type: 'boolean',
+        help: 'also build the missing indexes (PostgreSQL: CREATE INDEX CONCURRENTLY), reporting each on stderr; exit 1 if one is still missing after',
+      },
     },
+    run: (config, args) => runMigrateCommand(config, { addIndexes: Boolean(args.values['add-indexes']) }),
   },
   worker: {
     summary: 'run the projector: consume events, compare-and-set summaries, publish replacements',
     usage: 'pending-projector worker [flags]',
-    settings: [...DB, ...BUS, 'healthPort', 'shutdownTimeoutMs', 'projectionBatchSize', 'projectionTransactions', 'maxEventBytes', 'maxDeliver', 'ackWaitMs', 'streamMaxAgeMs', 'reconcilePageSize', 'bootReconcile', 'respondDeadlineMs', 'summaryBucketStorage'],
+    settings: [...DB, ...BUS, 'schemaMode', 'healthPort', 'shutdownTimeoutMs', 'projectionBatchSize', 'projectionTransactions', 'maxEventBytes', 'maxDeliver', 'ackWaitMs', 'streamMaxAgeMs', 'reconcilePageSize', 'bootReconcile', 'respondDeadlineMs', 'summaryBucketStorage'],
     run: (config) => runWorkerCommand(config),
   },
   reconcile: {
     summary: 'repair every task summary (or --task ID ...) from the database, publishing each change',
     usage: 'pending-projector reconcile [--task ID]... [flags]',
-    settings: [...DB, ...BUS, 'reconcilePageSize', 'projectionBatchSize', 'projectionTransactions', 'summaryBucketStorage'],
+    settings: [...DB, ...BUS, 'schemaMode', 'reconcilePageSize', 'projectionBatchSize', 'projectionTransactions', 'summaryBucketStorage'],
     options: { task: { type: 'string', multiple: true, help: 'only this task (repeatable)' } },
     run: (config, args) => runReconcileCommand(config, (args.values.task as string[] | undefined) ?? []),
   },
@@ -66,7 +62,7 @@ const COMMANDS: Record<string, Command> = {
   replay: {
     summary: 'reproject every task touched by events in a window of the event stream (ops)',
     usage: 'pending-projector replay (--since <RFC3339 time> | --from-seq <n>) [flags]',
-    settings: [...DB, ...BUS, 'projectionBatchSize', 'projectionTransactions', 'summaryBucketStorage'],
+    settings: [...DB, ...BUS, 'schemaMode', 'projectionBatchSize', 'projectionTransactions', 'summaryBucketStorage'],
     options: {
       since: { type: 'string', help: 'start at this instant, e.g. 2026-11-30T06:00:00Z' },
       'from-seq': { type: 'string', help: 'start at this stream sequence' },

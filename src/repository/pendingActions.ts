@@ -17,7 +17,7 @@ export function pendingActionsStatement(dialect: SqlDialect, sessionIds: readonl
   // The sessions are filtered before their turns are read: joined per turn instead, SQLite looked
   // each session up once for every one of its turns, a fifth of the statement's time (bench:queries).
   // CROSS JOIN pins the join order on SQLite (its documented planner control; PostgreSQL plans it as
-  // the inner join it is), so the current turns drive probes of idx_messages_turn_type. Left free,
+  // the inner join it is), so the current turns drive probes of pp_messages_turn_type. Left free,
   // SQLite fed the permission window by scanning every message of the database in session order:
   // 0.2 s per call on 500k messages, for one session as for ten thousand (bench:queries).
   const sql = `

@@ -14,26 +14,27 @@ import { describeEachDialect, isAvailable, openTestDatabase, type TestDatabase }
  * - the queries' own fragments still match it: each planner serves them from those indexes, and
  *   every helper the PostgreSQL fragments call is one 0001 created.
  * A query change that breaks the second pin needs a new migration, never an edit of 0001.
+ * Migration 0003 renamed both indexes to their `pp_` names, each definition kept as 0001 wrote it.
  */
 
 // As each database stores them: SQLite keeps the statement's text; PostgreSQL's own rendering,
 // with its whitespace collapsed and the test schema's name removed.
 const INDEX_DEFINITIONS: Record<DialectName, Record<string, string>> = {
   sqlite: {
-    idx_turns_current_turn_order:
-      'CREATE INDEX idx_turns_current_turn_order ON task_session_turns (task_session_id, ' +
+    pp_turns_current_turn_order:
+      'CREATE INDEX pp_turns_current_turn_order ON task_session_turns (task_session_id, ' +
       '(CASE WHEN completed_at IS NULL THEN 0 ELSE 1 END), started_at DESC, created_at DESC, id DESC)',
-    idx_messages_metadata_pending_id:
-      'CREATE INDEX idx_messages_metadata_pending_id ON task_session_messages ((CASE WHEN ' +
+    pp_messages_pending_id:
+      'CREATE INDEX pp_messages_pending_id ON task_session_messages ((CASE WHEN ' +
       "json_type((CASE WHEN json_valid(metadata) THEN metadata END), '$.pending_id') = 'text' THEN " +
       "json_extract((CASE WHEN json_valid(metadata) THEN metadata END), '$.pending_id') END))",
   },
   postgres: {
-    idx_turns_current_turn_order:
-      'CREATE INDEX idx_turns_current_turn_order ON task_session_turns USING btree (task_session_id, ' +
+    pp_turns_current_turn_order:
+      'CREATE INDEX pp_turns_current_turn_order ON task_session_turns USING btree (task_session_id, ' +
       '( CASE WHEN (completed_at IS NULL) THEN 0 ELSE 1 END), started_at DESC, created_at DESC, id COLLATE "C" DESC)',
-    idx_messages_metadata_pending_id:
-      "CREATE INDEX idx_messages_metadata_pending_id ON task_session_messages USING btree (pp_json_string(metadata, '{pending_id}'::text[]))",
+    pp_messages_pending_id:
+      "CREATE INDEX pp_messages_pending_id ON task_session_messages USING btree (pp_json_string(metadata, '{pending_id}'::text[]))",
   },
 };
 
@@ -94,27 +95,27 @@ describeEachDialect('migration 0001 and the queries on %s', (dialect) => {
     expect(await indexDefinitions(t)).toEqual(INDEX_DEFINITIONS[dialect]);
   });
 
-  it('serves the pending-id lookup the clarification queries write from idx_messages_metadata_pending_id', async () => {
+  it('serves the pending-id lookup the clarification queries write from pp_messages_pending_id', async () => {
     const lookup = (expression: string) => plan(t.ctx, `SELECT m.id FROM task_session_messages m WHERE ${expression} = 'probe'`);
-    expect(await lookup(pendingIdOf(t.ctx.dialect, 'm'))).toMatch(/\bidx_messages_metadata_pending_id\b/);
+    expect(await lookup(pendingIdOf(t.ctx.dialect, 'm'))).toMatch(/\bpp_messages_pending_id\b/);
     // The same lookup of another key finds no index: the plan tells a matching expression apart.
-    expect(await lookup(t.ctx.dialect.jsonString('m.metadata', 'question_id'))).not.toMatch(/\bidx_messages_metadata_pending_id\b/);
+    expect(await lookup(t.ctx.dialect.jsonString('m.metadata', 'question_id'))).not.toMatch(/\bpp_messages_pending_id\b/);
   });
 
-  it("serves the current-turn rule's order from idx_turns_current_turn_order, with no sort", async () => {
+  it("serves the current-turn rule's order from pp_turns_current_turn_order, with no sort", async () => {
     const { orderBy } = currentTurnAuthority(t.ctx.dialect, 't');
     const firstTurn = (order: string) => plan(t.ctx, `SELECT t.id FROM task_session_turns t WHERE t.task_session_id = 'probe' ORDER BY ${order} LIMIT 1`);
     const served = await firstTurn(orderBy);
-    expect(served).toMatch(/\bidx_turns_current_turn_order\b/);
+    expect(served).toMatch(/\bpp_turns_current_turn_order\b/);
     expect(served).not.toMatch(SORT);
     // With the id key's direction flipped the index no longer gives the order, and the plan says so.
     expect(orderBy).toMatch(/ DESC$/);
     expect(await firstTurn(orderBy.replace(/ DESC$/, ' ASC'))).toMatch(SORT);
   });
 
-  it('resolves a current turn through the scalar subquery from idx_turns_current_turn_order, with no sort', async () => {
+  it('resolves a current turn through the scalar subquery from pp_turns_current_turn_order, with no sort', async () => {
     const resolved = await plan(t.ctx, `SELECT ${currentTurnIdSubquery(t.ctx.dialect, "'probe'")} AS turn_id`);
-    expect(resolved).toMatch(/\bidx_turns_current_turn_order\b/);
+    expect(resolved).toMatch(/\bpp_turns_current_turn_order\b/);
     expect(resolved).not.toMatch(SORT);
   });
 });

@@ -2,6 +2,7 @@ import { describe, inject } from 'vitest';
 import { createDatabase, type Database } from '../../src/repository/database.js';
 import type { RepositoryContext } from '../../src/repository/context.js';
 import type { DialectName } from '../../src/repository/dialect.js';
+import { createKandevSchema } from './kandevSchema.js';
 import { createMonotonicClock, type Clock } from '../../src/timestamps.js';
 import { openScratchDatabase } from '../../bench/scratchDatabase.js';
 
@@ -50,12 +51,40 @@ export function openSecondPool(t: TestDatabase): Database {
   return createDatabase(t.url, { searchPath: t.searchPath });
 }
 
+/** A scratch database's setup: our migrations (openTestDatabase), or Kandev's schema (openKandevDatabase). */
+type Prepare = (db: Database) => Promise<unknown>;
+
 /**
  * A migrated, empty database of the given dialect: SQLite in memory (or a file, when another process
  * must reach the same data), or a fresh PostgreSQL schema (milliseconds to create, dropped on
  * close). The benchmarks open theirs with the same helper.
  */
-export async function openTestDatabase(name: DialectName, clock?: Clock, options: { file?: boolean } = {}): Promise<TestDatabase> {
+export function openTestDatabase(name: DialectName, clock?: Clock, options: { file?: boolean } = {}): Promise<TestDatabase> {
+  return openPrepared(name, undefined, clock, options);
+}
+
+export interface KandevDatabaseOptions {
+  clock?: Clock;
+  /** A file (SQLite) when another process, e.g. the CLI, must reach the same data. */
+  file?: boolean;
+}
+
+/**
+ * An empty database of the given dialect as Kandev's backend creates it (test/support/kandevSchema.ts),
+ * WITHOUT this service's migrations: none of our tables, indexes or functions. Same isolation as
+ * openTestDatabase (an in-memory or temporary SQLite file, a fresh PostgreSQL schema).
+ */
+export function openKandevDatabase(name: DialectName, options: KandevDatabaseOptions = {}): Promise<TestDatabase> {
+  return openPrepared(name, (db) => createKandevSchema(db), options.clock, options);
+}
+
+/** A database with nothing in it (not even this service's migrations). */
+export function openEmptyDatabase(name: DialectName, options: KandevDatabaseOptions = {}): Promise<TestDatabase> {
+  return openPrepared(name, async () => undefined, options.clock, options);
+}
+
+/** The benchmarks' scratch database, prepared by `prepare` (this service's migrations by default). */
+async function openPrepared(name: DialectName, prepare: Prepare | undefined, clock?: Clock, options: { file?: boolean } = {}): Promise<TestDatabase> {
   const postgresUrl = name === 'postgres' ? inject('postgresUrl') : undefined;
   if (name === 'postgres' && !postgresUrl) throw new Error('PostgreSQL is not available');
   const scratch = await openScratchDatabase(name, {
@@ -64,6 +93,7 @@ export async function openTestDatabase(name: DialectName, clock?: Clock, options
     maxConnections: 8,
     clock: clock ?? createMonotonicClock(),
     schemaPrefix: 't_',
+    prepare,
   });
   return { name, db: scratch.db, ctx: scratch.ctx, url: scratch.url, searchPath: scratch.searchPath, close: scratch.drop };
 }

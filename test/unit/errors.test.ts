@@ -19,6 +19,7 @@ import { InvalidCursorError } from '../../src/repository/clarifications.js';
 import { DatabaseUrlError } from '../../src/repository/database.js';
 import { TransactionEndedError } from '../../src/repository/driver/connectionTransaction.js';
 import { CorruptMetaError } from '../../src/repository/meta.js';
+import { SchemaRefusedError } from '../../src/repository/schema/schemaMode.js';
 import { SessionNotFoundError } from '../../src/repository/turns.js';
 
 /** One instance of every error class of ours. */
@@ -34,6 +35,7 @@ const ours: PendingProjectorError[] = [
   new InvalidCursorError('not ours'),
   new SessionNotFoundError('session-1'),
   new TransactionEndedError('ended'),
+  new SchemaRefusedError('it has some of the Kandev tables the service reads, but not all of them', ['missing table kandev_meta']),
 ];
 
 describe('the error code registry', () => {
