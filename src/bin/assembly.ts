@@ -21,6 +21,7 @@ import { createClarificationService, type ClarificationService } from '../servic
 import { createTaskService, type TaskService } from '../services/taskService.js';
 import { createClarificationStore } from '../repository/clarificationStore.js';
 import { createTaskStore } from '../repository/taskStore.js';
+import { detectTimestampForms, type TimestampFormOptions } from '../repository/timestampForms.js';
 import { systemClock, type Clock } from '../timestamps.js';
 import { connectNats } from './connectNats.js';
 
@@ -32,7 +33,7 @@ import { connectNats } from './connectNats.js';
  */
 
 /** What the assembled parts read from the configuration. */
-export type PartsConfig = Pick<Config, 'subjectPrefix' | 'projectionBatchSize' | 'projectionTransactions'> & Partial<Pick<Config, 'summaryBucketStorage'>>;
+export type PartsConfig = Pick<Config, 'subjectPrefix' | 'projectionBatchSize' | 'projectionTransactions'> & Partial<Pick<Config, 'summaryBucketStorage' | 'timestampForm'>>;
 
 /** The inbound side's settings: only the worker creates or updates the events stream and its consumer. */
 export type InboundSettings = Pick<Config, 'streamMaxAgeMs' | 'maxDeliver' | 'ackWaitMs'>;
@@ -76,16 +77,29 @@ export function openDatabase(config: Pick<Config, 'databaseUrl' | 'dbMaxConnecti
   });
 }
 
-/** The stores over `db`, as they are: no migration (a dry run writes nothing). */
-export function storesOf(db: Database, clock: Clock = systemClock): RepositoryContext {
-  return createRepositoryContext(db, clock);
+/** How the stores over a database are built: the clock, the timestamp-form setting, a logger for what was detected. */
+export interface StoresOptions extends TimestampFormOptions {
+  clock?: Clock;
+  logger?: Logger;
+}
+
+/**
+ * The stores over `db`, as they are: no migration (a dry run writes nothing). The timestamp forms
+ * of its Kandev-owned tables are detected here, once per database (`detectTimestampForms`), and
+ * every statement and write of the returned context follows them.
+ */
+export async function storesOf(db: Database, options: StoresOptions = {}): Promise<RepositoryContext> {
+  const clock = options.clock ?? systemClock;
+  const detection = await detectTimestampForms(createRepositoryContext(db, clock), options);
+  options.logger?.info({ component: 'timestamps', ...detection.forms, sampled: detection.sampled }, `timestamps: ${detection.reason}`);
+  return createRepositoryContext(db, clock, detection.forms);
 }
 
 /** Applies pending migrations, then the stores over `db`. */
-export async function openStores(db: Database, logger: Logger, clock: Clock = systemClock): Promise<RepositoryContext> {
+export async function openStores(db: Database, logger: Logger, options: Omit<StoresOptions, 'logger'> = {}): Promise<RepositoryContext> {
   const applied = await migrateLatest(db.knex);
   if (applied.length > 0) logger.info({ component: 'migrate', applied }, 'applied migrations');
-  return storesOf(db, clock);
+  return storesOf(db, { ...options, logger });
 }
 
 /**
@@ -123,7 +137,7 @@ export function createTasks(parts: Parts, logger: Logger): TaskService {
 export async function assembleParts(deps: PartsDeps): Promise<Parts> {
   const { db, nc, config, logger } = deps;
   const clock = deps.clock ?? systemClock;
-  const ctx = await openStores(db, logger, clock);
+  const ctx = await openStores(db, logger, { clock, setting: config.timestampForm });
   const epoch = await nextPendingActionProjectionEpoch(ctx);
   const topology = topologyFor(config.subjectPrefix);
   const { jsm, summaries } = deps.inbound

@@ -34,7 +34,7 @@ export type WorkerConfig = Pick<
   | 'bootReconcile'
   | 'respondDeadlineMs'
 > &
-  Partial<Pick<Config, 'summaryBucketStorage'>>;
+  Partial<Pick<Config, 'summaryBucketStorage' | 'timestampForm'>>;
 
 export interface WorkerDeps {
   db: Database;
