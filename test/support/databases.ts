@@ -5,7 +5,7 @@ import path from 'node:path';
 import { describe, inject } from 'vitest';
 import { createDatabase, type Database } from '../../src/repository/database.js';
 import { createRepositoryContext, type RepositoryContext } from '../../src/repository/context.js';
-import type { DialectName } from '../../src/repository/dialect.js';
+import type { DialectName, TimestampForms } from '../../src/repository/dialect.js';
 import { migrateLatest } from '../../src/repository/migrate.js';
 import { createMonotonicClock, type Clock } from '../../src/timestamps.js';
 
@@ -56,9 +56,10 @@ export function openSecondPool(t: TestDatabase): Database {
 
 /**
  * A migrated, empty database of the given dialect: SQLite in memory, or a fresh PostgreSQL schema
- * (milliseconds to create, dropped on close).
+ * (milliseconds to create, dropped on close). `timestampForms` stands in for what detection would
+ * find (canonical text only unless given).
  */
-export async function openTestDatabase(name: DialectName, clock?: Clock, options: { file?: boolean } = {}): Promise<TestDatabase> {
+export async function openTestDatabase(name: DialectName, clock?: Clock, options: { file?: boolean; timestampForms?: TimestampForms } = {}): Promise<TestDatabase> {
   if (name === 'sqlite') {
     // A file when another process (a spawned worker) must reach the same data.
     const dir = options.file ? fs.mkdtempSync(path.join(os.tmpdir(), 'pp-test-')) : undefined;
@@ -68,7 +69,7 @@ export async function openTestDatabase(name: DialectName, clock?: Clock, options
     return {
       name,
       db,
-      ctx: createRepositoryContext(db, clock ?? createMonotonicClock()),
+      ctx: createRepositoryContext(db, clock ?? createMonotonicClock(), options.timestampForms),
       url,
       async close() {
         await db.destroy();
@@ -87,7 +88,7 @@ export async function openTestDatabase(name: DialectName, clock?: Clock, options
   return {
     name,
     db,
-    ctx: createRepositoryContext(db, clock ?? createMonotonicClock()),
+    ctx: createRepositoryContext(db, clock ?? createMonotonicClock(), options.timestampForms),
     // Carries the schema, so a spawned process lands in the same isolated schema.
     url: `${url}${url.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${schema}`)}`,
     searchPath: schema,
