@@ -17,10 +17,11 @@ import { openScratchDatabase } from './scratchDatabase.js';
 import { createRng } from './seed/random.js';
 import { MESSAGES_PER_SESSION, TURNS_PER_SESSION } from './seed/sessionPlan.js';
 import { seedSessions } from './seed/seeder.js';
+import { BENCH_TIMESTAMP_FORMS, toKandevTimestamps, type BenchTimestampForms } from './seed/kandevTimestamps.js';
 import { DIALECT_TITLE, markdownTable, textTable, verdict, type Row } from './table.js';
 
 const USAGE = `
-npm run bench:queries -- [--dialect sqlite|postgres|both] [--sessions <n>] [--repeat <n>] [--loop-budget-ms <ms>] [--diagnose]
+npm run bench:queries -- [--dialect sqlite|postgres|both] [--sessions <n>] [--repeat <n>] [--loop-budget-ms <ms>] [--timestamps <forms>] [--diagnose]
 
 Seeds --sessions sessions (20 turns and 50 messages each, Kandev's shapes) and measures, per dialect:
   windowed@1k   getPendingActionsBySessionIds for 1,000 sessions in one statement (median of --repeat + 2 runs)
@@ -35,6 +36,9 @@ Options:
   --sessions        sessions to seed (default 10000)
   --repeat          timed runs, see above (default 5)
   --loop-budget-ms  longest loop@all to run instead of extrapolating (default 60000)
+  --timestamps      canonical (default), kandev: SQLite rows rewritten in Kandev's text form and read
+                    through the normalised key, or kandev-indexed: the same plus the key-expression
+                    index docs/schema.md reports for Kandev-owned SQLite schemas (PostgreSQL: no effect)
   --diagnose        also print the windowed statement's plan (PostgreSQL: EXPLAIN ANALYZE, BUFFERS)
   --help            this text
 
@@ -56,6 +60,7 @@ interface Options {
   repeat: number;
   loopBudgetMs: number;
   diagnose: boolean;
+  timestamps: BenchTimestampForms;
   postgresUrl: string;
 }
 
@@ -71,6 +76,7 @@ function parseOptions(): Options {
           repeat: { type: 'string', default: '5' },
           'loop-budget-ms': { type: 'string', default: '60000' },
           diagnose: { type: 'boolean', default: false },
+          timestamps: { type: 'string', default: 'canonical' },
         },
       }),
     USAGE,
@@ -86,6 +92,8 @@ function parseOptions(): Options {
   const sessions = int('sessions', values.sessions, 2);
   const repeat = int('repeat', values.repeat, 1);
   const loopBudgetMs = int('loop-budget-ms', values['loop-budget-ms'], 0);
+  const timestamps = values.timestamps as BenchTimestampForms;
+  if (!BENCH_TIMESTAMP_FORMS.includes(timestamps)) problems.push(`--timestamps must be ${BENCH_TIMESTAMP_FORMS.join(', ')} (got ${values.timestamps})`);
   if (problems.length > 0) throw new UsageError(`bad arguments:\n  ${problems.join('\n  ')}`);
   return {
     dialects: dialect === 'both' ? ['sqlite', 'postgres'] : [dialect as DialectName],
@@ -93,6 +101,7 @@ function parseOptions(): Options {
     repeat,
     loopBudgetMs,
     diagnose: values.diagnose,
+    timestamps,
     postgresUrl: process.env.BENCH_POSTGRES_URL ?? process.env.POSTGRES_URL ?? DEFAULT_POSTGRES_URL,
   };
 }
@@ -198,8 +207,9 @@ async function benchDialect(dialect: DialectName, options: Options): Promise<Dia
   const drop = onCleanup(() => scratch.drop());
   try {
     progress(`${label} database ${scratch.where}`);
-    const { ctx } = scratch;
-    const seeded = await seedSessions(ctx, options.sessions, progress);
+    const seeded = await seedSessions(scratch.ctx, options.sessions, progress);
+    if (options.timestamps !== 'canonical') progress(`${label} rewriting timestamps: ${options.timestamps}`);
+    const ctx = await toKandevTimestamps(scratch.ctx, options.timestamps);
     const all = seeded.sessionIds;
     const sample = sampleOf(all, Math.min(SAMPLE_SESSIONS, all.length));
 
@@ -325,7 +335,7 @@ async function main(): Promise<void> {
   out([
     'npm run bench:queries: the windowed pending-action statement against the per-session loop, per dialect',
     ...formatRunInfo(await collectRunInfo({ postgresUrl: options.postgresUrl, natsUrl: process.env.NATS_URL ?? 'nats://127.0.0.1:4222' })),
-    `options:  --dialect ${options.dialects.join('+')} --sessions ${options.sessions} --repeat ${options.repeat} --loop-budget-ms ${options.loopBudgetMs}${options.diagnose ? ' --diagnose' : ''}`,
+    `options:  --dialect ${options.dialects.join('+')} --sessions ${options.sessions} --repeat ${options.repeat} --loop-budget-ms ${options.loopBudgetMs} --timestamps ${options.timestamps}${options.diagnose ? ' --diagnose' : ''}`,
   ]);
   const reports: DialectReport[] = [];
   for (const dialect of options.dialects) {

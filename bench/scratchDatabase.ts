@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createRepositoryContext, type RepositoryContext } from '../src/repository/context.js';
 import { createDatabase, type Database } from '../src/repository/database.js';
-import type { DialectName } from '../src/repository/dialect.js';
+import type { DialectName, TimestampForms } from '../src/repository/dialect.js';
 import { migrateLatest } from '../src/repository/migrate.js';
 import type { Clock } from '../src/timestamps.js';
 
@@ -44,6 +44,8 @@ export interface ScratchDatabaseOptions {
   schemaPrefix?: string;
   /** What fills the empty database: this service's migrations unless given (tests also build Kandev's schema, or nothing). */
   prepare?: (db: Database) => Promise<unknown>;
+  /** The repository context's timestamp forms (canonical text only unless given; detection is the assembly's). */
+  timestampForms?: TimestampForms;
 }
 
 export async function openScratchDatabase(dialect: DialectName, options: ScratchDatabaseOptions = {}): Promise<ScratchDatabase> {
@@ -82,7 +84,7 @@ export async function openScratchDatabase(dialect: DialectName, options: Scratch
     await drop();
     throw err;
   }
-  return { ...scratch, dialect, ctx: createRepositoryContext(scratch.db, options.clock), drop };
+  return { ...scratch, dialect, ctx: createRepositoryContext(scratch.db, options.clock, options.timestampForms), drop };
 }
 
 async function withAdmin(url: string, fn: (admin: Database) => Promise<unknown>): Promise<void> {

@@ -3,6 +3,7 @@ import { DEFAULT_DATABASE_URL } from './repository/database.js';
 import { ERROR_CODES, PendingProjectorError } from './errors.js';
 import { BUCKET_STORAGES } from './events/summaryBucket.js';
 import { SCHEMA_MODE_SETTINGS } from './repository/schema/schemaMode.js';
+import { TIMESTAMP_FORM_SETTINGS } from './repository/timestampForms.js';
 
 /**
  * The one reader of process.env. Every setting has an env name and a flag; a flag wins over the
@@ -60,6 +61,13 @@ export const SETTINGS = {
     help:
       "who owns the schema: auto (Kandev's tables exist: kandev; an empty database: owned) | owned (this service creates Kandev's tables; refused where they exist) | " +
       'kandev (only this service\'s own objects beside Kandev\'s tables; refused where one the service reads is missing)',
+  },
+  timestampForm: {
+    env: 'TIMESTAMP_FORM',
+    flag: 'timestamp-form',
+    schema: z.enum(TIMESTAMP_FORM_SETTINGS),
+    default: 'auto',
+    help: "timestamp text written into Kandev's SQLite tables: auto (the form the newest rows use), canonical (2026-08-20T10:00:00.500000000Z) or kandev (2026-08-20 10:00:00.5+00:00); PostgreSQL stores instants either way",
   },
   respondDeadlineMs: { env: 'RESPOND_DEADLINE_MS', flag: 'respond-deadline-ms', schema: intFrom(100, 600_000), default: 30_000, help: 'how long clarification.respond waits for the live waiter to confirm, or for the resume stream to acknowledge a detached resume' },
 } as const;

@@ -42,6 +42,57 @@ export function toCanonicalTimestamp(value: string | Date): CanonicalTimestamp {
   return `${date}T${time}.${micros}000Z`;
 }
 
+/**
+ * The two texts a timestamp column of a Kandev-owned table holds on SQLite:
+ * - `canonical`: this service's `YYYY-MM-DDTHH:MM:SS.fffffffffZ` (above);
+ * - `kandev`: what Kandev's Go SQLite driver writes, `YYYY-MM-DD HH:MM:SS[.f]+00:00`, with 1 to 9
+ *   fractional digits, trailing zeros trimmed, and no fraction at all on a whole second.
+ * Within one form text order is time order; across the two it is not (' ' sorts before 'T'), so a
+ * column holding both is ordered through `SqlDialect.timestampKey`.
+ */
+export type TimestampForm = 'canonical' | 'kandev';
+
+const KANDEV = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{0,8}[1-9])?\+00:00$/;
+// What this service writes and the pg type parser returns: microseconds, the last three digits zero.
+const CANONICAL_MICROS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}000Z$/;
+
+/** Which of the two stored forms `text` is, exactly; undefined for any other text (another producer's). */
+export function storedTimestampForm(text: string): TimestampForm | undefined {
+  if (CANONICAL.test(text)) return 'canonical';
+  if (KANDEV.test(text)) return 'kandev';
+  return undefined;
+}
+
+/**
+ * Kandev's SQLite text of an instant: `2026-08-20 10:00:00.5+00:00`, `2026-08-20 10:00:00+00:00`.
+ * Accepts what `toCanonicalTimestamp` accepts, so the instant is the one the canonical form holds.
+ */
+export function toKandevTimestamp(value: string | Date): string {
+  const canonical = toCanonicalTimestamp(value);
+  const fraction = canonical.slice(20, 29).replace(/0+$/, '');
+  return `${canonical.slice(0, 10)} ${canonical.slice(11, 19)}${fraction === '' ? '' : `.${fraction}`}+00:00`;
+}
+
+/** The text of instant `value` in `form`. */
+export function formatTimestamp(value: string | Date, form: TimestampForm): string {
+  return form === 'kandev' ? toKandevTimestamp(value) : toCanonicalTimestamp(value);
+}
+
+/**
+ * A timestamp read back from the database, in the canonical form whichever form it was stored in
+ * (the same instant `SqlDialect.timestampKey` orders by: truncated to microseconds). Text that is no
+ * UTC timestamp at all, written by another producer, is returned as stored: one such row must not
+ * fail a read that other rows depend on, as malformed metadata reads as "no keys".
+ */
+export function readStoredTimestamp(text: string): CanonicalTimestamp {
+  if (CANONICAL_MICROS.test(text)) return text;
+  try {
+    return toCanonicalTimestamp(text);
+  } catch {
+    return text;
+  }
+}
+
 /** Microseconds since the epoch of a canonical timestamp (exact: fits in a double until year 2255). */
 export function timestampToMicros(value: CanonicalTimestamp): number {
   const millis = Date.parse(`${value.slice(0, 19)}Z`);

@@ -18,11 +18,12 @@ import { createDatabase, type Database } from '../repository/database.js';
 import { nextPendingActionProjectionEpoch } from '../repository/meta.js';
 import { migrateSchema } from '../repository/migrate.js';
 import { inspectRequiredIndexes, unservedIndexes } from '../repository/schema/indexInspection.js';
-import type { SchemaModeSetting } from '../repository/schema/schemaMode.js';
+import { detectSchema, type SchemaModeSetting } from '../repository/schema/schemaMode.js';
 import { createClarificationService, type ClarificationService } from '../services/clarificationService.js';
 import { createTaskService, type TaskService } from '../services/taskService.js';
 import { createClarificationStore } from '../repository/clarificationStore.js';
 import { createTaskStore } from '../repository/taskStore.js';
+import { detectTimestampForms, type TimestampFormOptions } from '../repository/timestampForms.js';
 import { systemClock, type Clock } from '../timestamps.js';
 import { connectNats } from './connectNats.js';
 import { ADD_INDEXES_COMMAND } from './addIndexesCommand.js';
@@ -35,7 +36,7 @@ import { ADD_INDEXES_COMMAND } from './addIndexesCommand.js';
  */
 
 /** What the assembled parts read from the configuration. */
-export type PartsConfig = Pick<Config, 'subjectPrefix' | 'projectionBatchSize' | 'projectionTransactions'> & Partial<Pick<Config, 'summaryBucketStorage' | 'schemaMode'>>;
+export type PartsConfig = Pick<Config, 'subjectPrefix' | 'projectionBatchSize' | 'projectionTransactions'> & Partial<Pick<Config, 'summaryBucketStorage' | 'schemaMode' | 'timestampForm'>>;
 
 /** The inbound side's settings: only the worker creates or updates the events stream and its consumer. */
 export type InboundSettings = Pick<Config, 'streamMaxAgeMs' | 'maxDeliver' | 'ackWaitMs'>;
@@ -79,27 +80,45 @@ export function openDatabase(config: Pick<Config, 'databaseUrl' | 'dbMaxConnecti
   });
 }
 
-/** The stores over `db`, as they are: no migration (a dry run writes nothing). */
-export function storesOf(db: Database, clock: Clock = systemClock): RepositoryContext {
-  return createRepositoryContext(db, clock);
+/** How the stores over a database are built: the clock, the timestamp-form setting, a logger for what was detected. */
+export interface StoresOptions extends TimestampFormOptions {
+  clock?: Clock;
+  logger?: Logger;
+}
+
+/**
+ * The stores over `db`, as they are: no migration (a dry run writes nothing). The timestamp forms
+ * of its Kandev-owned tables are detected here, once per database (`detectTimestampForms`), and
+ * every statement and write of the returned context follows them.
+ */
+export async function storesOf(db: Database, options: StoresOptions = {}): Promise<RepositoryContext> {
+  const clock = options.clock ?? systemClock;
+  // verify opens the stores without migrating: it learns whose schema it is from the catalog.
+  const kandevSchema = options.kandevSchema ?? (await detectSchema(db)).shape === 'kandev';
+  const detection = await detectTimestampForms(createRepositoryContext(db, clock), { ...options, kandevSchema });
+  options.logger?.info({ component: 'timestamps', ...detection.forms, sampled: detection.sampled }, `timestamps: ${detection.reason}`);
+  return createRepositoryContext(db, clock, detection.forms);
 }
 
 /**
  * Applies the pending migrations of the schema mode `schemaMode` resolves to (a database it refuses
  * throws SchemaRefusedError), warns once per index the queries need that is not there (they still
- * work, slower; only `migrate --add-indexes` builds it), then the stores over `db`.
+ * work, slower; only `migrate --add-indexes` builds it), then the stores over `db`, whose timestamp
+ * forms follow what the mode and the newest rows say.
  */
-export async function openStores(db: Database, logger: Logger, clock: Clock = systemClock, schemaMode: SchemaModeSetting = 'auto'): Promise<RepositoryContext> {
+export async function openStores(db: Database, logger: Logger, options: Omit<StoresOptions, 'logger' | 'kandevSchema'> & { schemaMode?: SchemaModeSetting } = {}): Promise<RepositoryContext> {
   const log = logger.child({ component: 'migrate' });
-  const { mode, applied } = await migrateSchema(db, schemaMode);
+  const { mode, applied } = await migrateSchema(db, options.schemaMode ?? 'auto');
   if (applied.length > 0) log.info({ applied, schemaMode: mode }, 'applied migrations');
-  for (const { index, state, found } of unservedIndexes(await inspectRequiredIndexes(db))) {
+  const ctx = await storesOf(db, { clock: options.clock, setting: options.setting, logger, kandevSchema: mode === 'kandev' });
+  // Inspected through the stores' dialect: which indexes serve the queries depends on its timestamp forms.
+  for (const { index, state, found } of unservedIndexes(await inspectRequiredIndexes(ctx))) {
     log.warn(
       { index: index.name, table: index.table, state, found, schemaMode: mode },
       `index ${index.name} is ${state === 'different' ? 'held by a different index' : state}: the queries it serves run without it, slower; add it with ${ADD_INDEXES_COMMAND}`,
     );
   }
-  return storesOf(db, clock);
+  return ctx;
 }
 
 /**
@@ -137,7 +156,7 @@ export function createTasks(parts: Parts, logger: Logger): TaskService {
 export async function assembleParts(deps: PartsDeps): Promise<Parts> {
   const { db, nc, config, logger } = deps;
   const clock = deps.clock ?? systemClock;
-  const ctx = await openStores(db, logger, clock, config.schemaMode ?? 'auto');
+  const ctx = await openStores(db, logger, { clock, setting: config.timestampForm, schemaMode: config.schemaMode });
   const epoch = await nextPendingActionProjectionEpoch(ctx);
   const topology = topologyFor(config.subjectPrefix);
   const { jsm, summaries } = deps.inbound

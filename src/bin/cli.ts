@@ -22,12 +22,14 @@ interface Command {
 
 const DB: SettingName[] = ['databaseUrl', 'logLevel', 'dbMaxConnections'];
 const BUS: SettingName[] = ['natsUrl', 'subjectPrefix'];
+// Commands that read or write Kandev's rows (everything but migrate and dead-letters).
+const STORES: SettingName[] = [...DB, 'timestampForm'];
 
 const COMMANDS: Record<string, Command> = {
   migrate: {
     summary: "apply this service's migrations for the schema mode (a second run is a no-op) and report the indexes the queries need that are missing",
     usage: 'pending-projector migrate [--database-url URL] [--schema-mode auto|owned|kandev] [--add-indexes]',
-    settings: [...DB, 'schemaMode'],
+    settings: [...STORES, 'schemaMode'],
     options: {
       'add-indexes': {
         type: 'boolean',
@@ -39,20 +41,20 @@ const COMMANDS: Record<string, Command> = {
   worker: {
     summary: 'run the projector: consume events, compare-and-set summaries, publish replacements',
     usage: 'pending-projector worker [flags]',
-    settings: [...DB, ...BUS, 'schemaMode', 'healthPort', 'shutdownTimeoutMs', 'projectionBatchSize', 'projectionTransactions', 'maxEventBytes', 'maxDeliver', 'ackWaitMs', 'streamMaxAgeMs', 'reconcilePageSize', 'bootReconcile', 'respondDeadlineMs', 'summaryBucketStorage'],
+    settings: [...STORES, ...BUS, 'schemaMode', 'healthPort', 'shutdownTimeoutMs', 'projectionBatchSize', 'projectionTransactions', 'maxEventBytes', 'maxDeliver', 'ackWaitMs', 'streamMaxAgeMs', 'reconcilePageSize', 'bootReconcile', 'respondDeadlineMs', 'summaryBucketStorage'],
     run: (config) => runWorkerCommand(config),
   },
   reconcile: {
     summary: 'repair every task summary (or --task ID ...) from the database, publishing each change',
     usage: 'pending-projector reconcile [--task ID]... [flags]',
-    settings: [...DB, ...BUS, 'schemaMode', 'reconcilePageSize', 'projectionBatchSize', 'projectionTransactions', 'summaryBucketStorage'],
+    settings: [...STORES, ...BUS, 'schemaMode', 'reconcilePageSize', 'projectionBatchSize', 'projectionTransactions', 'summaryBucketStorage'],
     options: { task: { type: 'string', multiple: true, help: 'only this task (repeatable)' } },
     run: (config, args) => runReconcileCommand(config, (args.values.task as string[] | undefined) ?? []),
   },
   verify: {
     summary: 'dry run: list every task whose stored summary differs from a fresh derivation (exit 1 if any)',
     usage: 'pending-projector verify [--task ID]... [--json]',
-    settings: [...DB, 'reconcilePageSize'],
+    settings: [...STORES, 'reconcilePageSize'],
     options: {
       task: { type: 'string', multiple: true, help: 'only this task (repeatable)' },
       json: { type: 'boolean', help: 'one JSON object per drifted task' },
@@ -62,7 +64,7 @@ const COMMANDS: Record<string, Command> = {
   replay: {
     summary: 'reproject every task touched by events in a window of the event stream (ops)',
     usage: 'pending-projector replay (--since <RFC3339 time> | --from-seq <n>) [flags]',
-    settings: [...DB, ...BUS, 'schemaMode', 'projectionBatchSize', 'projectionTransactions', 'summaryBucketStorage'],
+    settings: [...STORES, ...BUS, 'schemaMode', 'projectionBatchSize', 'projectionTransactions', 'summaryBucketStorage'],
     options: {
       since: { type: 'string', help: 'start at this instant, e.g. 2026-11-30T06:00:00Z' },
       'from-seq': { type: 'string', help: 'start at this stream sequence' },

@@ -3,9 +3,9 @@ import { addMissingIndexes, type IndexBuildEvent } from '../repository/schema/ad
 import { inspectRequiredIndexes, unservedIndexes, type IndexInspection } from '../repository/schema/indexInspection.js';
 import { migrateSchema } from '../repository/migrate.js';
 import { ADD_INDEXES_COMMAND } from './addIndexesCommand.js';
-import { openDatabase } from './assembly.js';
+import { openDatabase, storesOf } from './assembly.js';
 
-type MigrateConfig = Pick<Config, 'databaseUrl' | 'dbMaxConnections' | 'schemaMode'>;
+type MigrateConfig = Pick<Config, 'databaseUrl' | 'dbMaxConnections' | 'schemaMode'> & Partial<Pick<Config, 'timestampForm'>>;
 
 /** One line per required index that is not there, for a person: what holds its name and what to do. */
 export function describeUnservedIndex(inspection: IndexInspection): string {
@@ -66,11 +66,13 @@ export async function runMigrateCommand(config: MigrateConfig, options: { addInd
     const { mode, because, applied } = await migrateSchema(db, config.schemaMode);
     process.stdout.write(`schema mode: ${mode} (${because})\n`);
     process.stdout.write(applied.length ? `applied ${applied.join(', ')} to ${db.description}\n` : `${db.description} is up to date\n`);
+    // Which indexes serve the queries depends on the timestamp forms the stores detect.
+    const stores = await storesOf(db, { setting: config.timestampForm, kandevSchema: mode === 'kandev' });
     if (!options.addIndexes) {
-      process.stdout.write(indexReport(await inspectRequiredIndexes(db), { description: db.description, schemaMode: config.schemaMode }));
+      process.stdout.write(indexReport(await inspectRequiredIndexes(stores), { description: db.description, schemaMode: config.schemaMode }));
       return 0;
     }
-    const outcome = await addMissingIndexes(db, (event) => process.stderr.write(progressLine(event)));
+    const outcome = await addMissingIndexes(stores, (event) => process.stderr.write(progressLine(event)));
     process.stdout.write(indexReport(outcome.after, { description: db.description, schemaMode: config.schemaMode }));
     return unservedIndexes(outcome.after).length === 0 ? 0 : 1;
   } finally {

@@ -33,7 +33,7 @@ export async function runReconcileCommand(config: Config, taskIds: string[]): Pr
 export async function runVerifyCommand(config: Config, taskIds: string[], json: boolean): Promise<number> {
   const db = openDatabase(config);
   try {
-    const ctx = storesOf(db);
+    const ctx = await storesOf(db, { setting: config.timestampForm });
     const progress = createProgressReporter();
     const total = taskIds.length > 0 ? taskIds.length : await countTasks(ctx);
     const result = await reconcileTasks({

@@ -34,7 +34,7 @@ export type WorkerConfig = Pick<
   | 'bootReconcile'
   | 'respondDeadlineMs'
 > &
-  Partial<Pick<Config, 'summaryBucketStorage' | 'schemaMode'>>;
+  Partial<Pick<Config, 'summaryBucketStorage' | 'schemaMode' | 'timestampForm'>>;
 
 export interface WorkerDeps {
   db: Database;

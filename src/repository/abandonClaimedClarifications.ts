@@ -1,4 +1,4 @@
-import { rawRows, withTransaction, type RepositoryContext } from './context.js';
+import { rawRows, storedNow, withTransaction, type RepositoryContext } from './context.js';
 import { toMessageRecord, type MessageRecord } from './rowMapping.js';
 
 /**
@@ -18,7 +18,7 @@ export function abandonClaimedClarifications(ctx: RepositoryContext, messageIds:
       tx,
       `UPDATE task_session_messages AS m SET metadata = ${patch.sql}, updated_at = ?
         WHERE ${members.sql} AND ${d.jsonFlag('m.metadata', 'response_delivery_pending')} RETURNING *`,
-      [...patch.bindings, tx.clock(), ...members.bindings],
+      [...patch.bindings, storedNow(tx), ...members.bindings],
     );
     return rows.map(toMessageRecord);
   });

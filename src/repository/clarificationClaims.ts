@@ -1,4 +1,4 @@
-import { rawRows, withTransaction, type RepositoryContext } from './context.js';
+import { rawRows, storedNow, withTransaction, type RepositoryContext } from './context.js';
 import { currentTurnIdSubquery } from './currentTurnAuthority.js';
 import { CLARIFICATION_TYPE, isPending, nonTerminalSession, pendingIdOf, statusIs, wellFormedBundle } from './clarificationSql.js';
 import { toMessageRecord, type MessageRecord } from './rowMapping.js';
@@ -70,12 +70,12 @@ export function claimClarificationBundle(ctx: RepositoryContext, pendingId: stri
       `UPDATE task_session_messages AS m SET metadata = ${claim.sql}, updated_at = ?
         WHERE ${pendingIdOf(d, 'm')} = ? AND ${isPending(d, 'm')} AND ${ownedByCurrentTurn(tx)}
         RETURNING id`,
-      [...claim.bindings, tx.clock(), pendingId],
+      [...claim.bindings, storedNow(tx), pendingId],
     );
     if (claimed.length === 0) return { claimed: false, reason: 'NOT_CLAIMABLE' };
     const rows = (await loadClaimedRows(tx, pendingId)).filter((r) => claimed.some((c) => c.id === r.id));
     if (rows.length !== claimed.length) throw new ClaimIntegrityError(`claimed ${claimed.length} rows of ${pendingId} but loaded ${rows.length}`);
-    const now = tx.clock();
+    const now = storedNow(tx);
     const finished: MessageRecord[] = [];
     for (const row of rows) {
       const set: Record<string, unknown> = { status: outcome.status, response_delivery_pending: true };
@@ -108,7 +108,7 @@ async function loadClaimedRows(tx: RepositoryContext, pendingId: string): Promis
     `SELECT m.* FROM task_session_messages m
       WHERE ${pendingIdOf(tx.dialect, 'm')} = ? AND ${statusIs(tx.dialect, 'm', 'responding')}
         AND m.type = '${CLARIFICATION_TYPE}' AND m.turn_id = ${currentTurnIdSubquery(tx.dialect, 'm.task_session_id')}
-      ORDER BY m.created_at ASC, m.id ASC`,
+      ORDER BY ${tx.dialect.timestampKey('m.created_at')} ASC, m.id ASC`,
     [pendingId],
   );
   return rows.map(toMessageRecord);
@@ -169,7 +169,7 @@ export function restoreClaimedClarifications(
         WHERE ${members.sql} AND ${pendingIdOf(d, 'm')} = ? AND ${statusIs(d, 'm', terminalStatus)}
           AND ${d.jsonFlag('m.metadata', 'response_delivery_pending')} AND ${ownedByCurrentTurn(tx)}
         RETURNING *`,
-      [...patch.bindings, tx.clock(), ...members.bindings, pendingId],
+      [...patch.bindings, storedNow(tx), ...members.bindings, pendingId],
     );
     if (rows.length !== ids.size) throw new ClaimIntegrityError(`restore of ${pendingId} lost its terminal claim`);
     return { restored: true, rows: rows.map(toMessageRecord) };

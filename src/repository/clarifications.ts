@@ -1,4 +1,4 @@
-import { rawRows, withTransaction, type RepositoryContext } from './context.js';
+import { rawRows, storedNow, withTransaction, type RepositoryContext } from './context.js';
 import { currentTurnAuthority, currentTurnIdSubquery } from './currentTurnAuthority.js';
 import {
   CLARIFICATION_TYPE,
@@ -11,7 +11,7 @@ import {
 } from './clarificationSql.js';
 import { toMessageRecord, type MessageRecord } from './rowMapping.js';
 import { lockSessionTurnWrites } from './sessionLocks.js';
-import { toCanonicalTimestamp } from '../timestamps.js';
+import { readStoredTimestamp, toCanonicalTimestamp } from '../timestamps.js';
 import { questionIdFromMetadata } from '../turns/clarificationQuestionId.js';
 import { isTruthyFlag } from '../turns/lifecycleTurn.js';
 import { ERROR_CODES, PendingProjectorError } from '../errors.js';
@@ -41,7 +41,7 @@ export async function findActiveClarificationMessages(ctx: RepositoryContext, se
      )
      SELECT m.* FROM task_session_messages m JOIN current_turn c ON m.turn_id = c.id
       WHERE m.task_session_id = ? AND m.type = '${CLARIFICATION_TYPE}' AND ${isPending(ctx.dialect, 'm')}
-      ORDER BY m.created_at ASC, m.id ASC`,
+      ORDER BY ${ctx.dialect.timestampKey('m.created_at')} ASC, m.id ASC`,
     [sessionId, sessionId],
   );
   return rows.map(toMessageRecord);
@@ -65,7 +65,7 @@ async function updateCurrentTurnPendingRows(
           AND m.turn_id = ${currentTurnIdSubquery(d, 'm.task_session_id')}
           ${extraWhere}
         RETURNING *`,
-      [...patch.bindings, tx.clock(), sessionId, ...extraBindings],
+      [...patch.bindings, storedNow(tx), sessionId, ...extraBindings],
     );
     return rows.map(toMessageRecord).sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : 1));
   });
@@ -104,7 +104,7 @@ export function expireActiveClarificationBundle(
 export async function findMessagesByPendingId(ctx: RepositoryContext, pendingId: string): Promise<MessageRecord[]> {
   const rows = await rawRows<Row>(
     ctx,
-    `SELECT m.* FROM task_session_messages m WHERE ${pendingIdOf(ctx.dialect, 'm')} = ? ORDER BY m.created_at ASC, m.id ASC`,
+    `SELECT m.* FROM task_session_messages m WHERE ${pendingIdOf(ctx.dialect, 'm')} = ? ORDER BY ${ctx.dialect.timestampKey('m.created_at')} ASC, m.id ASC`,
     [pendingId],
   );
   return rows.map(toMessageRecord);
@@ -199,7 +199,7 @@ export async function listUnresolvedClarificationBundles(ctx: RepositoryContext,
     ctx,
     `SELECT b.* FROM (
        SELECT ${pid} AS pending_id, m.task_session_id, MIN(tk.id) AS task_id, MIN(tk.workspace_id) AS workspace_id,
-              MIN(m.turn_id) AS turn_id, MIN(m.created_at) AS created_at,
+              MIN(m.turn_id) AS turn_id, MIN(${d.timestampKey('m.created_at')}) AS created_at,
               SUM(CASE WHEN ${isPending(d, 'm')} THEN 1 ELSE 0 END) AS pending_rows,
               SUM(CASE WHEN ${questionIdOf(d, 'm')} = '' THEN 1 ELSE 0 END) AS missing_question_ids,
               SUM(CASE WHEN ${status} IN (${known}) THEN 0 ELSE 1 END) AS unknown_statuses,
@@ -225,7 +225,7 @@ export async function listUnresolvedClarificationBundles(ctx: RepositoryContext,
   const last = pageKeys[pageKeys.length - 1];
   return {
     bundles,
-    nextCursor: hasMore && last ? encodeCursor(String(last.created_at), String(last.pending_id)) : null,
+    nextCursor: hasMore && last ? encodeCursor(readStoredTimestamp(String(last.created_at)), String(last.pending_id)) : null,
   };
 }
 
@@ -237,7 +237,7 @@ async function loadBundleRows(ctx: RepositoryContext, keys: Row[]): Promise<Unre
     await rawRows<Row>(
       ctx,
       `SELECT m.* FROM task_session_messages m WHERE m.type = '${CLARIFICATION_TYPE}' AND ${members.sql}
-        ORDER BY m.created_at ASC, m.id ASC`,
+        ORDER BY ${ctx.dialect.timestampKey('m.created_at')} ASC, m.id ASC`,
       members.bindings,
     )
   ).map(toMessageRecord);
@@ -252,7 +252,7 @@ async function loadBundleRows(ctx: RepositoryContext, keys: Row[]): Promise<Unre
       taskId: String(key.task_id),
       workspaceId: String(key.workspace_id),
       turnId: String(key.turn_id),
-      createdAt: String(key.created_at),
+      createdAt: readStoredTimestamp(String(key.created_at)),
       context: typeof own[0]?.metadata.context === 'string' ? own[0].metadata.context : '',
       questions: own.map((r) => ({
         messageId: r.id,

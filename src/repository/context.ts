@@ -1,12 +1,13 @@
 import type { Knex } from 'knex';
 import { connectionTransaction } from './driver/connectionTransaction.js';
 import type { Database } from './database.js';
-import type { SqlDialect } from './dialect.js';
+import { withTimestampForms, type SqlDialect, type TimestampForms } from './dialect.js';
 import { systemClock, type Clock } from '../timestamps.js';
 
 /**
  * What every repository function runs against: a Knex instance or an open transaction, the
- * dialect it speaks, and the clock that stamps writes (injectable, so tests can pin time).
+ * dialect it speaks (with the database's timestamp forms, see `detectTimestampForms`), and the clock
+ * that stamps writes (injectable, so tests can pin time).
  */
 export interface RepositoryContext {
   readonly knex: Knex | Knex.Transaction;
@@ -14,8 +15,14 @@ export interface RepositoryContext {
   readonly clock: Clock;
 }
 
-export function createRepositoryContext(db: Database, clock: Clock = systemClock): RepositoryContext {
-  return { knex: db.knex, dialect: db.dialect, clock };
+/** `forms` omitted: canonical text only, as in a database this service created and alone writes. */
+export function createRepositoryContext(db: Database, clock: Clock = systemClock, forms?: TimestampForms): RepositoryContext {
+  return { knex: db.knex, dialect: forms ? withTimestampForms(db.dialect, forms) : db.dialect, clock };
+}
+
+/** The clock's now, as this database's Kandev-owned tables store timestamps. */
+export function storedNow(ctx: RepositoryContext): string {
+  return ctx.dialect.storedTimestamp(ctx.clock());
 }
 
 /** Runs `fn` in one transaction (joining the caller's if `ctx` already is one). */

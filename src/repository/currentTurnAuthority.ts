@@ -33,7 +33,8 @@ function messageEvidence(turnAlias: string): string {
  *
  * Key 1 puts open turns first, so a completed turn started later (a legacy unmarked lifecycle turn)
  * cannot shadow the real open one (AC-6); keys 2-4 are Kandev's historical order, and `id` makes the
- * order total.
+ * order total. Keys 2 and 3 compare instants whatever text form a row was written in
+ * (`SqlDialect.timestampKey`), so SQLite and PostgreSQL resolve the same turn (D9).
  */
 export function currentTurnAuthority(dialect: SqlDialect, turnAlias: string): CurrentTurnAuthority {
   const t = turnAlias;
@@ -45,7 +46,7 @@ export function currentTurnAuthority(dialect: SqlDialect, turnAlias: string): Cu
     predicate: `((${reservationAdmits}) AND NOT ${dialect.jsonFlag(`${t}.metadata`, TURN_META_LIFECYCLE_ONLY)})`,
     orderBy:
       `CASE WHEN ${t}.completed_at IS NULL THEN 0 ELSE 1 END ASC, ` +
-      `${t}.started_at DESC, ${t}.created_at DESC, ${dialect.binaryText(`${t}.id`)} DESC`,
+      `${dialect.timestampKey(`${t}.started_at`)} DESC, ${dialect.timestampKey(`${t}.created_at`)} DESC, ${dialect.binaryText(`${t}.id`)} DESC`,
   };
 }
 

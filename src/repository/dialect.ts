@@ -12,7 +12,24 @@
  * - a document whose root is not an object has no keys.
  */
 
+import { toKandevTimestamp, type CanonicalTimestamp, type TimestampForm } from '../timestamps.js';
+
 export type DialectName = 'sqlite' | 'postgres';
+
+/**
+ * The timestamp texts a database's Kandev-owned tables hold, detected once when it is opened
+ * (`detectTimestampForms`) and fixed for the life of a repository context.
+ */
+export interface TimestampForms {
+  /**
+   * A timestamp column may hold text of more than one form (SQLite with Kandev's rows), so its text
+   * order is not time order and every ordering goes through the normalised key. False on
+   * PostgreSQL, whose columns hold instants, and on a SQLite database holding only canonical text.
+   */
+  readonly mixed: boolean;
+  /** The form this service writes into Kandev-owned tables: the one the database already uses. */
+  readonly writes: TimestampForm;
+}
 
 /** A SQL fragment plus the bindings its `?` placeholders need, in order. */
 export interface SqlFragment {
@@ -58,12 +75,38 @@ export interface SqlDialect {
    */
   binaryText(expression: string): string;
   /**
+   * A text expression that orders and compares as the instant in timestamp column `column` of a
+   * Kandev-owned table, in the canonical form truncated to microseconds, so it also compares with a
+   * bound canonical instant and equals what `readStoredTimestamp` gives JavaScript for the row. Every
+   * ORDER BY, MIN/MAX and comparison on such a column goes through it (spec D1, D9). It is the column
+   * itself wherever text order already is time order (PostgreSQL, canonical-only SQLite), so those
+   * statements, and the indexes that serve them, stay as they are.
+   */
+  timestampKey(column: string): string;
+  /**
+   * The text written for the canonical instant `value` into a timestamp column of a Kandev-owned
+   * table: the form the database already holds (`timestampForms.writes`), so Kandev's own plain-text
+   * `ORDER BY started_at` stays time order. This service's own tables always hold canonical text.
+   */
+  storedTimestamp(value: CanonicalTimestamp): string;
+  readonly timestampForms: TimestampForms;
+  /**
    * One writer at a time, whatever the pool or the process: every write transaction holds the
    * database's one write lock from its BEGIN (SQLite's IMMEDIATE). So a second projection transaction
    * would only queue behind the first, and row locks (`FOR UPDATE`) and advisory locks would
    * serialise nothing more: the code that takes them on PostgreSQL skips them here.
    */
   readonly singleWriter: boolean;
+  /**
+   * Timestamp columns hold instants (PostgreSQL's `timestamp`), so nothing about their text form
+   * needs detecting; SQLite's hold text, in whatever form the writer chose.
+   */
+  readonly timestampsAreInstants: boolean;
+  /**
+   * The prefix of a statement that builds an index without blocking the table's writers meanwhile
+   * (PostgreSQL's CONCURRENTLY, which must run outside a transaction); SQLite has no such option.
+   */
+  readonly createIndexOnline: string;
   /**
    * A projection may give up its transaction slot once only COMMIT is left: the next batch's
    * transaction runs on another pooled connection beside a COMMIT waiting for its WAL flush.
@@ -138,7 +181,12 @@ export const sqliteDialect: SqlDialect = {
   binaryText(expression) {
     return expression;
   },
+  timestampKey: (column) => column,
+  storedTimestamp: (value) => value,
+  timestampForms: { mixed: false, writes: 'canonical' },
   singleWriter: true,
+  timestampsAreInstants: false,
+  createIndexOnline: 'CREATE INDEX',
   releasesSlotBeforeCommit: false,
 };
 
@@ -179,10 +227,60 @@ export const postgresDialect: SqlDialect = {
   binaryText(expression) {
     return `${expression} COLLATE "C"`;
   },
+  // `timestamp(6)` columns hold instants: they order natively, and parse either text on input (a
+  // zone in the text is ignored, and both forms are UTC).
+  timestampKey: (column) => column,
+  storedTimestamp: (value) => value,
+  timestampForms: { mixed: false, writes: 'canonical' },
   singleWriter: false,
+  timestampsAreInstants: true,
+  createIndexOnline: 'CREATE INDEX CONCURRENTLY',
   releasesSlotBeforeCommit: true,
 };
 
 export function dialectFor(name: DialectName): SqlDialect {
   return name === 'sqlite' ? sqliteDialect : postgresDialect;
+}
+
+/**
+ * SQLite's key for a column holding either form: date, 'T', time, the fraction right-padded and cut
+ * to six digits, '000Z'. Both forms put the date at 1-10 and the time at 12-19; whatever follows
+ * position 20 ('.', '+' or 'Z') is the fraction plus the zone, and trimming the zone's characters
+ * and trailing zeros off the right leaves the fraction's significant digits, which padding restores:
+ * `…:00.5+00:00` → `….500000000Z`, `…:00+00:00` → `….000000000Z`, `…:00.123456000Z` unchanged.
+ * Microseconds, not nanoseconds: PostgreSQL holds microseconds (D9), and a cursor or a turn history
+ * read back into JavaScript carries the truncated instant, which must compare equal to its key.
+ * Deterministic built-ins only, so an expression index can hold it.
+ */
+function sqliteTimestampKey(column: string): string {
+  return (
+    `(substr(${column}, 1, 10) || 'T' || substr(${column}, 12, 8) || '.' || ` +
+    `substr(rtrim(substr(${column}, 21), 'Z+-:0') || '000000', 1, 6) || '000Z')`
+  );
+}
+
+function kandevTimestamp(value: CanonicalTimestamp): string {
+  try {
+    return toKandevTimestamp(value);
+  } catch {
+    // Text that is no instant, read back as stored from another producer (a summary row being
+    // restored as it was read), is written back as it was.
+    return value;
+  }
+}
+
+/**
+ * `dialect` for a database whose Kandev-owned tables hold `forms`. PostgreSQL is unaffected. On
+ * SQLite, canonical-only text keeps the base dialect, statement for statement; anything else
+ * orders through the normalised key. Writing Kandev's form implies reading mixed forms.
+ */
+export function withTimestampForms(dialect: SqlDialect, forms: TimestampForms): SqlDialect {
+  if (dialect.name === 'postgres') return dialect;
+  if (!forms.mixed && forms.writes === 'canonical') return { ...dialect, timestampKey: (column) => column, storedTimestamp: (value) => value, timestampForms: forms };
+  return {
+    ...dialect,
+    timestampKey: sqliteTimestampKey,
+    storedTimestamp: forms.writes === 'kandev' ? kandevTimestamp : (value) => value,
+    timestampForms: { mixed: true, writes: forms.writes },
+  };
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { withTransaction, type RepositoryContext } from './context.js';
+import { storedNow, withTransaction, type RepositoryContext } from './context.js';
 import { toMessageRecord, type MessageRecord } from './rowMapping.js';
 import { lockSessionTurnWrites } from './sessionLocks.js';
 import { SessionNotFoundError, createLifecycleTurn, getActiveTurn, startTurn } from './turns.js';
@@ -34,7 +34,7 @@ export function createMessage(ctx: RepositoryContext, input: CreateMessageInput)
       if (input.completedTurn) turnId = (await createLifecycleTurn(tx, input.sessionId)).id;
       else turnId = ((await getActiveTurn(tx, input.sessionId)) ?? (await startTurn(tx, input.sessionId))).id;
     }
-    const now = tx.clock();
+    const now = storedNow(tx);
     const row = {
       id: input.id ?? randomUUID(),
       task_session_id: input.sessionId,
@@ -46,7 +46,7 @@ export function createMessage(ctx: RepositoryContext, input: CreateMessageInput)
       requests_input: input.requestsInput ? 1 : 0,
       type: input.type ?? 'message',
       metadata: JSON.stringify(input.metadata ?? {}),
-      created_at: input.createdAt ? toCanonicalTimestamp(input.createdAt) : now,
+      created_at: input.createdAt ? tx.dialect.storedTimestamp(toCanonicalTimestamp(input.createdAt)) : now,
       updated_at: now,
     };
     await tx.knex('task_session_messages').insert(row);
@@ -61,7 +61,7 @@ export async function getMessage(ctx: RepositoryContext, messageId: string): Pro
 
 export async function getMessages(ctx: RepositoryContext, messageIds: readonly string[]): Promise<MessageRecord[]> {
   if (messageIds.length === 0) return [];
-  const rows = await ctx.knex('task_session_messages').whereIn('id', [...messageIds]).orderBy([{ column: 'created_at' }, { column: 'id' }]);
+  const rows = await ctx.knex('task_session_messages').whereIn('id', [...messageIds]).orderByRaw(`${ctx.dialect.timestampKey('created_at')}, id`);
   return rows.map(toMessageRecord);
 }
 
@@ -72,5 +72,5 @@ export async function deleteMessage(ctx: RepositoryContext, messageId: string): 
 
 /** Writes raw metadata text (tests and repairs of rows written by other producers). */
 export async function setMessageMetadataText(ctx: RepositoryContext, messageId: string, metadata: string | null): Promise<boolean> {
-  return (await ctx.knex('task_session_messages').where({ id: messageId }).update({ metadata, updated_at: ctx.clock() })) > 0;
+  return (await ctx.knex('task_session_messages').where({ id: messageId }).update({ metadata, updated_at: storedNow(ctx) })) > 0;
 }

@@ -40,7 +40,7 @@ export function pendingActionsStatement(dialect: SqlDialect, sessionIds: readonl
     ),
     latest_permissions AS (
       SELECT m.task_session_id, m.metadata,
-             ROW_NUMBER() OVER (PARTITION BY m.task_session_id ORDER BY m.created_at DESC, ${dialect.binaryText('m.id')} DESC) AS rn
+             ROW_NUMBER() OVER (PARTITION BY m.task_session_id ORDER BY ${dialect.timestampKey('m.created_at')} DESC, ${dialect.binaryText('m.id')} DESC) AS rn
         FROM current_turn ct
         CROSS JOIN task_session_messages m
        WHERE m.turn_id = ct.turn_id AND m.task_session_id = ct.task_session_id
@@ -106,7 +106,7 @@ export async function loadTaskPendingStates(
     `SELECT t.id AS task_id, t.workspace_id, s.id AS session_id, s.state, s.is_primary
        FROM tasks t LEFT JOIN task_sessions s ON s.task_id = t.id
       WHERE ${members.sql}
-      ORDER BY t.id, s.started_at, s.id`,
+      ORDER BY t.id, ${ctx.dialect.timestampKey('s.started_at')}, s.id`,
     members.bindings,
   );
   const capable: string[] = [];

@@ -1,7 +1,11 @@
+import { readStoredTimestamp } from '../timestamps.js';
+
 /**
  * The one place snake_case rows become camelCase records. Metadata is parsed defensively: a NULL,
  * empty or malformed column becomes `{}` with `metadataValid: false`, matching the SQL rule that
- * such a document has no keys.
+ * such a document has no keys. Timestamps reach JavaScript in the canonical form whichever form the
+ * row was written in (Kandev's SQLite text included), so records, replies and cursors never carry
+ * the stored text.
  */
 
 export interface TurnRecord {
@@ -66,7 +70,8 @@ export function parseMetadata(raw: unknown): { metadata: Record<string, unknown>
 
 type Row = Record<string, unknown>;
 const str = (v: unknown): string => (v === null || v === undefined ? '' : String(v));
-const strOrNull = (v: unknown): string | null => (v === null || v === undefined ? null : String(v));
+const ts = (v: unknown): string => readStoredTimestamp(str(v));
+const tsOrNull = (v: unknown): string | null => (v === null || v === undefined ? null : readStoredTimestamp(String(v)));
 
 export function toTurnRecord(row: Row): TurnRecord {
   const { metadata, valid } = parseMetadata(row.metadata);
@@ -74,10 +79,10 @@ export function toTurnRecord(row: Row): TurnRecord {
     id: str(row.id),
     sessionId: str(row.task_session_id),
     taskId: str(row.task_id),
-    startedAt: str(row.started_at),
-    completedAt: strOrNull(row.completed_at),
-    createdAt: str(row.created_at),
-    updatedAt: str(row.updated_at),
+    startedAt: ts(row.started_at),
+    completedAt: tsOrNull(row.completed_at),
+    createdAt: ts(row.created_at),
+    updatedAt: ts(row.updated_at),
     metadata,
     metadataValid: valid,
   };
@@ -97,8 +102,8 @@ export function toMessageRecord(row: Row): MessageRecord {
     type: str(row.type),
     metadata,
     metadataValid: valid,
-    createdAt: str(row.created_at),
-    updatedAt: str(row.updated_at),
+    createdAt: ts(row.created_at),
+    updatedAt: ts(row.updated_at),
   };
 }
 
@@ -108,8 +113,8 @@ export function toSessionRecord(row: Row): SessionRecord {
     taskId: str(row.task_id),
     state: str(row.state),
     isPrimary: Number(row.is_primary) === 1,
-    startedAt: str(row.started_at),
-    updatedAt: str(row.updated_at),
+    startedAt: ts(row.started_at),
+    updatedAt: ts(row.updated_at),
   };
 }
 
@@ -119,8 +124,8 @@ export function toTaskRecord(row: Row): TaskRecord {
     workspaceId: str(row.workspace_id),
     title: str(row.title),
     state: str(row.state),
-    archivedAt: strOrNull(row.archived_at),
-    createdAt: str(row.created_at),
-    updatedAt: str(row.updated_at),
+    archivedAt: tsOrNull(row.archived_at),
+    createdAt: ts(row.created_at),
+    updatedAt: ts(row.updated_at),
   };
 }

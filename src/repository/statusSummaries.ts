@@ -1,4 +1,5 @@
 import { rawRows, type RepositoryContext } from './context.js';
+import { readStoredTimestamp } from '../timestamps.js';
 
 /** A `task_status_summaries` row; `summary` is the stored semantic JSON text. */
 export interface StoredStatusSummary {
@@ -17,7 +18,7 @@ function toStored(row: Row): StoredStatusSummary {
     workspaceId: String(row.workspace_id),
     revision: Number(row.revision),
     summary: String(row.summary),
-    updatedAt: String(row.updated_at),
+    updatedAt: readStoredTimestamp(String(row.updated_at)),
   };
 }
 
@@ -93,7 +94,7 @@ export async function compareAndSetStatusSummaries(ctx: RepositoryContext, next:
        WHERE task_status_summaries.revision < excluded.revision
          AND (task_status_summaries.workspace_id <> excluded.workspace_id OR task_status_summaries.summary <> excluded.summary)
        RETURNING task_id`,
-      chunk.flatMap((row) => [row.taskId, row.workspaceId, row.revision, row.summary, row.updatedAt]),
+      chunk.flatMap((row) => [row.taskId, row.workspaceId, row.revision, row.summary, ctx.dialect.storedTimestamp(row.updatedAt)]),
     );
     for (const row of rows) accepted.add(String(row.task_id));
   }
@@ -126,7 +127,7 @@ export async function overwriteLockedStatusSummaries(tx: RepositoryContext, rows
       row.workspaceId,
       row.revision,
       row.summary,
-      row.updatedAt,
+      tx.dialect.storedTimestamp(row.updatedAt),
       row.taskId,
     ]);
   }

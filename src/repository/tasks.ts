@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { RepositoryContext } from './context.js';
+import { storedNow, type RepositoryContext } from './context.js';
 import { toSessionRecord, toTaskRecord, type SessionRecord, type TaskRecord } from './rowMapping.js';
 import { toCanonicalTimestamp } from '../timestamps.js';
 
@@ -11,7 +11,7 @@ export interface CreateTaskInput {
 }
 
 export async function createTask(ctx: RepositoryContext, input: CreateTaskInput): Promise<TaskRecord> {
-  const now = ctx.clock();
+  const now = storedNow(ctx);
   const row = {
     id: input.id ?? randomUUID(),
     workspace_id: input.workspaceId,
@@ -39,14 +39,14 @@ export interface CreateSessionInput {
 }
 
 export async function createSession(ctx: RepositoryContext, input: CreateSessionInput): Promise<SessionRecord> {
-  const now = ctx.clock();
+  const now = storedNow(ctx);
   const row = {
     id: input.id ?? randomUUID(),
     task_id: input.taskId,
     state: input.state ?? 'RUNNING',
     metadata: '{}',
     is_primary: input.isPrimary ? 1 : 0,
-    started_at: input.startedAt ? toCanonicalTimestamp(input.startedAt) : now,
+    started_at: input.startedAt ? ctx.dialect.storedTimestamp(toCanonicalTimestamp(input.startedAt)) : now,
     updated_at: now,
   };
   await ctx.knex('task_sessions').insert(row);
@@ -60,7 +60,7 @@ export async function getSession(ctx: RepositoryContext, sessionId: string): Pro
 
 /** Moves a session to `state`; returns false when the session does not exist. */
 export async function setSessionState(ctx: RepositoryContext, sessionId: string, state: string): Promise<boolean> {
-  const changed = await ctx.knex('task_sessions').where({ id: sessionId }).update({ state, updated_at: ctx.clock() });
+  const changed = await ctx.knex('task_sessions').where({ id: sessionId }).update({ state, updated_at: storedNow(ctx) });
   return changed > 0;
 }
 

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { rawRows, withTransaction, type RepositoryContext } from './context.js';
+import { rawRows, storedNow, withTransaction, type RepositoryContext } from './context.js';
 import { currentTurnAuthority, turnHistoryPredicate, TURN_META_LIFECYCLE_ONLY } from './currentTurnAuthority.js';
 import { toTurnRecord, type TurnRecord } from './rowMapping.js';
 import { lockSessionTurnWrites } from './sessionLocks.js';
@@ -33,8 +33,8 @@ async function insertTurn(
 ): Promise<TurnRecord> {
   await lockSessionTurnWrites(tx, [sessionId]);
   const taskId = await sessionTaskId(tx, sessionId);
-  const now = tx.clock();
-  const startedAt = options.startedAt ? toCanonicalTimestamp(options.startedAt) : now;
+  const now = storedNow(tx);
+  const startedAt = options.startedAt ? tx.dialect.storedTimestamp(toCanonicalTimestamp(options.startedAt)) : now;
   const row = {
     id: options.id ?? randomUUID(),
     task_session_id: sessionId,
@@ -73,12 +73,12 @@ export function completeTurn(ctx: RepositoryContext, turnId: string, completedAt
     const turn = await tx.knex('task_session_turns').select('task_session_id').where({ id: turnId }).first();
     if (!turn) return false;
     await lockSessionTurnWrites(tx, [String(turn.task_session_id)]);
-    const now = tx.clock();
+    const now = storedNow(tx);
     const changed = await tx
       .knex('task_session_turns')
       .where({ id: turnId })
       .whereNull('completed_at')
-      .update({ completed_at: completedAt ? toCanonicalTimestamp(completedAt) : now, updated_at: now });
+      .update({ completed_at: completedAt ? tx.dialect.storedTimestamp(toCanonicalTimestamp(completedAt)) : now, updated_at: now });
     return changed > 0;
   });
 }
@@ -96,7 +96,7 @@ export function abandonTurn(ctx: RepositoryContext, turnId: string): Promise<boo
       .knex('task_session_turns')
       .where({ id: turnId })
       .whereNull('completed_at')
-      .update({ completed_at: tx.knex.ref('started_at'), updated_at: tx.clock() });
+      .update({ completed_at: tx.knex.ref('started_at'), updated_at: storedNow(tx) });
     return changed > 0;
   });
 }
@@ -114,7 +114,7 @@ export function abandonOpenTurns(ctx: RepositoryContext, sessionId: string): Pro
       .knex('task_session_turns')
       .where({ task_session_id: sessionId })
       .whereNull('completed_at')
-      .update({ completed_at: tx.knex.ref('started_at'), updated_at: tx.clock() });
+      .update({ completed_at: tx.knex.ref('started_at'), updated_at: storedNow(tx) });
     return open.map((r) => String(r.id));
   });
 }
@@ -157,7 +157,7 @@ export async function listVisibleTurns(ctx: RepositoryContext, sessionId: string
     ctx,
     `SELECT t.* FROM task_session_turns t
       WHERE t.task_session_id = ? AND ${turnHistoryPredicate(ctx.dialect, 't')}
-      ORDER BY t.started_at ASC, t.created_at ASC, t.id ASC`,
+      ORDER BY ${ctx.dialect.timestampKey('t.started_at')} ASC, ${ctx.dialect.timestampKey('t.created_at')} ASC, t.id ASC`,
     [sessionId],
   );
   return rows.map(toTurnRecord);
@@ -170,7 +170,7 @@ export function patchTurnMetadata(ctx: RepositoryContext, turnId: string, set: R
     const changed = await tx
       .knex('task_session_turns')
       .where({ id: turnId })
-      .update({ metadata: tx.knex.raw(patch.sql, patch.bindings as never[]), updated_at: tx.clock() });
+      .update({ metadata: tx.knex.raw(patch.sql, patch.bindings as never[]), updated_at: storedNow(tx) });
     return changed > 0;
   });
 }

@@ -40,7 +40,7 @@ describeEachDialect('the worker on a database Kandev created, on %s', (dialect) 
     expect(logs.find((line) => line.msg === 'applied migrations')?.applied).toEqual(['kandev_mode_0001_own_objects']);
     const warnings = logs.filter((line) => line.level === 40 && line.index !== undefined);
     expect(warnings.map((line) => [line.index, line.state])).toEqual([
-      ['pp_turns_current_turn_order', 'missing'],
+      [dialect === 'sqlite' ? 'pp_turns_current_turn_order_key' : 'pp_turns_current_turn_order', 'missing'],
       ['pp_messages_pending_id', 'missing'],
       ['pp_messages_turn_type', 'missing'],
     ]);

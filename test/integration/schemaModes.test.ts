@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { POSTGRES_JSON_FUNCTIONS } from '../../migrations/0001_kandev_schema.js';
+import { postgresDialect, sqliteDialect, withTimestampForms } from '../../src/repository/dialect.js';
 import { ERROR_CODES } from '../../src/errors.js';
 import { migrateSchema, pendingMigrations } from '../../src/repository/migrate.js';
 import { addMissingIndexes, type IndexBuildEvent } from '../../src/repository/schema/addIndexes.js';
@@ -228,8 +229,10 @@ describe.skipIf(!isAvailable('postgres'))('Kandev mode on PostgreSQL only', () =
 
 describe('the required index list', () => {
   it('names every index pp_, so no Kandev index can share its name', () => {
-    for (const dialect of ['sqlite', 'postgres'] as const) {
-      expect(requiredIndexes(dialect).map((index) => index.name)).toEqual(REQUIRED_NAMES);
+    for (const dialect of [sqliteDialect, postgresDialect, withTimestampForms(sqliteDialect, { mixed: true, writes: 'kandev' })]) {
+      expect(requiredIndexes(dialect).every((index) => index.name.startsWith('pp_'))).toBe(true);
     }
+    expect(requiredIndexes(sqliteDialect).map((index) => index.name)).toEqual(REQUIRED_NAMES);
+    expect(requiredIndexes(postgresDialect).map((index) => index.name)).toEqual(REQUIRED_NAMES);
   });
 });

@@ -1,7 +1,7 @@
 import { describe, inject } from 'vitest';
 import { createDatabase, type Database } from '../../src/repository/database.js';
 import type { RepositoryContext } from '../../src/repository/context.js';
-import type { DialectName } from '../../src/repository/dialect.js';
+import type { DialectName, TimestampForms } from '../../src/repository/dialect.js';
 import { createKandevSchema } from './kandevSchema.js';
 import { createMonotonicClock, type Clock } from '../../src/timestamps.js';
 import { openScratchDatabase } from '../../bench/scratchDatabase.js';
@@ -57,9 +57,10 @@ type Prepare = (db: Database) => Promise<unknown>;
 /**
  * A migrated, empty database of the given dialect: SQLite in memory (or a file, when another process
  * must reach the same data), or a fresh PostgreSQL schema (milliseconds to create, dropped on
- * close). The benchmarks open theirs with the same helper.
+ * close). The benchmarks open theirs with the same helper. `timestampForms` stands in for what
+ * detection would find (canonical text only unless given).
  */
-export function openTestDatabase(name: DialectName, clock?: Clock, options: { file?: boolean } = {}): Promise<TestDatabase> {
+export function openTestDatabase(name: DialectName, clock?: Clock, options: { file?: boolean; timestampForms?: TimestampForms } = {}): Promise<TestDatabase> {
   return openPrepared(name, undefined, clock, options);
 }
 
@@ -84,7 +85,7 @@ export function openEmptyDatabase(name: DialectName, options: KandevDatabaseOpti
 }
 
 /** The benchmarks' scratch database, prepared by `prepare` (this service's migrations by default). */
-async function openPrepared(name: DialectName, prepare: Prepare | undefined, clock?: Clock, options: { file?: boolean } = {}): Promise<TestDatabase> {
+async function openPrepared(name: DialectName, prepare: Prepare | undefined, clock?: Clock, options: { file?: boolean; timestampForms?: TimestampForms } = {}): Promise<TestDatabase> {
   const postgresUrl = name === 'postgres' ? inject('postgresUrl') : undefined;
   if (name === 'postgres' && !postgresUrl) throw new Error('PostgreSQL is not available');
   const scratch = await openScratchDatabase(name, {
@@ -94,6 +95,7 @@ async function openPrepared(name: DialectName, prepare: Prepare | undefined, clo
     clock: clock ?? createMonotonicClock(),
     schemaPrefix: 't_',
     prepare,
+    timestampForms: options.timestampForms,
   });
   return { name, db: scratch.db, ctx: scratch.ctx, url: scratch.url, searchPath: scratch.searchPath, close: scratch.drop };
 }

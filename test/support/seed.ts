@@ -15,12 +15,16 @@ export interface SeedTurn {
   metadata?: Record<string, unknown> | string | null;
 }
 
+/** The text a seeded timestamp is stored as, given its canonical instant and the column it goes to. */
+export type TimestampText = (canonical: string, column: string) => string;
+
 /**
  * Inserts a turn row exactly as given (explicit instants, raw metadata text allowed), the way a
  * fixture or a legacy row from another producer looks. Production code writes turns through
- * src/repository/turns.ts.
+ * src/repository/turns.ts. `text` picks each timestamp's stored text (canonical unless told, e.g.
+ * Kandev's SQLite form or a per-value mix).
  */
-export async function seedTurnAt(ctx: RepositoryContext, sessionId: string, turn: SeedTurn): Promise<string> {
+export async function seedTurnAt(ctx: RepositoryContext, sessionId: string, turn: SeedTurn, text: TimestampText = (canonical) => canonical): Promise<string> {
   const session = await ctx.knex('task_sessions').select('task_id').where({ id: sessionId }).first();
   const id = turn.id ?? randomUUID();
   const startedAt = toCanonicalTimestamp(turn.startedAt);
@@ -28,11 +32,11 @@ export async function seedTurnAt(ctx: RepositoryContext, sessionId: string, turn
     id,
     task_session_id: sessionId,
     task_id: session.task_id,
-    started_at: startedAt,
-    created_at: toCanonicalTimestamp(turn.createdAt ?? turn.startedAt),
-    completed_at: turn.completedAt ? toCanonicalTimestamp(turn.completedAt) : null,
+    started_at: text(startedAt, 'started_at'),
+    created_at: text(toCanonicalTimestamp(turn.createdAt ?? turn.startedAt), 'created_at'),
+    completed_at: turn.completedAt ? text(toCanonicalTimestamp(turn.completedAt), 'completed_at') : null,
     metadata: typeof turn.metadata === 'string' || turn.metadata === null ? turn.metadata : JSON.stringify(turn.metadata ?? {}),
-    updated_at: startedAt,
+    updated_at: text(startedAt, 'updated_at'),
   });
   return id;
 }

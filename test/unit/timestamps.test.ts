@@ -1,10 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import {
   createMonotonicClock,
+  formatTimestamp,
   isCanonicalTimestamp,
   microsToTimestamp,
+  readStoredTimestamp,
+  storedTimestampForm,
   timestampToMicros,
   toCanonicalTimestamp,
+  toKandevTimestamp,
 } from '../../src/timestamps.js';
 
 describe('toCanonicalTimestamp', () => {
@@ -130,5 +134,93 @@ describe('createMonotonicClock', () => {
     expect(stamps.every(isCanonicalTimestamp)).toBe(true);
     expect(new Set(stamps).size).toBe(stamps.length);
     expect([...stamps].sort()).toEqual(stamps);
+  });
+});
+
+describe("Kandev's SQLite timestamp text", () => {
+  it.each([
+    ['2026-08-20T10:00:00.500000000Z', '2026-08-20 10:00:00.5+00:00'],
+    ['2026-08-20T10:00:00.450000000Z', '2026-08-20 10:00:00.45+00:00'],
+    ['2026-08-20T10:00:00.000000000Z', '2026-08-20 10:00:00+00:00'],
+    ['2026-08-20T10:00:00.000001000Z', '2026-08-20 10:00:00.000001+00:00'],
+    ['2026-08-20T10:00:00.123456000Z', '2026-08-20 10:00:00.123456+00:00'],
+    ['2026-08-20T10:00:00.100000000Z', '2026-08-20 10:00:00.1+00:00'],
+    ['2026-08-20T10:00:00Z', '2026-08-20 10:00:00+00:00'],
+    ['2026-08-20 10:00:00.5+00:00', '2026-08-20 10:00:00.5+00:00'],
+  ])('writes %j as %j: trailing fractional zeros trimmed, no fraction on a whole second', (input, expected) => {
+    expect(toKandevTimestamp(input)).toBe(expected);
+    expect(storedTimestampForm(toKandevTimestamp(input))).toBe('kandev');
+    expect(formatTimestamp(input, 'kandev')).toBe(expected);
+  });
+
+  it('writes at most microseconds, as the canonical form holds them', () => {
+    expect(toKandevTimestamp('2026-08-20T10:00:00.123456789Z')).toBe('2026-08-20 10:00:00.123456+00:00');
+  });
+
+  it('formats the canonical form as toCanonicalTimestamp does', () => {
+    expect(formatTimestamp('2026-08-20 10:00:00.5+00:00', 'canonical')).toBe('2026-08-20T10:00:00.500000000Z');
+  });
+
+  it.each(['2026-08-20T10:00:00+01:00', 'garbage', '2026-02-30T00:00:00Z'])('refuses %j as toCanonicalTimestamp does', (input) => {
+    expect(() => toKandevTimestamp(input)).toThrow(RangeError);
+  });
+
+  it('makes text order equal time order within the form, whole seconds, trimmed fractions and nanoseconds alike', () => {
+    const instants = ['2026-08-20T10:00:00Z', '2026-08-20T10:00:00.000001Z', '2026-08-20T10:00:00.0005Z', '2026-08-20T10:00:00.05Z', '2026-08-20T10:00:00.45Z', '2026-08-20T10:00:00.5Z', '2026-08-20T10:00:01Z'];
+    const texts = instants.map((v) => toKandevTimestamp(v));
+    expect([...texts].reverse().sort()).toEqual(texts);
+    // Kandev's own rows carry nanoseconds; they still sort among the microsecond rows this service writes.
+    expect(['2026-08-20 10:00:00.000000999+00:00', '2026-08-20 10:00:00.000001+00:00', '2026-08-20 10:00:00+00:00'].sort()).toEqual([
+      '2026-08-20 10:00:00+00:00',
+      '2026-08-20 10:00:00.000000999+00:00',
+      '2026-08-20 10:00:00.000001+00:00',
+    ]);
+  });
+
+  it('is not text-ordered against the canonical form, which is why a mixed column orders through a key', () => {
+    expect('2026-08-20 10:00:05+00:00' < '2026-08-20T10:00:00.000000000Z').toBe(true);
+  });
+});
+
+describe('storedTimestampForm', () => {
+  it.each([
+    ['2026-08-20T10:00:00.500000000Z', 'canonical'],
+    ['2026-08-20 10:00:00.5+00:00', 'kandev'],
+    ['2026-08-20 10:00:00+00:00', 'kandev'],
+    ['2026-08-20 10:00:00.123456789+00:00', 'kandev'],
+    // Not Kandev's exact form: a trailing zero, an empty fraction, no zone, another spelling of UTC.
+    ['2026-08-20 10:00:00.50+00:00', undefined],
+    ['2026-08-20 10:00:00.+00:00', undefined],
+    ['2026-08-20 10:00:00', undefined],
+    ['2026-08-20 10:00:00.5Z', undefined],
+    ['2026-08-20T10:00:00.5Z', undefined],
+    ['garbage', undefined],
+  ] as const)('classifies %j as %s', (text, form) => {
+    expect(storedTimestampForm(text)).toBe(form);
+  });
+});
+
+describe('readStoredTimestamp', () => {
+  it.each([
+    ['2026-08-20T10:00:00.500000000Z', '2026-08-20T10:00:00.500000000Z'],
+    ['2026-08-20 10:00:00.5+00:00', '2026-08-20T10:00:00.500000000Z'],
+    ['2026-08-20 10:00:00+00:00', '2026-08-20T10:00:00.000000000Z'],
+    ['2026-08-20 10:00:00.123456789+00:00', '2026-08-20T10:00:00.123456000Z'],
+    // SQLite's CURRENT_TIMESTAMP, Kandev's default for task_session_messages.updated_at.
+    ['2026-08-20 10:00:00', '2026-08-20T10:00:00.000000000Z'],
+    ['2026-08-20T10:00:00.123456789Z', '2026-08-20T10:00:00.123456000Z'],
+  ])('reads %j back as %j', (text, expected) => {
+    expect(readStoredTimestamp(text)).toBe(expected);
+  });
+
+  it.each(['', 'garbage', '2026-08-20T10:00:00+01:00'])('returns %j, which is no UTC instant, as stored instead of failing the read', (text) => {
+    expect(readStoredTimestamp(text)).toBe(text);
+  });
+
+  it('round-trips every canonical instant through Kandev\'s text', () => {
+    for (const micros of [0, 1, 999, 1_000, 450_000, 500_000, 999_999, 1_000_000, 1_787_214_400_123_456]) {
+      const canonical = microsToTimestamp(micros);
+      expect(readStoredTimestamp(toKandevTimestamp(canonical))).toBe(canonical);
+    }
   });
 });

@@ -27,7 +27,7 @@ function quoteIdentifier(name: string): string {
 
 /** The statement that builds `index`: on PostgreSQL CONCURRENTLY, so writers are not blocked meanwhile. */
 export function buildStatement(dialect: SqlDialect, index: RequiredIndex): string {
-  return dialect.name === 'postgres' ? index.create.replace(/^CREATE INDEX /, 'CREATE INDEX CONCURRENTLY ') : index.create;
+  return index.create.replace(/^CREATE INDEX /, `${dialect.createIndexOnline} `);
 }
 
 /**

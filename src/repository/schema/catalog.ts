@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { SqlDialect } from '../dialect.js';
+import type { DialectName, SqlDialect } from '../dialect.js';
 
 /**
  * Reads of the database's catalog, as the service's unqualified queries resolve names: SQLite's
@@ -24,17 +24,23 @@ export interface CatalogColumn {
 }
 
 /** The columns of each of `tables` that exists; a table absent from the map does not exist. */
-export async function tableColumns(target: SchemaTarget, tables: readonly string[]): Promise<Map<string, CatalogColumn[]>> {
+export function tableColumns(target: SchemaTarget, tables: readonly string[]): Promise<Map<string, CatalogColumn[]>> {
+  return CATALOGS[target.dialect.name].tableColumns(target, tables);
+}
+
+async function sqliteTableColumns(target: SchemaTarget, tables: readonly string[]): Promise<Map<string, CatalogColumn[]>> {
   const found = new Map<string, CatalogColumn[]>();
-  if (target.dialect.name === 'sqlite') {
-    for (const table of tables) {
-      const exists = await catalogRows(target, `SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name = ? COLLATE NOCASE`, [table]);
-      if (exists.length === 0) continue;
-      const columns = await catalogRows<{ name: string; type: string }>(target, 'SELECT name, type FROM pragma_table_info(?) ORDER BY cid', [table]);
-      found.set(table, columns.map((c) => ({ name: c.name, type: c.type })));
-    }
-    return found;
+  for (const table of tables) {
+    const exists = await catalogRows(target, `SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name = ? COLLATE NOCASE`, [table]);
+    if (exists.length === 0) continue;
+    const columns = await catalogRows<{ name: string; type: string }>(target, 'SELECT name, type FROM pragma_table_info(?) ORDER BY cid', [table]);
+    found.set(table, columns.map((c) => ({ name: c.name, type: c.type })));
   }
+  return found;
+}
+
+async function postgresTableColumns(target: SchemaTarget, tables: readonly string[]): Promise<Map<string, CatalogColumn[]>> {
+  const found = new Map<string, CatalogColumn[]>();
   const rows = await catalogRows<{ table_name: string; name: string | null; type: string | null }>(
     target,
     `SELECT wanted.name AS table_name, a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type
@@ -70,17 +76,18 @@ export interface NamedRelation {
  * What holds the name `name` where an index on `table` would be created (SQLite: the database;
  * PostgreSQL: the schema of the table the search path finds). Undefined when nothing does.
  */
-export async function relationNamed(target: SchemaTarget, name: string, table: string): Promise<NamedRelation | undefined> {
-  if (target.dialect.name === 'sqlite') {
-    const rows = await catalogRows<{ type: string; tbl_name: string; sql: string | null }>(
-      target,
-      'SELECT type, tbl_name, sql FROM sqlite_master WHERE name = ? COLLATE NOCASE',
-      [name],
-    );
-    const row = rows[0];
-    if (!row) return undefined;
-    return { kind: row.type, table: row.type === 'index' ? row.tbl_name : null, definition: row.type === 'index' ? row.sql : null, valid: true, schema: null };
-  }
+export function relationNamed(target: SchemaTarget, name: string, table: string): Promise<NamedRelation | undefined> {
+  return CATALOGS[target.dialect.name].relationNamed(target, name, table);
+}
+
+async function sqliteRelationNamed(target: SchemaTarget, name: string): Promise<NamedRelation | undefined> {
+  const rows = await catalogRows<{ type: string; tbl_name: string; sql: string | null }>(target, 'SELECT type, tbl_name, sql FROM sqlite_master WHERE name = ? COLLATE NOCASE', [name]);
+  const row = rows[0];
+  if (!row) return undefined;
+  return { kind: row.type, table: row.type === 'index' ? row.tbl_name : null, definition: row.type === 'index' ? row.sql : null, valid: true, schema: null };
+}
+
+async function postgresRelationNamed(target: SchemaTarget, name: string, table: string): Promise<NamedRelation | undefined> {
   const rows = await catalogRows<{ kind: string; table_name: string | null; definition: string | null; valid: boolean | null; schema: string }>(
     target,
     `SELECT CASE c.relkind WHEN 'i' THEN 'index' WHEN 'I' THEN 'index' WHEN 'r' THEN 'table' WHEN 'p' THEN 'table'
@@ -99,3 +106,9 @@ export async function relationNamed(target: SchemaTarget, name: string, table: s
   if (!row) return undefined;
   return { kind: row.kind, table: row.table_name, definition: row.definition, valid: row.valid !== false, schema: row.schema };
 }
+
+/** Each dialect's catalog reads, side by side: SQLite's sqlite_master and pragmas, PostgreSQL's pg_catalog. */
+const CATALOGS: Record<DialectName, { tableColumns: typeof sqliteTableColumns; relationNamed: typeof postgresRelationNamed }> = {
+  sqlite: { tableColumns: sqliteTableColumns, relationNamed: (target, name) => sqliteRelationNamed(target, name) },
+  postgres: { tableColumns: postgresTableColumns, relationNamed: postgresRelationNamed },
+};

@@ -54,7 +54,7 @@ function squash(text: string): string {
 /** Each required index of the target's dialect, in list order, with what the catalog holds under its name. */
 export async function inspectRequiredIndexes(target: SchemaTarget): Promise<IndexInspection[]> {
   const inspections: IndexInspection[] = [];
-  for (const index of requiredIndexes(target.dialect.name)) inspections.push(await inspectIndex(target, index));
+  for (const index of requiredIndexes(target.dialect)) inspections.push(await inspectIndex(target, index));
   return inspections;
 }
 

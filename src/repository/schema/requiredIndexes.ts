@@ -1,4 +1,4 @@
-import type { DialectName } from '../dialect.js';
+import type { DialectName, SqlDialect } from '../dialect.js';
 import type { ServiceTable } from './serviceTables.js';
 
 /**
@@ -85,6 +85,24 @@ export const REQUIRED_INDEXES: Readonly<Record<DialectName, readonly RequiredInd
   ],
 };
 
-export function requiredIndexes(dialect: DialectName): readonly RequiredIndex[] {
-  return REQUIRED_INDEXES[dialect];
+/**
+ * Where SQLite timestamps may be in Kandev's text as well as ours, the current-turn order compares
+ * the normalised key of each timestamp (`SqlDialect.timestampKey`), and only an index on those same
+ * expressions serves it; a new name, since it is a different index.
+ */
+function sqliteKeyedCurrentTurnOrder(dialect: Pick<SqlDialect, 'timestampKey'>): RequiredIndex {
+  return sqliteIndex(
+    'pp_turns_current_turn_order_key',
+    'task_session_turns',
+    `task_session_id, (CASE WHEN completed_at IS NULL THEN 0 ELSE 1 END), ${dialect.timestampKey('started_at')} DESC, ${dialect.timestampKey('created_at')} DESC, id DESC`,
+    CURRENT_TURN_ORDER,
+  );
+}
+
+/** The indexes the queries of this dialect variant (its timestamp forms included) rely on. */
+export function requiredIndexes(dialect: Pick<SqlDialect, 'name' | 'timestampForms' | 'timestampKey'>): readonly RequiredIndex[] {
+  const list = REQUIRED_INDEXES[dialect.name as DialectName];
+  // Only SQLite's text columns can hold two forms: PostgreSQL's timestamps are instants, never mixed.
+  if (!dialect.timestampForms.mixed) return list;
+  return list.map((index) => (index.name === 'pp_turns_current_turn_order' ? sqliteKeyedCurrentTurnOrder(dialect) : index));
 }
