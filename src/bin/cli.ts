@@ -40,7 +40,7 @@ const COMMANDS: Record<string, Command> = {
   doctor: {
     summary: 'read the database (never writing) and report whether the worker can run on it: schema mode, columns, indexes, timestamp forms, metadata, open turns (exit 0 ok, 1 warnings, 2 cannot run)',
     usage: 'pending-projector doctor [--database-url URL] [--schema-mode auto|owned|kandev] [--sample N] [--json]',
-    settings: ['databaseUrl', 'logLevel', 'schemaMode'],
+    settings: ['databaseUrl', 'schemaMode'],
     options: {
       sample: { type: 'string', help: 'newest rows sampled per timestamp column (default 1000)' },
       json: { type: 'boolean', help: 'one JSON document with every finding and the verdict (docs/doctor.md)' },

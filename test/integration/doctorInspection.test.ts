@@ -4,6 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { judgeInspection } from '../../src/bin/doctorVerdict.js';
 import { createDatabase } from '../../src/repository/database.js';
+import { migrateSchema } from '../../src/repository/migrate.js';
+import { addMissingIndexes } from '../../src/repository/schema/addIndexes.js';
 import { inspectDatabase, type DatabaseInspection } from '../../src/repository/doctor/inspectDatabase.js';
 import type { TimestampColumnFinding } from '../../src/repository/doctor/timestampTextForms.js';
 import type { SchemaModeSetting } from '../../src/repository/schema/schemaMode.js';
@@ -84,6 +86,14 @@ describeEachDialect('doctor inspection on %s', (dialect) => {
         message: expect.stringMatching(/^3 of 3 indexes .* \(pp_turns_current_turn_order missing, pp_messages_pending_id missing, pp_messages_turn_type missing\).*add them with: pending-projector migrate --add-indexes --database-url X$/),
       },
     ]);
+
+    // Once migrated and given the indexes, nothing is pending and nothing is missing.
+    await migrateSchema(t.db);
+    await addMissingIndexes(t.db);
+    const after = await inspect(t);
+    expect(after.decision).toMatchObject({ ok: true, mode: 'kandev' });
+    expect(after.pendingMigrations).toEqual([]);
+    expect(judgeInspection(after)).toMatchObject({ exitCode: 0, warnings: [] });
   });
 
   it('refuses a partial Kandev schema, naming the missing table and column, and still reads what is there', async () => {
