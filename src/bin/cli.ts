@@ -6,6 +6,7 @@ import { runWorkerCommand } from './workerCommand.js';
 import { runReconcileCommand, runVerifyCommand } from './reconcileCommands.js';
 import { runReplayCommand } from './replayCommand.js';
 import { runDeadLettersCommand } from './deadLettersCommand.js';
+import { parseSampleRows, runDoctorCommand } from './doctorCommand.js';
 
 /**
  * `pending-projector <command>`: the only entry point that reads configuration as a whole and
@@ -37,6 +38,23 @@ const COMMANDS: Record<string, Command> = {
       },
     },
     run: (config, args) => runMigrateCommand(config, { addIndexes: Boolean(args.values['add-indexes']) }),
+  },
+  doctor: {
+    summary: 'read the database (never writing) and report whether the worker can run on it: schema mode, columns, indexes, timestamp forms, metadata, open turns (exit 0 ok, 1 warnings, 2 cannot run)',
+    usage: 'pending-projector doctor [--database-url URL] [--schema-mode auto|owned|kandev] [--sample N] [--json]',
+    settings: ['databaseUrl', 'schemaMode'],
+    options: {
+      sample: { type: 'string', help: 'newest rows sampled per timestamp column (default 1000)' },
+      json: { type: 'boolean', help: 'one JSON document with every finding and the verdict (docs/doctor.md)' },
+    },
+    run: (config, args) => {
+      const sample = parseSampleRows(args.values.sample as string | undefined);
+      if (!sample.ok) {
+        process.stderr.write(`${sample.message}\n`);
+        return Promise.resolve(2);
+      }
+      return runDoctorCommand(config, { json: Boolean(args.values.json), sampleRows: sample.rows });
+    },
   },
   worker: {
     summary: 'run the projector: consume events, compare-and-set summaries, publish replacements',

@@ -30,12 +30,17 @@ export function describeUnservedIndex(inspection: IndexInspection): string {
 export function indexReport(inspections: readonly IndexInspection[], target: { description: string; schemaMode: Config['schemaMode'] }): string {
   const unserved = unservedIndexes(inspections);
   if (unserved.length === 0) return `indexes: all ${inspections.length} the current-turn queries need are present\n`;
-  const flags = [`--database-url '${target.description}'`, ...(target.schemaMode === 'auto' ? [] : [`--schema-mode ${target.schemaMode}`])];
   return (
     unserved.map((inspection) => `${describeUnservedIndex(inspection)}\n`).join('') +
     `${unserved.length} of ${inspections.length} indexes the current-turn queries need are not there: the queries work without them, only slower.\n` +
-    `Add them with: ${ADD_INDEXES_COMMAND} ${flags.join(' ')}\n`
+    `Add them with: ${addIndexesCommandLine(target)}\n`
   );
+}
+
+/** The full command that adds the missing indexes to the database `description` names (password masked). */
+export function addIndexesCommandLine(target: { description: string; schemaMode: Config['schemaMode'] }): string {
+  const flags = [`--database-url '${target.description}'`, ...(target.schemaMode === 'auto' ? [] : [`--schema-mode ${target.schemaMode}`])];
+  return `${ADD_INDEXES_COMMAND} ${flags.join(' ')}`;
 }
 
 function progressLine(event: IndexBuildEvent): string {

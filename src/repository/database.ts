@@ -30,6 +30,12 @@ export interface DatabaseOptions {
   onWarning?: (message: string) => void;
   /** Starts the SQLite WAL checkpointer thread (tests inject one that fails); `false` leaves checkpoints to SQLite. */
   walCheckpointer?: false | ((options: SqliteCheckpointerOptions) => SqliteCheckpointer);
+  /**
+   * Opens the database so that nothing can be written (`doctor`): SQLite read-only, refusing a file
+   * that does not exist instead of creating it, with no journal-mode change and no checkpointer;
+   * PostgreSQL sessions with `default_transaction_read_only`, so a write statement fails.
+   */
+  readOnly?: boolean;
 }
 
 function knexLog(options: DatabaseOptions) {
@@ -79,7 +85,7 @@ export function createDatabase(url: string = DEFAULT_DATABASE_URL, options: Data
         // JIT compilation of the batched pending-action statement costs more (about 0.5 s) than
         // running it; this service issues short OLTP statements only.
         afterCreate(conn: pg.Client, done: (err: Error | null, conn: pg.Client) => void) {
-          conn.query('SET jit = off').then(
+          conn.query(options.readOnly ? 'SET jit = off; SET default_transaction_read_only = on' : 'SET jit = off').then(
             () => done(null, conn),
             (err: Error) => done(err, conn),
           );
@@ -92,12 +98,15 @@ export function createDatabase(url: string = DEFAULT_DATABASE_URL, options: Data
     const filename = url.slice('sqlite:'.length);
     if (filename === '') throw new DatabaseUrlError('DATABASE_URL "sqlite:" needs a path, e.g. sqlite:./data/pending-projector.db');
     const memory = filename === ':memory:';
-    if (!memory) fs.mkdirSync(path.dirname(path.resolve(filename)), { recursive: true });
-    const startCheckpointer = memory || options.walCheckpointer === false ? undefined : (options.walCheckpointer ?? startSqliteCheckpointer);
+    // An in-memory database is private to its connection: there is nothing another process could see written.
+    const readOnly = options.readOnly === true && !memory;
+    if (!memory && !readOnly) fs.mkdirSync(path.dirname(path.resolve(filename)), { recursive: true });
+    const startCheckpointer = memory || readOnly || options.walCheckpointer === false ? undefined : (options.walCheckpointer ?? startSqliteCheckpointer);
     let checkpointer: SqliteCheckpointer | undefined;
     const knex = knexFactory({
       client: ImmediateBetterSQLite3Client as unknown as typeof knexFactory.Client,
-      connection: { filename },
+      // better-sqlite3's readonly open fails on a missing file rather than creating it.
+      connection: readOnly ? { filename, options: { readonly: true } } : { filename },
       useNullAsDefault: true,
       log: knexLog(options),
       // One connection: SQLite has one writer, and Kandev relies on that to serialise turn writes.
@@ -108,7 +117,7 @@ export function createDatabase(url: string = DEFAULT_DATABASE_URL, options: Data
           try {
             conn.pragma('foreign_keys = ON');
             conn.pragma('busy_timeout = 5000');
-            if (!memory) {
+            if (!memory && !readOnly) {
               conn.pragma('journal_mode = WAL');
               conn.pragma('synchronous = NORMAL');
             }

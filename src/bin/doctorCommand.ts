@@ -1,0 +1,139 @@
+import fs from 'node:fs';
+import type { Config } from '../config.js';
+import { coerceError } from '../errors.js';
+import { createDatabase } from '../repository/database.js';
+import { inspectDatabase, type InspectionProgress } from '../repository/doctor/inspectDatabase.js';
+import { unservedIndexes } from '../repository/schema/indexInspection.js';
+import { doctorJson, doctorText, type DoctorReport } from './doctorReport.js';
+import { judgeInspection, unreachableVerdict } from './doctorVerdict.js';
+import { addIndexesCommandLine } from './migrateCommand.js';
+import { createProgressReporter } from './progress.js';
+
+type DoctorConfig = Pick<Config, 'databaseUrl' | 'schemaMode'>;
+
+export interface DoctorOptions {
+  readonly json: boolean;
+  /** Newest rows sampled per timestamp column. */
+  readonly sampleRows: number;
+}
+
+export const DEFAULT_SAMPLE_ROWS = 1000;
+const MAX_SAMPLE_ROWS = 1_000_000;
+
+/** `--sample N`: a whole number of rows from 1 to 1,000,000, or why not. */
+export function parseSampleRows(value: string | undefined): { ok: true; rows: number } | { ok: false; message: string } {
+  if (value === undefined) return { ok: true, rows: DEFAULT_SAMPLE_ROWS };
+  const rows = Number(value);
+  if (/^\d+$/.test(value) && rows >= 1 && rows <= MAX_SAMPLE_ROWS) return { ok: true, rows };
+  return { ok: false, message: `--sample ${JSON.stringify(value)}: give a whole number of rows from 1 to ${MAX_SAMPLE_ROWS}` };
+}
+
+/** `message` with the URL's password (userinfo or `password=` parameter) replaced, so it can be pasted anywhere. */
+function withoutPassword(message: string, url: string): string {
+  let masked = message;
+  try {
+    const parsed = new URL(url);
+    for (const secret of [parsed.password, parsed.searchParams.get('password') ?? '']) {
+      if (secret) masked = masked.replaceAll(secret, '***').replaceAll(decodeURIComponent(secret), '***');
+    }
+  } catch {
+    // Not a URL the WHATWG parser takes (sqlite:<path>): it carries no password.
+  }
+  return masked;
+}
+
+function progressLabel(progress: InspectionProgress): { key: string; label: string } {
+  switch (progress.check) {
+    case 'schema':
+      return { key: 'schema', label: 'reading the catalog' };
+    case 'indexes':
+      return { key: 'indexes', label: 'reading the indexes' };
+    case 'timestamps':
+      return { key: 'timestamps', label: 'sampling the timestamp columns' };
+    case 'open_turns':
+      return { key: 'open_turns', label: 'counting open turns per session' };
+    case 'metadata':
+      return {
+        key: `metadata:${progress.table}`,
+        label: `reading the metadata of ${progress.table}: ${progress.scanned.toLocaleString('en-US')} of ${progress.total.toLocaleString('en-US')} rows`,
+      };
+  }
+}
+
+/** Progress on stderr, only for a check that has run a second or more; silent on a quick run. */
+function slowCheckProgress(everyMs = 1000) {
+  const reporter = createProgressReporter();
+  let current: { key: string; label: string; since: number } | undefined;
+  let shown = false;
+  const timer = setInterval(() => {
+    if (!current) return;
+    const seconds = (performance.now() - current.since) / 1000;
+    if (seconds * 1000 < everyMs) return;
+    reporter.update(`doctor: ${current.label} (${seconds.toFixed(0)} s)`);
+    shown = true;
+  }, everyMs);
+  timer.unref();
+  return {
+    update(progress: InspectionProgress) {
+      const { key, label } = progressLabel(progress);
+      current = current?.key === key ? { ...current, label } : { key, label, since: performance.now() };
+    },
+    stop() {
+      clearInterval(timer);
+      if (shown) reporter.done();
+    },
+  };
+}
+
+function sqliteFileMissing(url: string): string | undefined {
+  if (!url.startsWith('sqlite:') || url === 'sqlite::memory:') return undefined;
+  const file = url.slice('sqlite:'.length);
+  return file && !fs.existsSync(file) ? file : undefined;
+}
+
+/**
+ * `doctor`: reads the database read-only (SQLite opened read-only, PostgreSQL sessions
+ * `default_transaction_read_only`), migrates nothing, and prints every finding with a verdict:
+ * exit 0 the worker can run, 1 it can run with warnings, 2 it cannot (refused schema, database not
+ * reachable). `json`: one JSON document instead (docs/doctor.md).
+ */
+export async function runDoctorCommand(config: DoctorConfig, options: DoctorOptions): Promise<number> {
+  const write = (report: DoctorReport) => {
+    process.stdout.write(options.json ? `${JSON.stringify(doctorJson(report), null, 2)}\n` : doctorText(report));
+    return report.verdict.exitCode;
+  };
+  const missingFile = sqliteFileMissing(config.databaseUrl);
+  if (missingFile !== undefined) {
+    const message = `no SQLite database at ${missingFile}: doctor opens a database read-only and never creates one`;
+    process.stderr.write(`pending-projector doctor: ${message}\n`);
+    return write({ database: config.databaseUrl, dialect: 'sqlite', inspection: null, verdict: unreachableVerdict(message), addIndexesCommand: null });
+  }
+  const db = createDatabase(config.databaseUrl, { readOnly: true, maxConnections: 1 });
+  const progress = slowCheckProgress();
+  try {
+    try {
+      await db.knex.raw('SELECT 1');
+    } catch (err) {
+      const message = `cannot reach the database ${db.description}: ${withoutPassword(coerceError(err).message, config.databaseUrl)}`;
+      process.stderr.write(`pending-projector doctor: ${message}\n`);
+      return write({ database: db.description, dialect: db.dialect.name, inspection: null, verdict: unreachableVerdict(message), addIndexesCommand: null });
+    }
+    let inspection;
+    try {
+      inspection = await inspectDatabase(db, { schemaMode: config.schemaMode, sampleRows: options.sampleRows, onProgress: (p) => progress.update(p) });
+    } catch (err) {
+      // Reached, yet a read failed (a lost connection, a permission): the worker's reads would fail too.
+      const message = `could not read the database ${db.description}: ${withoutPassword(coerceError(err).message, config.databaseUrl)}`;
+      progress.stop();
+      process.stderr.write(`pending-projector doctor: ${message}\n`);
+      return write({ database: db.description, dialect: db.dialect.name, inspection: null, verdict: unreachableVerdict(message), addIndexesCommand: null });
+    }
+    progress.stop();
+    const unserved = inspection.detection.shape !== 'empty' && unservedIndexes(inspection.indexes).length > 0;
+    const addIndexesCommand = unserved ? addIndexesCommandLine({ description: db.description, schemaMode: config.schemaMode }) : null;
+    return write({ database: db.description, dialect: db.dialect.name, inspection, verdict: judgeInspection(inspection, addIndexesCommand), addIndexesCommand });
+  } finally {
+    progress.stop();
+    await db.destroy();
+  }
+}
