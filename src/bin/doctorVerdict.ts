@@ -41,7 +41,7 @@ function timestampFormsWarning(finding: Extract<TimestampColumnFinding, { kind: 
         ? "SQLite compares these values as text, and a canonical value ('T' after the date) sorts after every space-separated value of the same day whatever its time, so a plain ORDER BY on this column (as Kandev's queries use) is not time order"
         : 'both forms are space-separated, so their text order follows time order, but one instant written in both forms compares unequal as text (05:06:07 against 05:06:07+00:00)',
     );
-    parts.push('this service compares such values as instants only in the statements that normalise the stored text (docs/schema.md, timestamp format)');
+    parts.push("the worker sees the mix when it starts and orders these values by their instant through one normalised key, which the index report above accounts for (docs/schema.md, 'Timestamp forms: beside Kandev's rows')");
   }
   if (finding.forms.other > 0) {
     const examples = finding.otherExamples.map((v) => JSON.stringify(v)).join(', ');

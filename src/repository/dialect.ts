@@ -103,6 +103,11 @@ export interface SqlDialect {
    */
   readonly timestampsAreInstants: boolean;
   /**
+   * Parsing metadata refuses `\u0000` escapes and lone surrogates that JavaScript's JSON.parse
+   * accepts (PostgreSQL's jsonb); SQLite's JSON functions take them.
+   */
+  readonly jsonRefusesNulEscapes: boolean;
+  /**
    * The prefix of a statement that builds an index without blocking the table's writers meanwhile
    * (PostgreSQL's CONCURRENTLY, which must run outside a transaction); SQLite has no such option.
    */
@@ -186,6 +191,7 @@ export const sqliteDialect: SqlDialect = {
   timestampForms: { mixed: false, writes: 'canonical' },
   singleWriter: true,
   timestampsAreInstants: false,
+  jsonRefusesNulEscapes: false,
   createIndexOnline: 'CREATE INDEX',
   releasesSlotBeforeCommit: false,
 };
@@ -234,6 +240,7 @@ export const postgresDialect: SqlDialect = {
   timestampForms: { mixed: false, writes: 'canonical' },
   singleWriter: false,
   timestampsAreInstants: true,
+  jsonRefusesNulEscapes: true,
   createIndexOnline: 'CREATE INDEX CONCURRENTLY',
   releasesSlotBeforeCommit: true,
 };

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { dialectFor } from '../../src/repository/dialect.js';
 import { classifyMetadata } from '../../src/repository/doctor/metadataScan.js';
 import { classifyTimestampText } from '../../src/repository/doctor/timestampTextForms.js';
 import { parseSampleRows } from '../../src/bin/doctorCommand.js';
@@ -39,7 +40,7 @@ describe('classifyMetadata', () => {
     ['{"a": "\\ud83d\\ude00"}', 'postgres', 'object'],
     ['{"a": "\\\\u0000"}', 'postgres', 'object'],
   ] as const)('%j on %s is %s', (raw, dialect, state) => {
-    expect(classifyMetadata(raw, dialect).state).toBe(state);
+    expect(classifyMetadata(raw, dialectFor(dialect)).state).toBe(state);
   });
 });
 

@@ -1,5 +1,7 @@
 import { kandevModeMigrations, migrations } from '../../../migrations/index.js';
-import type { DialectName } from '../dialect.js';
+import { withTimestampForms, type DialectName } from '../dialect.js';
+import { detectTimestampForms } from '../timestampForms.js';
+import { systemClock } from '../../timestamps.js';
 import type { SchemaTarget } from '../schema/catalog.js';
 import { inspectRequiredIndexes, type IndexInspection } from '../schema/indexInspection.js';
 import { decideSchemaMode, detectSchema, type SchemaDetection, type SchemaModeDecision, type SchemaModeSetting } from '../schema/schemaMode.js';
@@ -54,13 +56,25 @@ function turnsReadable(detection: SchemaDetection): boolean {
   return turns !== undefined && turns.present && ['task_session_id', 'completed_at'].every((name) => turns.columns.some((c) => c.name === name && c.present));
 }
 
+/**
+ * `target` with the timestamp forms the worker would detect, so the report asks for the indexes the
+ * worker's statements would use (beside Kandev's SQLite rows, the current-turn order over keys).
+ * A schema too incomplete to sample keeps the plain dialect: it is refused anyway.
+ */
+async function asTheWorkerWouldRead(target: SchemaTarget, detection: SchemaDetection, decision: SchemaModeDecision): Promise<SchemaTarget> {
+  if (detection.shape === 'partial' || detection.shape === 'empty') return target;
+  const kandevSchema = decision.ok ? decision.mode === 'kandev' : detection.shape === 'kandev';
+  const { forms } = await detectTimestampForms({ knex: target.knex, dialect: target.dialect, clock: systemClock }, { kandevSchema });
+  return { knex: target.knex, dialect: withTimestampForms(target.dialect, forms) };
+}
+
 export async function inspectDatabase(target: SchemaTarget, options: InspectionOptions): Promise<DatabaseInspection> {
   const progress = options.onProgress ?? (() => undefined);
   progress({ check: 'schema' });
   const detection = await detectSchema(target);
   const decision = decideSchemaMode(detection, options.schemaMode);
   progress({ check: 'indexes' });
-  const indexes = await inspectRequiredIndexes(target);
+  const indexes = await inspectRequiredIndexes(await asTheWorkerWouldRead(target, detection, decision));
   progress({ check: 'timestamps' });
   const timestamps = await sampleTimestampForms(target, detection, options.sampleRows);
   const metadata = await scanMetadata(target, detection, (scan) => progress({ check: 'metadata', ...scan }));

@@ -1,5 +1,5 @@
 import { isTruthyFlag } from '../../turns/lifecycleTurn.js';
-import type { DialectName } from '../dialect.js';
+import type { DialectName, SqlDialect } from '../dialect.js';
 import { catalogRows, type SchemaTarget } from '../schema/catalog.js';
 import type { SchemaDetection } from '../schema/schemaMode.js';
 import type { ServiceTable } from '../schema/serviceTables.js';
@@ -34,7 +34,7 @@ function jsonbRefuses(value: unknown): boolean {
 }
 
 /** How the service reads one stored metadata value on `dialect`; the parsed object when it has keys. */
-export function classifyMetadata(raw: unknown, dialect: DialectName): { state: MetadataState; metadata?: Record<string, unknown> } {
+export function classifyMetadata(raw: unknown, dialect: Pick<SqlDialect, 'jsonRefusesNulEscapes'>): { state: MetadataState; metadata?: Record<string, unknown> } {
   if (raw === null || raw === undefined) return { state: 'null' };
   if (typeof raw !== 'string') return { state: 'malformed' };
   let parsed: unknown;
@@ -43,7 +43,7 @@ export function classifyMetadata(raw: unknown, dialect: DialectName): { state: M
   } catch {
     return { state: 'malformed' };
   }
-  if (dialect === 'postgres' && jsonbRefuses(parsed)) return { state: 'malformed' };
+  if (dialect.jsonRefusesNulEscapes && jsonbRefuses(parsed)) return { state: 'malformed' };
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return { state: 'not_object' };
   return { state: 'object', metadata: parsed as Record<string, unknown> };
 }
@@ -95,6 +95,12 @@ function present(detection: SchemaDetection, table: ServiceTable, columns: reado
  * also reaches a row whose TEXT id is NULL; PostgreSQL by id) and counts how each reads, plus the
  * turn markers. `onProgress` is told after every page.
  */
+/**
+ * The column a full scan pages by: SQLite's rowid also reaches a row whose TEXT id is NULL;
+ * PostgreSQL has no rowid, and Kandev's ids are its primary keys.
+ */
+const SCAN_KEY: Record<DialectName, string> = { sqlite: 'rowid', postgres: 'id' };
+
 export async function scanMetadata(
   target: SchemaTarget,
   detection: SchemaDetection,
@@ -102,7 +108,7 @@ export async function scanMetadata(
 ): Promise<MetadataScan> {
   const tables: MetadataFinding[] = [];
   let markers: { lifecycleOnly: number; promptDispatchPending: number; promptDispatchAttempted: number } | null = null;
-  const key = target.dialect.name === 'sqlite' ? 'rowid' : 'id';
+  const key = SCAN_KEY[target.dialect.name];
   for (const table of METADATA_TABLES) {
     if (!present(detection, table, ['id', 'metadata'])) {
       tables.push({ table, scanned: false, rows: 0, nulls: 0, malformed: 0, notObject: 0, exampleIds: [] });
@@ -125,7 +131,7 @@ export async function scanMetadata(
         after === undefined ? [] : [after],
       );
       for (const row of page) {
-        const { state, metadata } = classifyMetadata(row.metadata, target.dialect.name);
+        const { state, metadata } = classifyMetadata(row.metadata, target.dialect);
         if (state === 'null') nulls += 1;
         else if (state === 'malformed' || state === 'not_object') {
           if (state === 'malformed') malformed += 1;

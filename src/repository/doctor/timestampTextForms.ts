@@ -1,4 +1,5 @@
 import { isCanonicalTimestamp } from '../../timestamps.js';
+import type { DialectName } from '../dialect.js';
 import { catalogRows, type SchemaTarget } from '../schema/catalog.js';
 import type { SchemaDetection } from '../schema/schemaMode.js';
 import { SERVICE_TABLES, SERVICE_TABLE_NAMES, type ServiceTable } from '../schema/serviceTables.js';
@@ -71,6 +72,15 @@ function quote(identifier: string): string {
  * column of a timestamp type is reported `native`; a column of another type (not Kandev's schema)
  * is sampled as text, newest by physical position (`ctid`), the last rows of an append-mostly table.
  */
+/**
+ * The newest rows' values of a column, as text: SQLite's rowid is insertion order; PostgreSQL's
+ * physical order (ctid) is close to it for an append-mostly table, and only a sample is wanted.
+ */
+const NEWEST_TEXT: Record<DialectName, (column: string, table: string) => string> = {
+  sqlite: (column, table) => `SELECT ${column} AS value FROM ${table} ORDER BY rowid DESC LIMIT ?`,
+  postgres: (column, table) => `SELECT ${column}::text AS value FROM ${table} ORDER BY ctid DESC LIMIT ?`,
+};
+
 export async function sampleTimestampForms(target: SchemaTarget, detection: SchemaDetection, sampleRows: number): Promise<TimestampColumnFinding[]> {
   const findings: TimestampColumnFinding[] = [];
   for (const { table, column } of SERVICE_TIMESTAMP_COLUMNS) {
@@ -79,14 +89,11 @@ export async function sampleTimestampForms(target: SchemaTarget, detection: Sche
       findings.push({ table, column, kind: 'absent' });
       continue;
     }
-    if (target.dialect.name === 'postgres' && /^timestamp\b/i.test(type)) {
+    if (target.dialect.timestampsAreInstants && /^timestamp\b/i.test(type)) {
       findings.push({ table, column, kind: 'native', type });
       continue;
     }
-    const sql =
-      target.dialect.name === 'sqlite'
-        ? `SELECT ${quote(column)} AS value FROM ${quote(table)} ORDER BY rowid DESC LIMIT ?`
-        : `SELECT ${quote(column)}::text AS value FROM ${quote(table)} ORDER BY ctid DESC LIMIT ?`;
+    const sql = NEWEST_TEXT[target.dialect.name](quote(column), quote(table));
     const rows = await catalogRows<{ value: unknown }>(target, sql, [sampleRows]);
     const forms: Record<TimestampTextForm, number> = { canonical: 0, kandev: 0, sqlite_current_timestamp: 0, other: 0 };
     const otherExamples: string[] = [];
