@@ -37,6 +37,8 @@ export const ERROR_CODES = {
    * migrate or run on (some Kandev tables or columns missing, or a forced mode that does not fit).
    */
   SCHEMA_REFUSED: 'SCHEMA_REFUSED',
+  /** ReservationEndedError (src/repository/driver/reservedConnection.ts): a query through a reserved connection after it went back. */
+  RESERVATION_ENDED: 'RESERVATION_ENDED',
 } as const;
 export type ErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];
 
