@@ -13,6 +13,8 @@ import { TIMESTAMP_FORM_SETTINGS } from './repository/timestampForms.js';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 const PREFIX = /^([A-Za-z0-9_-]+\.)*$/;
+/** Empty, or NATS subject tokens: no spaces, no wildcards, no empty token. */
+const HOOK_SUBJECT = /^([^.*>\s]+(\.[^.*>\s]+)*)?$/;
 
 const intFrom = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 
@@ -45,7 +47,38 @@ export const SETTINGS = {
   streamMaxAgeMs: { env: 'STREAM_MAX_AGE_MS', flag: 'stream-max-age-ms', schema: intFrom(60_000, 365 * 86_400_000), default: 7 * 86_400_000, help: 'how long the event stream keeps events for replay' },
   reconcilePageSize: { env: 'RECONCILE_PAGE_SIZE', flag: 'reconcile-page-size', schema: intFrom(1, 10_000), default: 500, help: 'tasks per keyset page in reconcile and verify' },
   bootReconcile: { env: 'BOOT_RECONCILE', flag: 'boot-reconcile', schema: z.enum(['true', 'false']).transform((v) => v === 'true'), default: 'true', help: 'reconcile every task at worker start (true | false)' },
-  dbMaxConnections: { env: 'DB_MAX_CONNECTIONS', flag: 'db-max-connections', schema: intFrom(2, 200), default: 10, help: 'PostgreSQL pool size (SQLite always uses one writer)' },
+  dbMaxConnections: {
+    env: 'DB_MAX_CONNECTIONS',
+    flag: 'db-max-connections',
+    schema: intFrom(2, 200),
+    default: 10,
+    help:
+      'PostgreSQL pool size, at least 2: a comment-bearing send holds one connection for its admission advisory lock while its turn-start hook and accepting transaction use others ' +
+      '(at most this - 1 locks are held at once; SQLite always uses one writer)',
+  },
+  admissionLockTimeoutMs: {
+    env: 'ADMISSION_LOCK_TIMEOUT_MS',
+    flag: 'admission-lock-timeout-ms',
+    schema: intFrom(1, 600_000),
+    default: 5_000,
+    help:
+      "how long a send or plan-comment change waits for its task's admission lease (in-process, then PostgreSQL lock_timeout) before replying unavailable; " +
+      "kept under the typed client's 10 s request timeout, so the wait ends with a reply before the caller gives up",
+  },
+  turnStartHookSubject: {
+    env: 'TURN_START_HOOK_SUBJECT',
+    flag: 'turn-start-hook-subject',
+    schema: z.string().regex(HOOK_SUBJECT, 'must be empty or dot-separated tokens without spaces or wildcards, e.g. "kandev.turn_start"'),
+    default: '',
+    help: 'subject (after SUBJECT_PREFIX) of the turn-start hook, a request/reply call made inside the admission lease before a prompt is accepted; its reply must be {"ok": true}. Empty: no hook, no call',
+  },
+  turnStartHookTimeoutMs: {
+    env: 'TURN_START_HOOK_TIMEOUT_MS',
+    flag: 'turn-start-hook-timeout-ms',
+    schema: intFrom(100, 600_000),
+    default: 30_000,
+    help: "how long the turn-start hook may take; no reply by then replies unavailable. The task's admission lease is held meanwhile",
+  },
   summaryBucketStorage: {
     env: 'SUMMARY_BUCKET_STORAGE',
     flag: 'summary-bucket-storage',

@@ -37,6 +37,18 @@ export const ERROR_CODES = {
    * migrate or run on (some Kandev tables or columns missing, or a forced mode that does not fit).
    */
   SCHEMA_REFUSED: 'SCHEMA_REFUSED',
+  /** ReservationEndedError (src/repository/driver/reservedConnection.ts): a query through a reserved connection after it went back. */
+  RESERVATION_ENDED: 'RESERVATION_ENDED',
+  /**
+   * AdmissionPoolTooSmallError (src/repository/admission/taskAdmission.ts): a PostgreSQL pool under two
+   * connections, where a lease's lock connection would leave its hooks and transaction none.
+   */
+  ADMISSION_POOL_TOO_SMALL: 'ADMISSION_POOL_TOO_SMALL',
+  /**
+   * AdmissionLockOrderError (src/repository/admission/taskAdmission.ts): an admission lock requested
+   * where it would not be the outermost lock (inside a transaction, or inside another task's lease).
+   */
+  ADMISSION_LOCK_ORDER: 'ADMISSION_LOCK_ORDER',
 } as const;
 export type ErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];
 

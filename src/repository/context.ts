@@ -31,7 +31,8 @@ export async function withTransaction<T>(ctx: RepositoryContext, fn: (tx: Reposi
   return connectionTransaction(ctx.knex, ctx.dialect, (trx) => fn({ ...ctx, knex: trx }));
 }
 
-function isTransaction(knex: Knex | Knex.Transaction): knex is Knex.Transaction {
+/** Whether `knex` is an open transaction (ours or knex's), which `withTransaction` joins. */
+export function isTransaction(knex: Knex | Knex.Transaction): knex is Knex.Transaction {
   return (knex as Knex.Transaction).isTransaction === true;
 }
 

@@ -215,6 +215,27 @@ describe.each(DIALECTS)('the knex internals the driver uses on %s', (dialect) =>
     }
   });
 
+  it('Client#destroyRawConnection closes a connection while it is lent out, and the pool, told by __knex__disposed, replaces it without lending it again', async () => {
+    const { openTestDatabase } = await import('../support/databases.js');
+    const scratch = await openTestDatabase(dialect);
+    try {
+      const pool = scratch.db.knex.client as unknown as PooledClient & { destroyRawConnection(connection: object): Promise<void> };
+      expect(typeof pool.destroyRawConnection, 'Client#destroyRawConnection(conn), what the pool calls to close a connection').toBe('function');
+      const closed = await pool.acquireConnection();
+      (closed as { __knex__disposed?: unknown }).__knex__disposed = new Error('closed by the contract test');
+      await pool.destroyRawConnection(closed);
+      // withReservedConnection releases the closed connection, so the pool's count stays right; its
+      // destroy then closes it a second time, which must succeed at once.
+      await pool.releaseConnection(closed);
+      const next = await pool.acquireConnection();
+      await pool.releaseConnection(next);
+      expect(next, 'a closed connection carrying __knex__disposed was lent out again').not.toBe(closed);
+      expect(await scratch.db.knex.raw('SELECT 1 AS one').then((result) => scratch.db.dialect.rawResultRows(result)), 'the pool serves from a new connection').toEqual([{ one: 1 }]);
+    } finally {
+      await scratch.close();
+    }
+  });
+
   it('client.dialect names the dialect (the migrations tell the dialects apart by it)', () => {
     expect(client.dialect, 'knex.client.dialect').toBe(dialect === 'sqlite' ? 'sqlite3' : 'postgresql');
   });

@@ -39,3 +39,31 @@ describe('the projection batch size setting and its alias CONCURRENCY', () => {
     for (const name of ['--projection-batch-size', 'PROJECTION_BATCH_SIZE', '--concurrency', 'CONCURRENCY']) expect(help).toContain(name);
   });
 });
+
+describe('the admission settings', () => {
+  const admission = (env: Record<string, string>) => loadConfig({}, env, ['admissionLockTimeoutMs', 'turnStartHookSubject', 'turnStartHookTimeoutMs']);
+
+  it('default to a 5 s lock timeout, no turn-start hook and a 30 s hook timeout', () => {
+    expect(admission({})).toEqual({ admissionLockTimeoutMs: 5_000, turnStartHookSubject: '', turnStartHookTimeoutMs: 30_000 });
+  });
+
+  it('read ADMISSION_LOCK_TIMEOUT_MS, TURN_START_HOOK_SUBJECT and TURN_START_HOOK_TIMEOUT_MS', () => {
+    expect(admission({ ADMISSION_LOCK_TIMEOUT_MS: '250', TURN_START_HOOK_SUBJECT: 'kandev.turn_start', TURN_START_HOOK_TIMEOUT_MS: '1000' })).toEqual({
+      admissionLockTimeoutMs: 250,
+      turnStartHookSubject: 'kandev.turn_start',
+      turnStartHookTimeoutMs: 1000,
+    });
+  });
+
+  it('refuses a hook subject with a wildcard, a space or an empty token, naming the variable', () => {
+    for (const subject of ['kandev.*', 'kandev.>', 'turn start', 'kandev..start', '.start', 'start.']) {
+      expect(problemsOf(() => admission({ TURN_START_HOOK_SUBJECT: subject }))).toContain('TURN_START_HOOK_SUBJECT / --turn-start-hook-subject');
+    }
+  });
+
+  it('refuses a PostgreSQL pool of one connection, naming DB_MAX_CONNECTIONS and saying why it needs two', () => {
+    const problems = problemsOf(() => loadConfig({}, { DB_MAX_CONNECTIONS: '1' }, ['dbMaxConnections']));
+    expect(problems).toContain('DB_MAX_CONNECTIONS / --db-max-connections = "1" (from DB_MAX_CONNECTIONS)');
+    expect(problems).toContain('at least 2');
+  });
+});

@@ -18,6 +18,8 @@ import { ClaimIntegrityError } from '../../src/repository/clarificationClaims.js
 import { InvalidCursorError } from '../../src/repository/clarifications.js';
 import { DatabaseUrlError } from '../../src/repository/database.js';
 import { TransactionEndedError } from '../../src/repository/driver/connectionTransaction.js';
+import { ReservationEndedError } from '../../src/repository/driver/reservedConnection.js';
+import { AdmissionLockOrderError, AdmissionPoolTooSmallError } from '../../src/repository/admission/taskAdmission.js';
 import { CorruptMetaError } from '../../src/repository/meta.js';
 import { SchemaRefusedError } from '../../src/repository/schema/schemaMode.js';
 import { SessionNotFoundError } from '../../src/repository/turns.js';
@@ -36,6 +38,9 @@ const ours: PendingProjectorError[] = [
   new SessionNotFoundError('session-1'),
   new TransactionEndedError('ended'),
   new SchemaRefusedError('it has some of the Kandev tables the service reads, but not all of them', ['missing table kandev_meta']),
+  new ReservationEndedError('given back'),
+  new AdmissionPoolTooSmallError(1),
+  new AdmissionLockOrderError('inside a transaction'),
 ];
 
 describe('the error code registry', () => {

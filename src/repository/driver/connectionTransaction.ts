@@ -1,23 +1,7 @@
-import { EventEmitter } from 'node:events';
-import { createRequire } from 'node:module';
 import type { Knex } from 'knex';
 import type { SqlDialect } from '../dialect.js';
 import { ERROR_CODES, PendingProjectorError } from '../../errors.js';
-
-const require = createRequire(import.meta.url);
-// knex's own builder of a knex instance around a client; shipped without type declarations.
-const makeKnex = require('knex/lib/knex-builder/make-knex.js') as (client: Knex.Client) => Knex;
-
-interface EventEmitterState {
-  _events: object;
-  _eventsCount: number;
-}
-
-interface PooledClient extends Knex.Client {
-  acquireConnection(): Promise<object>;
-  releaseConnection(connection: object): Promise<void>;
-  query(connection: object, query: unknown): Promise<unknown>;
-}
+import { boundKnex, giveBack, lend, type PooledClient } from './boundKnex.js';
 
 export class TransactionEndedError extends PendingProjectorError {
   override name = 'TransactionEndedError';
@@ -26,10 +10,7 @@ export class TransactionEndedError extends PendingProjectorError {
   }
 }
 
-/** A knex bound to one pooled connection, built once per connection and reused by its transactions. */
-const boundKnexes = new WeakMap<object, Knex>();
-/** Connections a transaction of ours holds right now. */
-const inTransaction = new WeakSet<object>();
+const ended = () => new TransactionEndedError('query through a transaction handle after its transaction ended');
 
 /**
  * Runs `fn` in a transaction on one connection taken from `knex`'s pool: BEGIN (the dialect's),
@@ -56,8 +37,8 @@ export async function connectionTransaction<T>(
   const client = knex.client as PooledClient;
   const connection = await client.acquireConnection();
   try {
-    const trx = boundKnex(client, connection);
-    inTransaction.add(connection);
+    const trx = boundKnex(client, connection, 'transaction', ended) as Knex.Transaction;
+    lend(connection, 'transaction');
     await trx.raw(dialect.beginTransaction);
     let result: T;
     try {
@@ -71,35 +52,7 @@ export async function connectionTransaction<T>(
     }
     return result;
   } finally {
-    inTransaction.delete(connection);
+    giveBack(connection);
     await client.releaseConnection(connection);
   }
-}
-
-function boundKnex(client: PooledClient, connection: object): Knex.Transaction {
-  let bound = boundKnexes.get(connection);
-  if (!bound) {
-    // Inherits the pool's client (config, driver, dialect methods); only which connection a query
-    // runs on changes, and giving the connection back stays with connectionTransaction.
-    const boundClient = Object.create(client) as PooledClient & EventEmitterState & { transacting: boolean };
-    boundClient.transacting = true;
-    // Its own listeners (makeKnex adds four), or they would pile up on the pool's client; and its
-    // query events reach the pool's knex too, so a query logger sees transactions as with knex's.
-    boundClient._events = Object.create(null) as object;
-    boundClient._eventsCount = 0;
-    boundClient.emit = (event: string | symbol, ...args: unknown[]) => {
-      EventEmitter.prototype.emit.call(boundClient, event, ...args);
-      return client.emit(event, ...args);
-    };
-    boundClient.acquireConnection = () => Promise.resolve(connection);
-    boundClient.releaseConnection = () => Promise.resolve();
-    boundClient.query = (conn, query) => {
-      if (!inTransaction.has(connection)) return Promise.reject(new TransactionEndedError('query through a transaction handle after its transaction ended'));
-      return client.query.call(boundClient, conn, query);
-    };
-    bound = makeKnex(boundClient);
-    (bound as { isTransaction?: boolean }).isTransaction = true;
-    boundKnexes.set(connection, bound);
-  }
-  return bound as Knex.Transaction;
 }

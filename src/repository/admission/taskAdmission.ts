@@ -1,0 +1,281 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { isTransaction, withTransaction, type RepositoryContext } from '../context.js';
+import type { Database } from '../database.js';
+import { withReservedConnection, type ReservedConnection } from '../driver/reservedConnection.js';
+import { ERROR_CODES, PendingProjectorError } from '../../errors.js';
+import { lockSessionKeys, lockTransactionKey, messageAdmissionKey, taskAdmissionKey, unlockSessionKeys } from './advisoryLocks.js';
+import { FifoSemaphore } from './fifoSemaphore.js';
+import { KeyedMutex } from './keyedMutex.js';
+
+/**
+ * The task admission lease (seed 004, amendment of 2026-09-09).
+ *
+ * - **Lease** (`withLease`): held by a comment-bearing send from before its preflight until its
+ *   accepting transaction finished, around the turn-start hook, so nothing can change the comments
+ *   it validated in between. Releasing happens after `fn`'s promise settled, COMMIT included.
+ * - **Mutation** (`withMutation`): one transaction of a plan-comment change or `plan.delete`,
+ *   which waits while a lease on its task is held (and a lease waits for it).
+ * - **Admission keys**: the task id, and for a lease with a caller id also `'message:' || caller id`
+ *   (R20b: two requests with one caller id never both run preflight and hooks), always task first.
+ *
+ * How each dialect holds it:
+ * - **SQLite**: a FIFO mutex per key inside this process. It holds no connection, so the hook and
+ *   the accepting transaction use the single writer one after the other. Only one process may serve
+ *   admission on a SQLite file (a second one is not serialized with this one; ACCEPT's exact-version
+ *   deletes still make such a race fail closed).
+ * - **PostgreSQL**: the same in-process mutex first (so a process takes at most one lock connection
+ *   per task, and a mutation waiting for this process's own lease holds no connection), then a
+ *   session-level advisory lock on a connection reserved from the pool for the lease
+ *   (`pg_advisory_lock(hashtextextended(<key>, 0))`, Kandev's key), so it holds across processes. A
+ *   mutation takes `pg_advisory_xact_lock` on the same key as its transaction's first statement. At
+ *   most `maxConnections − 1` leases hold a lock connection at once (a per-pool semaphore; more wait
+ *   in-process holding nothing), so leases on many tasks never leave their hooks and transactions
+ *   without a connection. ACCEPT runs on an ordinary pool connection, not on the lock connection.
+ *
+ * **Lock order.** The admission lock is always the outermost: admission, then the task row, then
+ * the session locks (`queue_session_locks`, `lockSessionTurnWrites`), then rows. So `withMutation`
+ * opens its own transaction (called with a transaction it refuses), and admission locks never nest
+ * across tasks. Inside a held lease, a mutation or lease on keys it already holds joins it
+ * (re-entrant through AsyncLocalStorage, as Kandev's `AdmissionLeaseHeld` context); calls joined
+ * that way are not serialized among themselves.
+ *
+ * **Timeout.** Every wait (in-process, for a lock connection, on the server) shares one budget of
+ * `lockTimeoutMs` (ADMISSION_LOCK_TIMEOUT_MS). Running out is an expected outcome, returned as
+ * `{ok: false, reason: 'lock_timeout'}`, which the endpoints reply as `unavailable`: nothing ran.
+ */
+
+export interface TaskAdmissionOptions {
+  /** The budget of every lock wait of one lease or mutation (ADMISSION_LOCK_TIMEOUT_MS). */
+  lockTimeoutMs: number;
+  /** Told when a lock connection is closed because its unlock failed (the worker logs it). */
+  onWarning?: (message: string) => void;
+}
+
+export interface LeaseOptions {
+  /** Also serializes this caller-owned message id (R20b), after the task. */
+  callerId?: string;
+}
+
+export type AdmissionOutcome<T> =
+  | { ok: true; value: T }
+  /** The lock stayed held by someone else for the whole budget; `fn` did not run. */
+  | { ok: false; reason: 'lock_timeout'; lockTimeoutMs: number };
+
+export interface TaskAdmission {
+  readonly lockTimeoutMs: number;
+  /**
+   * Runs `fn` holding the task's admission lease (and the caller id's, if given); releases it once
+   * `fn`'s promise settled, whatever the outcome. `fn`'s rejection is passed on.
+   */
+  withLease<T>(taskId: string, fn: () => Promise<T>, options?: LeaseOptions): Promise<AdmissionOutcome<T>>;
+  /**
+   * Runs `fn` in a new transaction that holds the task's admission lock, so it serializes with
+   * leases and other mutations of the task. `ctx` must not be a transaction, unless this is called
+   * inside a lease or mutation holding the task, where it joins (`withTransaction(ctx, fn)`).
+   */
+  withMutation<T>(ctx: RepositoryContext, taskId: string, fn: (tx: RepositoryContext) => Promise<T>): Promise<AdmissionOutcome<T>>;
+  /**
+   * Callers of this process waiting right now for the locks a lease with these arguments takes:
+   * the task's, plus the caller id's when given.
+   */
+  waiting(taskId: string, options?: LeaseOptions): number;
+}
+
+export class AdmissionPoolTooSmallError extends PendingProjectorError {
+  override name = 'AdmissionPoolTooSmallError';
+  constructor(maxConnections: number) {
+    super(
+      ERROR_CODES.ADMISSION_POOL_TOO_SMALL,
+      `the PostgreSQL pool has ${maxConnections} connection(s); admission needs at least 2 (DB_MAX_CONNECTIONS): a lease holds one for its advisory lock while its hooks and accepting transaction use another`,
+    );
+  }
+}
+
+export class AdmissionLockOrderError extends PendingProjectorError {
+  override name = 'AdmissionLockOrderError';
+  constructor(message: string) {
+    super(ERROR_CODES.ADMISSION_LOCK_ORDER, message);
+  }
+}
+
+/** The admission keys held by the current async context; `active` goes false once the holder settled. */
+interface HeldScope {
+  readonly keys: ReadonlySet<string>;
+  active: boolean;
+}
+
+/** The in-process state shared by every TaskAdmission on one pool. */
+interface Registry {
+  readonly mutex: KeyedMutex;
+  /** PostgreSQL: permits for lock connections, `maxConnections − 1`. */
+  readonly lockConnections?: FifoSemaphore;
+  readonly held: AsyncLocalStorage<HeldScope>;
+}
+
+// Per pool, not per URL: the semaphore is a share of one pool, and two pools on one PostgreSQL
+// database meet on the server. A second pool on one SQLite file is as a second process there.
+const registries = new WeakMap<Database, Registry>();
+
+function registryOf(db: Database): Registry {
+  let registry = registries.get(db);
+  if (!registry) {
+    registry = {
+      mutex: new KeyedMutex(),
+      lockConnections: db.dialect.name === 'postgres' ? new FifoSemaphore(db.maxConnections - 1) : undefined,
+      held: new AsyncLocalStorage<HeldScope>(),
+    };
+    registries.set(db, registry);
+  }
+  return registry;
+}
+
+/**
+ * The keys of a lease, in the order they are taken: the task, then the caller id. Once each: a task
+ * id `message:x` and a caller id `x` share a key (as in Kandev), and a mutex is not re-entrant.
+ */
+function admissionKeys(taskId: string, options: LeaseOptions): string[] {
+  const task = taskAdmissionKey(taskId);
+  if (options.callerId === undefined) return [task];
+  const message = messageAdmissionKey(options.callerId);
+  return message === task ? [task] : [task, message];
+}
+
+/** Thrown inside a mutation's transaction to roll it back when its lock wait ran out. */
+class LockWaitEnded extends Error {}
+
+/**
+ * The admission lease and mutation lock of `db`'s tasks. Refuses a PostgreSQL pool under two
+ * connections (AdmissionPoolTooSmallError).
+ */
+export function createTaskAdmission(db: Database, options: TaskAdmissionOptions): TaskAdmission {
+  const postgres = db.dialect.name === 'postgres';
+  if (postgres && db.maxConnections < 2) throw new AdmissionPoolTooSmallError(db.maxConnections);
+  const { mutex, lockConnections, held } = registryOf(db);
+  const { lockTimeoutMs } = options;
+  const timedOut = () => ({ ok: false, reason: 'lock_timeout', lockTimeoutMs }) as const;
+
+  /** Whether the current context already holds every key; refuses a request for others inside it. */
+  function joinsHeld(keys: readonly string[], what: string): boolean {
+    const scope = held.getStore();
+    if (!scope?.active) return false;
+    if (keys.every((key) => scope.keys.has(key))) return true;
+    throw new AdmissionLockOrderError(`${what} inside an admission lease on other keys: admission locks do not nest across tasks or caller ids`);
+  }
+
+  async function runHolding<T>(keys: readonly string[], fn: () => Promise<T>): Promise<T> {
+    const scope: HeldScope = { keys: new Set(keys), active: true };
+    try {
+      return await held.run(scope, fn);
+    } finally {
+      scope.active = false;
+    }
+  }
+
+  /** Takes the in-process locks of `keys` in order; false (holding none) when the budget ran out. */
+  async function lockInProcess(keys: readonly string[], deadline: number): Promise<boolean> {
+    for (const [i, key] of keys.entries()) {
+      if (await mutex.acquire(key, deadline)) continue;
+      unlockInProcess(keys.slice(0, i));
+      return false;
+    }
+    return true;
+  }
+
+  function unlockInProcess(keys: readonly string[]): void {
+    for (const key of [...keys].reverse()) mutex.release(key);
+  }
+
+  async function unlock(connection: ReservedConnection, keys: readonly string[], taskId: string): Promise<void> {
+    let problem: string | undefined;
+    try {
+      if (!(await unlockSessionKeys(connection, keys))) problem = 'returned false';
+    } catch (err) {
+      problem = `failed (${(err as Error).message})`;
+    }
+    if (problem === undefined) return;
+    // It may still hold the lock: closed, so the server drops it, and never lent out again.
+    await connection.dispose(new Error(`admission unlock ${problem}`));
+    options.onWarning?.(`admission lease of task ${JSON.stringify(taskId)}: advisory unlock ${problem}; its lock connection was closed and will not be lent out again`);
+  }
+
+  /** PostgreSQL: the server-side part of a lease, on a reserved connection. */
+  async function leaseOnServer<T>(taskId: string, keys: readonly string[], deadline: number, fn: () => Promise<T>): Promise<AdmissionOutcome<T>> {
+    if (!(await lockConnections!.acquire(deadline))) return timedOut();
+    try {
+      return await withReservedConnection(db.knex, db.dialect, async (connection) => {
+        let locked;
+        try {
+          locked = await lockSessionKeys(connection, keys, deadline);
+        } catch (err) {
+          // Which of the keys it holds now is unknown.
+          await connection.dispose(err);
+          throw err;
+        }
+        if (locked === 'timeout') return timedOut();
+        try {
+          return { ok: true as const, value: await runHolding(keys, fn) };
+        } finally {
+          await unlock(connection, keys, taskId);
+        }
+      });
+    } finally {
+      lockConnections!.release();
+    }
+  }
+
+  /** PostgreSQL: a mutation's transaction, its first statement the task's transaction-level lock. */
+  async function mutationOnServer<T>(ctx: RepositoryContext, key: string, deadline: number, fn: (tx: RepositoryContext) => Promise<T>): Promise<AdmissionOutcome<T>> {
+    let lockWaitEnded = false;
+    try {
+      const value = await withTransaction(ctx, async (tx) => {
+        if ((await lockTransactionKey(tx, key, deadline)) === 'timeout') {
+          lockWaitEnded = true;
+          throw new LockWaitEnded();
+        }
+        return fn(tx);
+      });
+      return { ok: true, value };
+    } catch (err) {
+      if (lockWaitEnded) return timedOut();
+      throw err;
+    }
+  }
+
+  return {
+    lockTimeoutMs,
+
+    async withLease(taskId, fn, leaseOptions = {}) {
+      const keys = admissionKeys(taskId, leaseOptions);
+      if (joinsHeld(keys, 'a lease')) return { ok: true, value: await fn() };
+      const deadline = performance.now() + lockTimeoutMs;
+      if (!(await lockInProcess(keys, deadline))) return timedOut();
+      try {
+        if (!postgres) return { ok: true, value: await runHolding(keys, fn) };
+        return await leaseOnServer(taskId, keys, deadline, fn);
+      } finally {
+        unlockInProcess(keys);
+      }
+    },
+
+    async withMutation(ctx, taskId, fn) {
+      const key = taskAdmissionKey(taskId);
+      if (joinsHeld([key], 'a mutation')) return { ok: true, value: await withTransaction(ctx, fn) };
+      if (isTransaction(ctx.knex)) {
+        // Waiting for the lease while holding a connection (SQLite: the only writer) and whatever
+        // the transaction locked already would break the lock order, and can deadlock.
+        throw new AdmissionLockOrderError('withMutation was given an open transaction: it opens its own, so that the admission lock is its first lock');
+      }
+      const deadline = performance.now() + lockTimeoutMs;
+      if (!(await mutex.acquire(key, deadline))) return timedOut();
+      try {
+        return await runHolding([key], () => (postgres ? mutationOnServer(ctx, key, deadline, fn) : withTransaction(ctx, fn).then((value) => ({ ok: true as const, value }))));
+      } finally {
+        mutex.release(key);
+      }
+    },
+
+    waiting(taskId, leaseOptions = {}) {
+      return admissionKeys(taskId, leaseOptions).reduce((sum, key) => sum + mutex.waiting(key), 0);
+    },
+  };
+}
