@@ -37,6 +37,11 @@ export const ERROR_CODES = {
    * migrate or run on (some Kandev tables or columns missing, or a forced mode that does not fit).
    */
   SCHEMA_REFUSED: 'SCHEMA_REFUSED',
+  /**
+   * PlanCommentIntegrityError (src/repository/planCommentOutcomes.ts): a plan-comment write found
+   * rows that break an invariant its own locks guarantee (rolled back; nothing written).
+   */
+  PLAN_COMMENT_INTEGRITY: 'PLAN_COMMENT_INTEGRITY',
 } as const;
 export type ErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];
 

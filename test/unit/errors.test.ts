@@ -21,6 +21,7 @@ import { TransactionEndedError } from '../../src/repository/driver/connectionTra
 import { CorruptMetaError } from '../../src/repository/meta.js';
 import { SchemaRefusedError } from '../../src/repository/schema/schemaMode.js';
 import { SessionNotFoundError } from '../../src/repository/turns.js';
+import { PlanCommentIntegrityError } from '../../src/repository/planCommentOutcomes.js';
 
 /** One instance of every error class of ours. */
 const ours: PendingProjectorError[] = [
@@ -36,6 +37,7 @@ const ours: PendingProjectorError[] = [
   new SessionNotFoundError('session-1'),
   new TransactionEndedError('ended'),
   new SchemaRefusedError('it has some of the Kandev tables the service reads, but not all of them', ['missing table kandev_meta']),
+  new PlanCommentIntegrityError('plan vanished'),
 ];
 
 describe('the error code registry', () => {
