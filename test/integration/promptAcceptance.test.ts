@@ -393,6 +393,30 @@ describeEachDialect('the accepting transaction on %s', (dialect) => {
   });
 
   describe('concurrency', () => {
+    it('lets exactly one of a prompt and a concurrent edit of its comment win, the other failing closed', async () => {
+      const second = dialect === 'postgres' ? openSecondPool(t) : undefined;
+      try {
+        const otherStore = second ? ownedStore(createRepositoryContext(second)) : store;
+        for (let round = 0; round < 4; round++) {
+          const task = await seedPlanTask(t.ctx);
+          const ref = await comment(task, `before edit ${round}`);
+          const edit = () => otherStore.updateComment({ taskId: task.taskId, planId: task.planId, commentId: ref.id, version: 1, body: `after edit ${round}` });
+          const prompt = () => store.acceptPrompt(send(task, { planCommentRefs: [ref] }));
+          const [sent, edited] = round % 2 === 0 ? await Promise.all([prompt(), edit()]) : (await Promise.all([edit(), prompt()])).reverse() as [Awaited<ReturnType<typeof prompt>>, Awaited<ReturnType<typeof edit>>];
+          expect([sent.ok, edited.ok].filter(Boolean)).toHaveLength(1);
+          if (sent.ok) {
+            expect(sent.content).toContain(`before edit ${round}`);
+            expect(edited).toMatchObject({ ok: false, reason: 'plan_comments_changed', snapshot: { comments: [] } });
+          } else {
+            expect(sent).toMatchObject({ reason: 'plan_comments_changed', snapshot: { comments: [{ id: ref.id, version: 2, body: `after edit ${round}` }] } });
+            expect(await t.ctx.knex('task_session_messages').where({ task_session_id: task.sessionId })).toHaveLength(0);
+          }
+        }
+      } finally {
+        await second?.destroy();
+      }
+    });
+
     it('serialises two concurrent prompts under one caller id: the same request is accepted once and replayed, another request conflicts', async () => {
       const second = dialect === 'postgres' ? openSecondPool(t) : undefined;
       try {
