@@ -2,7 +2,9 @@ import type { Knex } from 'knex';
 import * as kandevSchema from './0001_kandev_schema.js';
 import * as leases from './0002_pending_projector_leases.js';
 import * as indexNames from './0003_pp_index_names.js';
+import * as planComments from './0004_task_plan_comments_and_prompt_receipts.js';
 import * as kandevModeOwnObjects from './kandev_mode_0001_own_objects.js';
+import * as kandevModePromptReceipts from './kandev_mode_0002_prompt_receipts.js';
 
 export interface Migration {
   name: string;
@@ -18,6 +20,7 @@ export const migrations: readonly Migration[] = [
   { name: '0001_kandev_schema', ...kandevSchema },
   { name: '0002_pending_projector_leases', ...leases },
   { name: '0003_pp_index_names', ...indexNames },
+  { name: '0004_task_plan_comments_and_prompt_receipts', ...planComments },
 ];
 
 /**
@@ -25,4 +28,7 @@ export const migrations: readonly Migration[] = [
  * the same bookkeeping table under names no owned migration has, so the mode a database was
  * migrated in can be read back from it.
  */
-export const kandevModeMigrations: readonly Migration[] = [{ name: 'kandev_mode_0001_own_objects', ...kandevModeOwnObjects }];
+export const kandevModeMigrations: readonly Migration[] = [
+  { name: 'kandev_mode_0001_own_objects', ...kandevModeOwnObjects },
+  { name: 'kandev_mode_0002_prompt_receipts', ...kandevModePromptReceipts },
+];

@@ -49,6 +49,11 @@ export const ERROR_CODES = {
    * where it would not be the outermost lock (inside a transaction, or inside another task's lease).
    */
   ADMISSION_LOCK_ORDER: 'ADMISSION_LOCK_ORDER',
+  /**
+   * PlanCommentIntegrityError (src/repository/planCommentOutcomes.ts): a plan-comment write found
+   * rows that break an invariant its own locks guarantee (rolled back; nothing written).
+   */
+  PLAN_COMMENT_INTEGRITY: 'PLAN_COMMENT_INTEGRITY',
 } as const;
 export type ErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];
 

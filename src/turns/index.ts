@@ -2,3 +2,4 @@
 export * from './lifecycleTurn.js';
 export * from './newestDurableTurnId.js';
 export * from './pendingAction.js';
+export * from './planCommentPrompt.js';

@@ -23,6 +23,7 @@ import { AdmissionLockOrderError, AdmissionPoolTooSmallError } from '../../src/r
 import { CorruptMetaError } from '../../src/repository/meta.js';
 import { SchemaRefusedError } from '../../src/repository/schema/schemaMode.js';
 import { SessionNotFoundError } from '../../src/repository/turns.js';
+import { PlanCommentIntegrityError } from '../../src/repository/planCommentOutcomes.js';
 
 /** One instance of every error class of ours. */
 const ours: PendingProjectorError[] = [
@@ -41,6 +42,7 @@ const ours: PendingProjectorError[] = [
   new ReservationEndedError('given back'),
   new AdmissionPoolTooSmallError(1),
   new AdmissionLockOrderError('inside a transaction'),
+  new PlanCommentIntegrityError('plan vanished'),
 ];
 
 describe('the error code registry', () => {

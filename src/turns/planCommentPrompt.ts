@@ -1,0 +1,124 @@
+/**
+ * The deterministic expansion of pending plan comments into the visible prompt (seed 004: "The
+ * backend expands trusted persisted comment rows into the visible prompt"). Pure and
+ * dependency-free, so a UI can preview exactly the text the backend will send; the backend calls
+ * it with the comment rows it read inside the accepting transaction, never with text a client sent.
+ *
+ * The text, for comments sorted by (created_at, id):
+ *
+ * ```
+ * ### Plan Comments
+ * <blank line>
+ * for each comment:
+ *   if selected_text is not empty:
+ *     FENCE
+ *     selected_text
+ *     FENCE
+ *   every line of body, each prefixed with "> "
+ *   <blank line>
+ * ---
+ * <blank line>
+ * content
+ * ```
+ *
+ * - FENCE is a run of backticks one longer than the longest run inside `selected_text`, and at
+ *   least three, so the selected text can never close its own fence.
+ * - CRLF and lone CR become LF in `selected_text`, `body` and `content` (the store also normalises
+ *   comments when it writes them; rows from another producer are normalised here).
+ * - Empty `content` (nothing but whitespace) gives the block alone: the heading and the comments,
+ *   ending with the last comment's blank line, without the `---` separator.
+ * - No comments: `content` alone, unchanged apart from line endings. No heading.
+ * - Nothing is trimmed or escaped inside `selected_text` or `body`: they are quoted verbatim, and
+ *   the fence and the `> ` prefixes keep them from being read as structure.
+ *
+ * Kandev's formatter (`plancomments/format.go`) writes the same heading, fence, quote and separator;
+ * the longer fence and the line-ending rule are this project's deterministic hardening.
+ */
+
+/** A comment as the formatter needs it: the wire shape of a snapshot's comment (`plan_comment.list`). */
+export interface PromptPlanComment {
+  readonly id: string;
+  readonly body: string;
+  readonly selected_text: string;
+  readonly created_at: string;
+}
+
+/** Limits of seed 004's design (§6 Q3). Endpoints check the per-field ones; the store the rest. */
+export const PLAN_COMMENT_LIMITS = {
+  /** Code points of a comment body after trimming: 1 to this. */
+  bodyMaxCodePoints: 8000,
+  /** Code points of a comment's selected text. */
+  selectedTextMaxCodePoints: 16000,
+  /** Pending comments in one plan's collection. */
+  commentsPerPlan: 100,
+  /** Comment references in one prompt. */
+  refsPerPrompt: 50,
+  /** UTF-8 bytes of an expanded prompt: below MAX_EVENT_BYTES and NATS max_payload. */
+  promptMaxBytes: 200 * 1024,
+} as const;
+
+export const PLAN_COMMENTS_HEADING = '### Plan Comments';
+export const PLAN_COMMENTS_SEPARATOR = '---';
+
+/** CRLF and lone CR to LF: the one line ending stored and sent. */
+export function normalizeLineEndings(text: string): string {
+  return text.replace(/\r\n?/g, '\n');
+}
+
+/** The backtick fence for `selectedText`: longer than any backtick run in it, and at least three. */
+export function fenceFor(selectedText: string): string {
+  let longest = 0;
+  for (const run of selectedText.match(/`+/g) ?? []) longest = Math.max(longest, run.length);
+  return '`'.repeat(Math.max(3, longest + 1));
+}
+
+const RFC3339 = /^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?(?:Z|\+00:00)$/;
+
+/**
+ * Sort key of a timestamp: date, time and the fraction padded to nine digits, so an exact second
+ * sorts before `.000000001` and Kandev's SQLite text (`2026-09-02 10:00:00.5+00:00`) sorts with the
+ * canonical form. Any other text sorts as given.
+ */
+function instantKey(value: string): string {
+  const match = RFC3339.exec(value);
+  if (!match) return value;
+  return `${match[1]}T${match[2]}.${(match[3] ?? '').padEnd(9, '0')}Z`;
+}
+
+/** (created_at, id) ascending, ids by code unit as the database's binary order. */
+export function comparePromptPlanComments(a: PromptPlanComment, b: PromptPlanComment): number {
+  const ka = instantKey(a.created_at);
+  const kb = instantKey(b.created_at);
+  if (ka !== kb) return ka < kb ? -1 : 1;
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}
+
+function commentBlock(comment: PromptPlanComment): string {
+  const selected = normalizeLineEndings(comment.selected_text);
+  const quoted = normalizeLineEndings(comment.body)
+    .split('\n')
+    .map((line) => `> ${line}\n`)
+    .join('');
+  if (selected === '') return `${quoted}\n`;
+  const fence = fenceFor(selected);
+  return `${fence}\n${selected}\n${fence}\n${quoted}\n`;
+}
+
+/** The visible prompt for `comments` (any order: they are sorted here) and the typed `content`. */
+export function formatPlanCommentPrompt(comments: readonly PromptPlanComment[], content: string): string {
+  const typed = normalizeLineEndings(content);
+  if (comments.length === 0) return typed;
+  const block = `${PLAN_COMMENTS_HEADING}\n\n${[...comments].sort(comparePromptPlanComments).map(commentBlock).join('')}`;
+  if (typed.trim() === '') return block;
+  return `${block}${PLAN_COMMENTS_SEPARATOR}\n\n${typed}`;
+}
+
+/** UTF-8 length of `text`, without TextEncoder allocation per call site. */
+export function utf8Length(text: string): number {
+  let bytes = 0;
+  for (const char of text) {
+    const cp = char.codePointAt(0)!;
+    bytes += cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+  }
+  return bytes;
+}

@@ -1,0 +1,56 @@
+import { randomUUID } from 'node:crypto';
+import { rawRows, type RepositoryContext } from '../../src/repository/context.js';
+import { createPlanCommentStore, type PlanCommentStore } from '../../src/repository/planCommentStore.js';
+import { COMPLETE_PLAN_COMMENT_SCHEMA, type PlanCommentSchema } from '../../src/repository/schema/planCommentTables.js';
+import { upsertTaskPlan } from '../../src/repository/taskPlans.js';
+import { createSession, createTask } from '../../src/repository/tasks.js';
+
+export interface PlanTask {
+  taskId: string;
+  workspaceId: string;
+  planId: string;
+  /** The primary session, IDLE. */
+  sessionId: string;
+}
+
+/** A task with a plan and one IDLE primary session, in its own workspace. */
+export async function seedPlanTask(ctx: RepositoryContext, options: { sessionState?: string } = {}): Promise<PlanTask> {
+  const workspaceId = `ws-${randomUUID()}`;
+  const task = await createTask(ctx, { workspaceId, title: 'planned task' });
+  const session = await createSession(ctx, { taskId: task.id, state: options.sessionState ?? 'IDLE', isPrimary: true });
+  const plan = await upsertTaskPlan(ctx, { taskId: task.id, content: '# Plan\n1. migrate\n2. test' });
+  return { taskId: task.id, workspaceId, planId: plan.id, sessionId: session.id };
+}
+
+export function ownedStore(ctx: RepositoryContext, schema: PlanCommentSchema = COMPLETE_PLAN_COMMENT_SCHEMA): PlanCommentStore {
+  return createPlanCommentStore(ctx, schema);
+}
+
+const COUNTED = ['task_plan_comments', 'task_plan_comment_admissions', 'task_session_messages', 'task_session_turns', 'task_session_prompt_seq', 'task_message_attachments'] as const;
+
+/**
+ * Everything an acceptance may write, for one task: row counts, the revision, each attachment's
+ * state, prompt counters, and the receipts. Two equal values mean nothing was consumed or written.
+ */
+export async function acceptanceState(ctx: RepositoryContext, taskId: string, receiptTable = 'queued_messages'): Promise<Record<string, unknown>> {
+  const counts: Record<string, number> = {};
+  for (const table of COUNTED) {
+    const row = await ctx.knex(table).count<{ n: number | string }[]>({ n: '*' }).first();
+    counts[table] = Number(row?.n ?? 0);
+  }
+  const receipts = await rawRows<Record<string, unknown>>(ctx, `SELECT id, session_id, delivery_kind FROM ${receiptTable} ORDER BY id`);
+  const plan = await ctx.knex('task_plans').select('id', 'comments_revision').where({ task_id: taskId }).first();
+  const comments = await ctx.knex('task_plan_comments').select('id', 'version', 'body').where({ task_id: taskId }).orderBy('id');
+  const attachments = await ctx.knex('task_message_attachments').select('id', 'state', 'message_id', 'task_id', 'session_id').orderBy('id');
+  const seq = await ctx.knex('task_session_prompt_seq').select('task_session_id', 'last_seq').orderBy('task_session_id');
+  const task = await ctx.knex('tasks').select('updated_at').where({ id: taskId }).first();
+  return {
+    counts,
+    receipts,
+    revision: plan ? Number(plan.comments_revision) : null,
+    comments: comments.map((c: Record<string, unknown>) => ({ ...c, version: Number(c.version) })),
+    attachments,
+    seq: seq.map((s: Record<string, unknown>) => ({ ...s, last_seq: Number(s.last_seq) })),
+    taskUpdatedAt: task?.updated_at,
+  };
+}
