@@ -128,3 +128,49 @@ describeEachDialect('the worker on a database Kandev created, on %s', (dialect) 
     if (expected !== undefined) expect(readStoredTimestamp(text)).toBe(expected);
   }
 });
+
+// The worker started on a database Kandev has already written, half its rows in each text: the
+// forms are detected from those rows, and the boot reconcile repairs every task from them.
+describeEachDialect('the boot reconcile on a database Kandev has written, on %s', (dialect) => {
+  let t: TestDatabase;
+  let nc: NatsConnection;
+  let prefix: string;
+
+  beforeAll(async () => {
+    t = await openKandevDatabase(dialect);
+    nc = await connectTestNats();
+    prefix = uniquePrefix(`kboot_${dialect}`);
+  });
+  afterAll(async () => {
+    await deleteTopology(nc, prefix);
+    await nc?.drain();
+    await t?.close();
+  });
+
+  it('repairs every task under its lease and publishes each summary, reading the forms from the rows', async () => {
+    const kandev = kandevWriter(t.ctx, 'mixed', 7);
+    const expected = new Map<string, string | undefined>();
+    for (let i = 0; i < 4; i++) {
+      const { taskId, sessionId } = await kandev.session();
+      const older = await kandev.turnAt(sessionId, { startedAt: `2026-08-20T10:00:0${i}.5Z`, completedAt: `2026-08-20T10:00:0${i}.75Z` });
+      await kandev.bundle({ sessionId, turnId: older });
+      // Every other task has moved on to a newer turn, which supersedes the older turn's question.
+      if (i % 2 === 1) await kandev.turnAt(sessionId, { startedAt: `2026-08-20T10:00:0${i}.8Z` });
+      expected.set(taskId, i % 2 === 1 ? undefined : 'clarification');
+    }
+    const summaries = collectSummaries(nc, prefix);
+    const logs: Array<{ msg: string; writes?: string; mixed?: boolean }> = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line) as (typeof logs)[number]) });
+    const worker = await startWorker({ db: t.db, nc, config: testWorkerConfig(prefix, { bootReconcile: true }), logger });
+    try {
+      expect(await worker.bootReconcile).toMatchObject({ visited: 4, drifted: 4, repaired: 4, failed: 0 });
+      const timestamps = logs.find((line) => line.msg.startsWith('timestamps: '));
+      expect(timestamps).toMatchObject(dialect === 'sqlite' ? { writes: 'kandev', mixed: true } : { writes: 'canonical', mixed: false });
+      await eventually(() => ([...expected.keys()].every((taskId) => summaries.latest(taskId)) ? true : undefined), 10_000, 'a summary per task');
+      for (const [taskId, pending] of expected) expect(summaries.latest(taskId)!.status_summary.pending_action).toBe(pending);
+    } finally {
+      await worker.stop();
+      summaries.stop();
+    }
+  });
+});
