@@ -5,7 +5,7 @@ import type { DialectName } from '../../src/repository/dialect.js';
 import { createMessage, type CreateMessageInput } from '../../src/repository/messages.js';
 import { createSession, setSessionState } from '../../src/repository/tasks.js';
 import { completeTurn, startTurn } from '../../src/repository/turns.js';
-import { createMonotonicClock, toCanonicalTimestamp, type Clock } from '../../src/timestamps.js';
+import { createMonotonicClock, storedTimestampForm, toCanonicalTimestamp, type Clock } from '../../src/timestamps.js';
 import { clarificationMetadata } from '../../bench/seed/messages.js';
 import { describeEachDialect, openKandevDatabase, openTestDatabase, type TestDatabase } from './databases.js';
 import { seedClarificationBundle, seedSession, seedTurnAt, type SeedBundleOptions, type SeededSession, type SeedTurn, type TimestampText } from './seed.js';
@@ -108,15 +108,29 @@ export function kandevTexts(dialect: DialectName, plan: TextPlan, seed = 1): Tim
   return (canonical) => (random() < 0.5 ? naive(canonical) : canonical);
 }
 
+/** Kandev's SQLite text of `canonical` (microseconds) plus this instant's nanosecond digits, trailing zeros trimmed. */
+function withNanoseconds(canonical: string): string {
+  const nanos = String(process.hrtime.bigint() % 1000n).padStart(3, '0');
+  const fraction = `${canonical.slice(20, 26)}${nanos}`.replace(/0+$/, '');
+  return `${canonical.slice(0, 10)} ${canonical.slice(11, 19)}${fraction === '' ? '' : `.${fraction}`}+00:00`;
+}
+
 /**
  * Kandev's writes, as raw statements on Kandev's column set: the columns its Go repository names,
  * its defaults for the rest (a message's `updated_at` is left to `DEFAULT CURRENT_TIMESTAMP`), each
- * timestamp in Kandev's text. "Now" is Kandev's own clock (wall time, microseconds, never repeating).
+ * timestamp in Kandev's text. "Now" is Kandev's own clock: wall time, never repeating, with
+ * nanoseconds on SQLite, as Go's clock and driver write them.
  */
 export function kandevWriter(ctx: RepositoryContext, plan: TextPlan = 'kandev', seed = 1, clock: Clock = createMonotonicClock()): RowWriter {
   const knex = ctx.knex;
   const text = kandevTexts(ctx.dialect.name, plan, seed);
-  const at = (instant: string | undefined) => text(instant ? toCanonicalTimestamp(instant) : clock(), '');
+  const at = (instant: string | undefined) => {
+    if (instant) return text(toCanonicalTimestamp(instant), '');
+    const now = clock();
+    const stored = text(now, '');
+    // Kandev's Go clock has nanoseconds, and its SQLite driver keeps them (PostgreSQL holds microseconds).
+    return ctx.dialect.name === 'sqlite' && storedTimestampForm(stored) === 'kandev' ? withNanoseconds(now) : stored;
+  };
   const taskOf = async (sessionId: string) => String((await knex('task_sessions').select('task_id').where({ id: sessionId }).first()).task_id);
 
   const insertTurn = async (sessionId: string, row: { id?: string; startedAt?: string; completed: boolean; metadata: Record<string, unknown> }) => {
