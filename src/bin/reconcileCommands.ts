@@ -1,6 +1,8 @@
 import type { Config } from '../config.js';
 import { reconcileTasks } from '../projectors/reconcile.js';
 import { createProjectionStore } from '../repository/projectionStore.js';
+import { unappliedMigrations } from '../repository/migrate.js';
+import { resolveSchemaMode } from '../repository/schema/schemaMode.js';
 import { countTasks } from '../repository/tasks.js';
 import { openDatabase, storesOf, withCommandParts } from './assembly.js';
 import { createProgressReporter } from './progress.js';
@@ -29,11 +31,22 @@ export async function runReconcileCommand(config: Config, taskIds: string[]): Pr
   });
 }
 
-/** `verify`: report drift without writing anything; exit 1 when any task differs. */
+/**
+ * `verify`: report drift without writing anything; exit 1 when any task differs. It migrates
+ * nothing, so on a database whose schema mode still lacks this service's migrations (beside
+ * Kandev's tables on PostgreSQL: the pp_json_* helpers every statement calls) it says to run
+ * `migrate` and exits 2, on either dialect, instead of failing inside a statement.
+ */
 export async function runVerifyCommand(config: Config, taskIds: string[], json: boolean): Promise<number> {
   const db = openDatabase(config);
   try {
-    const ctx = await storesOf(db, { setting: config.timestampForm });
+    const { mode, detection } = await resolveSchemaMode(db, 'auto');
+    const unapplied = unappliedMigrations(detection, mode);
+    if (unapplied.length > 0) {
+      process.stderr.write(`verify: this ${mode === 'kandev' ? 'Kandev' : 'owned'}-mode database lacks this service's migrations (${unapplied.join(', ')}): run \`pending-projector migrate\` first\n`);
+      return 2;
+    }
+    const ctx = await storesOf(db, { setting: config.timestampForm, kandevSchema: mode === 'kandev' });
     const progress = createProgressReporter();
     const total = taskIds.length > 0 ? taskIds.length : await countTasks(ctx);
     const result = await reconcileTasks({

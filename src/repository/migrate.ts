@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { kandevModeMigrations, migrations, type Migration } from '../../migrations/index.js';
 import type { SqlDialect } from './dialect.js';
-import { resolveSchemaMode, type SchemaMode, type SchemaModeSetting } from './schema/schemaMode.js';
+import { resolveSchemaMode, type SchemaDetection, type SchemaMode, type SchemaModeSetting } from './schema/schemaMode.js';
 import { MIGRATIONS_TABLE } from './schema/serviceTables.js';
 
 class StaticMigrationSource implements Knex.MigrationSource<Migration> {
@@ -33,6 +33,16 @@ const CONFIGS: Record<SchemaMode, Knex.MigratorConfig> = {
 export async function migrateLatest(knex: Knex, mode: SchemaMode = 'owned'): Promise<string[]> {
   const [, applied] = (await knex.migrate.latest(CONFIGS[mode])) as [number, string[]];
   return applied;
+}
+
+/**
+ * Names of `mode`'s migrations that `detection` finds unrecorded. Reads nothing more than the
+ * catalog did: a dry run (verify) uses it, where `pendingMigrations` would create the bookkeeping
+ * table.
+ */
+export function unappliedMigrations(detection: Pick<SchemaDetection, 'ownedMigrations' | 'kandevModeMigrations'>, mode: SchemaMode): string[] {
+  const recorded = new Set(mode === 'owned' ? detection.ownedMigrations : detection.kandevModeMigrations);
+  return (mode === 'owned' ? migrations : kandevModeMigrations).map((m) => m.name).filter((name) => !recorded.has(name));
 }
 
 /** Names of `mode`'s migrations not yet applied. */

@@ -10,20 +10,18 @@ import { ensureTopology } from '../../src/events/natsTopology.js';
 import { topologyFor } from '../../src/events/subjects.js';
 import { silentLogger } from '../../src/logger.js';
 import { findMessagesByPendingId } from '../../src/repository/clarifications.js';
+import type { RepositoryContext } from '../../src/repository/context.js';
 import type { DialectName } from '../../src/repository/dialect.js';
-import { createMessage } from '../../src/repository/messages.js';
 import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
-import { createSession, setSessionState } from '../../src/repository/tasks.js';
-import { completeTurn, startTurn } from '../../src/repository/turns.js';
 import { createClarificationStore } from '../../src/repository/clarificationStore.js';
 import { createClarificationService } from '../../src/services/clarificationService.js';
 import { newestDurableTurnId } from '../../src/turns/newestDurableTurnId.js';
 import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
 import { collectEvents } from '../support/busEvents.js';
-import { describeEachDialect, openSecondPool, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { openSecondPool, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { startFakeAgent } from '../support/fakeAgent.js';
 import { connectTestNats, deleteTopology, envelope, eventually, uniquePrefix } from '../support/nats.js';
-import { seedClarificationBundle, seedSession } from '../support/seed.js';
+import { describeEachSchemaAndDialect, openSchemaDatabase, rowWriter, serviceContext, type RowWriter, type SchemaKind } from '../support/rowWriters.js';
 import { collectSummaries } from '../support/summaries.js';
 import { testWorkerConfig } from '../support/workerConfig.js';
 
@@ -36,13 +34,15 @@ const answers = (...selected: string[]) => selected.map((option, i) => ({ questi
  * seeds through the first pool, so on SQLite its reads never wait for the worker's transactions and
  * see only what the worker committed.
  */
-async function startWorkerOnSecondPool(dialect: DialectName, nc: NatsConnection) {
-  const t = await openTestDatabase(dialect, undefined, { file: true });
+async function startWorkerOnSecondPool(dialect: DialectName, schema: SchemaKind, nc: NatsConnection) {
+  const t = await openSchemaDatabase(dialect, schema, { file: true });
   const workerDb = openSecondPool(t);
   const prefix = uniquePrefix(`clar2_${dialect}`);
   const worker = await startWorker({ db: workerDb, nc, config: testWorkerConfig(prefix, { respondDeadlineMs: RESPOND_DEADLINE_MS }), logger: silentLogger() });
+  const ctx = await serviceContext(t, schema);
+  const w = rowWriter(schema, t.ctx);
   const storedPending = async (taskId: string) => {
-    const stored = (await loadStatusSummaries(t.ctx, [taskId])).get(taskId);
+    const stored = (await loadStatusSummaries(ctx, [taskId])).get(taskId);
     return stored ? { revision: stored.revision, pending: (JSON.parse(stored.summary) as { pending_action?: string }).pending_action } : undefined;
   };
   return {
@@ -50,12 +50,12 @@ async function startWorkerOnSecondPool(dialect: DialectName, nc: NatsConnection)
     worker,
     client: createPendingProjectorClient(nc, { prefix }),
     storedPending,
-    rowsOf: (pendingId: string) => findMessagesByPendingId(t.ctx, pendingId),
+    rowsOf: (pendingId: string) => findMessagesByPendingId(ctx, pendingId),
     /** A task whose open turn holds a pending question, announced on the bus and visible in the summary. */
     async openQuestion() {
-      const seeded = await seedSession(t.ctx);
-      const turn = await startTurn(t.ctx, seeded.sessionId, { startedAt: new Date(Date.now() - 1000).toISOString() });
-      const bundle = await seedClarificationBundle(t.ctx, { sessionId: seeded.sessionId, turnId: turn.id, statuses: ['pending'] });
+      const seeded = await w.session();
+      const turn = await w.startTurn(seeded.sessionId, { startedAt: new Date(Date.now() - 1000).toISOString() });
+      const bundle = await w.bundle({ sessionId: seeded.sessionId, turnId: turn.id, statuses: ['pending'] });
       const type = 'message.added';
       nc.publish(`${prefix}${type}`, envelope(type, { task_id: seeded.taskId, session_id: seeded.sessionId, type: 'clarification_request', requests_input: true }));
       await eventually(async () => ((await storedPending(seeded.taskId))?.pending === 'clarification' ? true : undefined), 10_000, 'the question in the summary');
@@ -70,8 +70,12 @@ async function startWorkerOnSecondPool(dialect: DialectName, nc: NatsConnection)
   };
 }
 
-describeEachDialect('clarification endpoints over a real NATS on %s', (dialect) => {
+// On Kandev's schema the rows are Kandev's (raw, in its timestamp text), and the test reads through
+// the context the service builds there; every assertion is the owned schema's.
+describeEachSchemaAndDialect('clarification endpoints over a real NATS on %s', (dialect, schema) => {
   let t: TestDatabase;
+  let ctx: RepositoryContext;
+  let w: RowWriter;
   let nc: NatsConnection;
   let worker: WorkerHandle;
   let prefix: string;
@@ -81,31 +85,33 @@ describeEachDialect('clarification endpoints over a real NATS on %s', (dialect) 
 
   const publish = (type: string, data: Record<string, unknown>) => nc.publish(`${prefix}${type}`, envelope(type, data));
   const storedPending = async (taskId: string) => {
-    const stored = (await loadStatusSummaries(t.ctx, [taskId])).get(taskId);
+    const stored = (await loadStatusSummaries(ctx, [taskId])).get(taskId);
     return stored ? { revision: stored.revision, pending: (JSON.parse(stored.summary) as { pending_action?: string }).pending_action } : undefined;
   };
-  const rowsOf = (pendingId: string) => findMessagesByPendingId(t.ctx, pendingId);
+  const rowsOf = (pendingId: string) => findMessagesByPendingId(ctx, pendingId);
   const eventsAbout = (messageIds: string[]) => bus.ofType(MESSAGE_UPDATED).filter((e) => messageIds.includes(String(e.data.message_id)));
   const eventsOfBundle = (pendingId: string) =>
     bus.events.filter((e) => e.data.pending_id === pendingId || (e.data.metadata as { pending_id?: unknown } | undefined)?.pending_id === pendingId);
 
   /** A task whose open turn holds a pending bundle, announced on the bus and visible in the summary. */
   async function openQuestion(questions = 1) {
-    const seeded = await seedSession(t.ctx);
-    const turn = await startTurn(t.ctx, seeded.sessionId, { startedAt: new Date(Date.now() - 1000).toISOString() });
-    const bundle = await seedClarificationBundle(t.ctx, { sessionId: seeded.sessionId, turnId: turn.id, statuses: Array(questions).fill('pending') });
+    const seeded = await w.session();
+    const turn = await w.startTurn(seeded.sessionId, { startedAt: new Date(Date.now() - 1000).toISOString() });
+    const bundle = await w.bundle({ sessionId: seeded.sessionId, turnId: turn.id, statuses: Array(questions).fill('pending') });
     publish('message.added', { task_id: seeded.taskId, session_id: seeded.sessionId, type: 'clarification_request', requests_input: true });
     await eventually(async () => ((await storedPending(seeded.taskId))?.pending === 'clarification' ? true : undefined), 10_000, 'the question in the summary');
     return { ...seeded, turnId: turn.id, ...bundle, messageIds: bundle.messages.map((m) => m.id) };
   }
 
   beforeAll(async () => {
-    t = await openTestDatabase(dialect);
+    t = await openSchemaDatabase(dialect, schema);
     nc = await connectTestNats();
     prefix = uniquePrefix(`clar_${dialect}`);
     summaries = collectSummaries(nc, prefix);
     bus = collectEvents(nc, prefix, [MESSAGE_UPDATED, CLARIFICATION_PRIMARY_ANSWERED, CLARIFICATION_STALE_DISMISSED]);
     worker = await startWorker({ db: t.db, nc, config: testWorkerConfig(prefix, { respondDeadlineMs: RESPOND_DEADLINE_MS }), logger: silentLogger() });
+    ctx = await serviceContext(t, schema);
+    w = rowWriter(schema, t.ctx);
     client = createPendingProjectorClient(nc, { prefix });
   });
   afterAll(async () => {
@@ -118,10 +124,10 @@ describeEachDialect('clarification endpoints over a real NATS on %s', (dialect) 
   });
 
   it('spec AC-4: a question asked on the open turn after a lifecycle turn is listed, in the summary, and answerable', async () => {
-    const { taskId, sessionId, workspaceId } = await seedSession(t.ctx);
-    const realTurn = await startTurn(t.ctx, sessionId, { startedAt: new Date(Date.now() - 800).toISOString() });
+    const { taskId, sessionId, workspaceId } = await w.session();
+    const realTurn = await w.startTurn(sessionId, { startedAt: new Date(Date.now() - 800).toISOString() });
     // The resume path's boot message: the real write path creates the marked lifecycle turn, later.
-    await createMessage(t.ctx, { sessionId, type: 'script_execution', content: 'agent boot', completedTurn: true });
+    await w.message({ sessionId, type: 'script_execution', content: 'agent boot', completedTurn: true });
     const question = (id: string, flat: boolean, index: number) => ({
       pending_id: 'ac4-bundle',
       ...(flat ? { question_id: id } : {}),
@@ -132,8 +138,8 @@ describeEachDialect('clarification endpoints over a real NATS on %s', (dialect) 
     });
     // Written like Kandev's getOrStartTurn: no explicit turn, so the open (real) turn owns them. The
     // second question carries only the nested question.id.
-    const q1 = await createMessage(t.ctx, { sessionId, type: 'clarification_request', metadata: question('q1', true, 0) });
-    const q2 = await createMessage(t.ctx, { sessionId, type: 'clarification_request', requestsInput: true, metadata: question('q2', false, 1) });
+    const q1 = await w.message({ sessionId, type: 'clarification_request', metadata: question('q1', true, 0) });
+    const q2 = await w.message({ sessionId, type: 'clarification_request', requestsInput: true, metadata: question('q2', false, 1) });
     expect([q1.turnId, q2.turnId]).toEqual([realTurn.id, realTurn.id]);
     publish('message.added', { task_id: taskId, session_id: sessionId, message_id: q2.id, type: 'clarification_request', requests_input: true });
 
@@ -235,7 +241,7 @@ describeEachDialect('clarification endpoints over a real NATS on %s', (dialect) 
   it('replies retryable to a detached answer whose resume is never acknowledged only once the summary shows clarification again', async () => {
     // A worker of its own on a second pool: reads through the describe's database would queue behind
     // the worker's projection on SQLite's one connection and could only ever see it committed.
-    const own = await startWorkerOnSecondPool(dialect, nc);
+    const own = await startWorkerOnSecondPool(dialect, schema, nc);
     try {
       const q = await own.openQuestion();
       const jsm = await jetstreamManager(nc);
@@ -286,7 +292,7 @@ describeEachDialect('clarification endpoints over a real NATS on %s', (dialect) 
     // Our own port, throwing what the real projector throws on exhaustion; the delivery is real NATS
     // with no stream capturing the resume subject, so the deadline passes.
     const service = createClarificationService({
-      store: createClarificationStore(t.ctx),
+      store: createClarificationStore(ctx),
       delivery: new NatsClarificationDelivery(nc, topologyFor(uniquePrefix('nostream')), t.ctx.clock),
       events: new NatsEventPublisher(nc, worker.topology, t.ctx.clock),
       refreshSummary: async (taskId) => {
@@ -330,8 +336,8 @@ describeEachDialect('clarification endpoints over a real NATS on %s', (dialect) 
       expect(await client.respond({ pending_id: q.pendingId, answers: answers('b', 'b') })).toMatchObject({ ok: false, error: { code: 'conflict', message: expect.stringMatching(/different response/) } });
       // Another bundle answered identically is not a replay of this one.
       const other = await openQuestion(2);
-      await completeTurn(t.ctx, other.turnId);
-      await startTurn(t.ctx, other.sessionId);
+      await w.completeTurn(other.turnId);
+      await w.startTurn(other.sessionId);
       expect(await client.respond({ pending_id: other.pendingId, answers: answers('a', 'b') })).toMatchObject({ ok: false, error: { code: 'conflict' } });
       expect(agent.deliveries).toHaveLength(1);
       await new Promise((r) => setTimeout(r, 200));
@@ -344,10 +350,10 @@ describeEachDialect('clarification endpoints over a real NATS on %s', (dialect) 
 
   it('answers conflict with no write and no event for a superseded, terminal or expired bundle', async () => {
     const superseded = await openQuestion();
-    await completeTurn(t.ctx, superseded.turnId);
-    await startTurn(t.ctx, superseded.sessionId);
+    await w.completeTurn(superseded.turnId);
+    await w.startTurn(superseded.sessionId);
     const terminal = await openQuestion();
-    await setSessionState(t.ctx, terminal.sessionId, 'COMPLETED');
+    await w.setSessionState(terminal.sessionId, 'COMPLETED');
     const expired = await openQuestion();
     const expiry = await client.expire({ session_id: expired.sessionId });
     expect(expiry).toEqual({ ok: true, session_id: expired.sessionId, expired_pending_ids: [expired.pendingId], expired_message_ids: expired.messageIds });
@@ -373,8 +379,8 @@ describeEachDialect('clarification endpoints over a real NATS on %s', (dialect) 
 
   it('guards only on the current turn: an older-turn question does not block, a detached current one blocks but is not live', async () => {
     const older = await openQuestion();
-    await completeTurn(t.ctx, older.turnId);
-    await startTurn(t.ctx, older.sessionId);
+    await w.completeTurn(older.turnId);
+    await w.startTurn(older.sessionId);
     expect(await client.guard({ session_id: older.sessionId })).toEqual({ ok: true, session_id: older.sessionId, blocked: false, live: false, pending_ids: [] });
 
     const current = await openQuestion(2);
@@ -445,19 +451,19 @@ describeEachDialect('clarification endpoints over a real NATS on %s', (dialect) 
   });
 
   it('lists pending bundles page by page, each page filled to its limit while more exist', async () => {
-    const { workspaceId } = await seedSession(t.ctx);
+    const { workspaceId } = await w.session();
     const pendingIds: string[] = [];
     for (let i = 0; i < 3; i++) {
-      const { sessionId } = await seedSession(t.ctx, { workspaceId });
-      const turn = await startTurn(t.ctx, sessionId);
-      pendingIds.push((await seedClarificationBundle(t.ctx, { sessionId, turnId: turn.id, createdAt: `2026-01-0${i + 1}T00:00:00Z` })).pendingId);
+      const { sessionId } = await w.session({ workspaceId });
+      const turn = await w.startTurn(sessionId);
+      pendingIds.push((await w.bundle({ sessionId, turnId: turn.id, createdAt: `2026-01-0${i + 1}T00:00:00Z` })).pendingId);
     }
     // A superseded bundle in the same workspace is filtered before the LIMIT.
-    const hidden = await seedSession(t.ctx, { workspaceId });
-    const oldTurn = await startTurn(t.ctx, hidden.sessionId);
-    await seedClarificationBundle(t.ctx, { sessionId: hidden.sessionId, turnId: oldTurn.id, createdAt: '2025-12-31T00:00:00Z' });
-    await completeTurn(t.ctx, oldTurn.id);
-    await startTurn(t.ctx, hidden.sessionId);
+    const hidden = await w.session({ workspaceId });
+    const oldTurn = await w.startTurn(hidden.sessionId);
+    await w.bundle({ sessionId: hidden.sessionId, turnId: oldTurn.id, createdAt: '2025-12-31T00:00:00Z' });
+    await w.completeTurn(oldTurn.id);
+    await w.startTurn(hidden.sessionId);
 
     const first = await client.listPending({ workspace_id: workspaceId, limit: 2 });
     if (!first.ok) throw new Error(first.error.message);
@@ -472,11 +478,11 @@ describeEachDialect('clarification endpoints over a real NATS on %s', (dialect) 
   });
 
   it('reports per-session pending actions of a task and the task-level value', async () => {
-    const { taskId, sessionId } = await seedSession(t.ctx);
-    const second = await createSession(t.ctx, { taskId, isPrimary: false });
-    const turn = await startTurn(t.ctx, second.id);
-    await seedClarificationBundle(t.ctx, { sessionId: second.id, turnId: turn.id });
-    await startTurn(t.ctx, sessionId);
+    const { taskId, sessionId } = await w.session();
+    const second = await w.addSession({ taskId, isPrimary: false });
+    const turn = await w.startTurn(second.id);
+    await w.bundle({ sessionId: second.id, turnId: turn.id });
+    await w.startTurn(sessionId);
     const reply = await client.pendingActions({ task_id: taskId });
     if (!reply.ok) throw new Error(reply.error.message);
     expect(reply.pending_action).toBe('clarification');

@@ -4,9 +4,10 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/logger.js';
 import { startWorker } from '../../src/bin/worker.js';
-import { openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { catalogSnapshot } from '../support/catalog.js';
+import { describeEachDialect, openEmptyDatabase, openKandevDatabase, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, envelope, eventually, natsUrl, uniquePrefix } from '../support/nats.js';
-import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/seed.js';
+import { describeEachSchemaAndDialect, openSchemaDatabase, rowWriter } from '../support/rowWriters.js';
 import { collectSummaries } from '../support/summaries.js';
 import { testWorkerConfig } from '../support/workerConfig.js';
 
@@ -23,7 +24,9 @@ function cli(args: string[]): Promise<{ status: number | null; stdout: string; s
   });
 }
 
-describe('verify, reconcile and replay commands', () => {
+// Beside Kandev's schema, `migrate` runs first (the documented order: verify is a dry run that
+// migrates nothing) and the rows are Kandev's; every assertion is the owned schema's.
+describeEachSchemaAndDialect('verify, reconcile and replay commands on %s', (dialect, schema) => {
   let t: TestDatabase;
   let nc: NatsConnection;
   let prefix: string;
@@ -31,14 +34,16 @@ describe('verify, reconcile and replay commands', () => {
   const tasks: string[] = [];
 
   beforeAll(async () => {
-    t = await openTestDatabase('sqlite', undefined, { file: true });
+    t = await openSchemaDatabase(dialect, schema, { file: true });
     nc = await connectTestNats();
-    prefix = uniquePrefix('cli');
+    prefix = uniquePrefix(`cli_${dialect}`);
     summaries = collectSummaries(nc, prefix);
+    if (schema === 'kandev') expect((await cli(['migrate', '--database-url', t.url])).status).toBe(0);
+    const w = rowWriter(schema, t.ctx);
     for (let i = 0; i < 3; i++) {
-      const { taskId, sessionId } = await seedSession(t.ctx);
-      const turn = await seedTurnAt(t.ctx, sessionId, { startedAt: new Date().toISOString() });
-      if (i < 2) await seedClarificationBundle(t.ctx, { sessionId, turnId: turn });
+      const { taskId, sessionId } = await w.session();
+      const turn = await w.turnAt(sessionId, { startedAt: new Date().toISOString() });
+      if (i < 2) await w.bundle({ sessionId, turnId: turn });
       tasks.push(taskId);
     }
   });
@@ -97,9 +102,41 @@ describe('verify, reconcile and replay commands', () => {
     expect(verify.stdout).toContain(tasks[0]!);
   });
 
+});
+
+// The window is checked before the database is opened: once is enough.
+describe('the replay command', () => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await openTestDatabase('sqlite', undefined, { file: true });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
   it('refuses a replay window that is missing, doubled or unreadable', async () => {
     expect((await cli(['replay', '--database-url', t.url])).status).toBe(2);
     expect((await cli(['replay', '--since', 'yesterday-ish', '--database-url', t.url])).stderr).toMatch(/not a time/);
     expect((await cli(['replay', '--from-seq', '-4', '--database-url', t.url])).status).toBe(2);
+  });
+});
+
+describeEachDialect('verify before migrate on %s', (dialect) => {
+  // A dry run migrates nothing. Beside Kandev's tables on PostgreSQL every statement would call a
+  // pp_json_* helper migrate has not created yet; both dialects say so the same way, and write nothing.
+  it.each([
+    ["beside Kandev's tables", 'kandev', openKandevDatabase],
+    ['on an empty database', 'owned', openEmptyDatabase],
+  ] as const)('says to run migrate first %s, exits 2 and creates nothing', async (_where, mode, open) => {
+    const t = await open(dialect, { file: true });
+    try {
+      const before = await catalogSnapshot(t);
+      const verify = await cli(['verify', '--database-url', t.url]);
+      expect(verify.status).toBe(2);
+      expect(verify.stderr).toMatch(new RegExp(`this ${mode === 'kandev' ? 'Kandev' : 'owned'}-mode database lacks this service's migrations \\(.+\\): run \`pending-projector migrate\` first`));
+      expect(await catalogSnapshot(t)).toEqual(before);
+    } finally {
+      await t.close();
+    }
   });
 });

@@ -3,29 +3,36 @@ import { silentLogger } from '../../src/logger.js';
 import { claimClarificationBundle } from '../../src/repository/clarificationClaims.js';
 import { findMessagesByPendingId } from '../../src/repository/clarifications.js';
 import { createDatabase } from '../../src/repository/database.js';
-import { startTurn } from '../../src/repository/turns.js';
+import type { RepositoryContext } from '../../src/repository/context.js';
+import { migrateSchema } from '../../src/repository/migrate.js';
 import type { ClarificationDelivery } from '../../src/services/clarificationPorts.js';
 import { createClarificationStore } from '../../src/repository/clarificationStore.js';
 import { createClarificationService } from '../../src/services/clarificationService.js';
-import { openTestDatabase, type TestDatabase } from '../support/databases.js';
-import { seedClarificationBundle, seedSession } from '../support/seed.js';
+import type { TestDatabase } from '../support/databases.js';
+import { openSchemaDatabase, rowWriter, SCHEMA_KINDS, serviceContext, type RowWriter } from '../support/rowWriters.js';
 
 // A database fault exactly between the bus accepting the resume and finalisation. SQLite lets a
 // second connection hold the write lock deterministically; the rule under test (an accepted
-// response is never sent again) does not depend on the dialect.
-describe('a response accepted by the bus whose finalisation fails', () => {
+// response is never sent again) does not depend on the dialect. Beside Kandev's schema the rows are
+// Kandev's, and the service runs on the context it builds there.
+for (const schema of SCHEMA_KINDS) describe(`a response accepted by the bus whose finalisation fails${schema === 'owned' ? '' : ", beside Kandev's schema"}`, () => {
   let t: TestDatabase;
+  let ctx: RepositoryContext;
+  let w: RowWriter;
   beforeAll(async () => {
-    t = await openTestDatabase('sqlite', undefined, { file: true });
+    t = await openSchemaDatabase('sqlite', schema, { file: true });
+    if (schema === 'kandev') await migrateSchema(t.db);
+    ctx = await serviceContext(t, schema);
+    w = rowWriter(schema, t.ctx);
   });
   afterAll(async () => {
     await t.close();
   });
 
   it('replies internal, never publishes the resume again, and after recovery a retry replays the recorded answer', async () => {
-    const { sessionId } = await seedSession(t.ctx);
-    const turn = await startTurn(t.ctx, sessionId);
-    const { pendingId } = await seedClarificationBundle(t.ctx, { sessionId, turnId: turn.id });
+    const { sessionId } = await w.session();
+    const turn = await w.startTurn(sessionId);
+    const { pendingId } = await w.bundle({ sessionId, turnId: turn.id });
     const locker = createDatabase(t.url);
     let resumes = 0;
     // Our delivery port: no live waiter; the resume is accepted, and at that very moment another
@@ -41,7 +48,7 @@ describe('a response accepted by the bus whose finalisation fails', () => {
     };
     const published: unknown[] = [];
     const service = createClarificationService({
-      store: createClarificationStore(t.ctx),
+      store: createClarificationStore(ctx),
       delivery,
       events: { publish: async (events) => void published.push(...events) },
       refreshSummary: async () => undefined,
@@ -57,7 +64,7 @@ describe('a response accepted by the bus whose finalisation fails', () => {
       await locker.destroy();
     }
     expect(resumes).toBe(1);
-    const rows = await findMessagesByPendingId(t.ctx, pendingId);
+    const rows = await findMessagesByPendingId(ctx, pendingId);
     expect(rows[0]!.metadata).toMatchObject({ status: 'answered', response_delivery_pending: true });
 
     // Until recovery settles it, the outcome is in flight: a retry is refused, and nothing is resent.
@@ -67,7 +74,7 @@ describe('a response accepted by the bus whose finalisation fails', () => {
 
     // Recovery sees the accepted resume on the bus and finalises instead of reopening the question.
     await service.recoverPendingDeliveries({ minClaimAgeMs: 0 });
-    const settled = await findMessagesByPendingId(t.ctx, pendingId);
+    const settled = await findMessagesByPendingId(ctx, pendingId);
     expect(settled[0]!.metadata.status).toBe('answered');
     expect(settled[0]!.metadata.response_delivery_pending).toBeUndefined();
     const retry = await service.respond(request);
@@ -76,17 +83,17 @@ describe('a response accepted by the bus whose finalisation fails', () => {
   }, 60_000);
 
   it('defers recovery of an answered claim while the bus cannot say whether its resume was accepted', async () => {
-    const { sessionId } = await seedSession(t.ctx);
-    const turn = await startTurn(t.ctx, sessionId);
-    const { pendingId } = await seedClarificationBundle(t.ctx, { sessionId, turnId: turn.id });
-    const claim = await claimClarificationBundle(t.ctx, pendingId, {
+    const { sessionId } = await w.session();
+    const turn = await w.startTurn(sessionId);
+    const { pendingId } = await w.bundle({ sessionId, turnId: turn.id });
+    const claim = await claimClarificationBundle(ctx, pendingId, {
       status: 'answered',
       answers: new Map([['q1', { question_id: 'q1', selected_options: ['a'], custom_text: '' }]]),
     });
     expect(claim.claimed).toBe(true);
     let busUp = false;
     const service = createClarificationService({
-      store: createClarificationStore(t.ctx),
+      store: createClarificationStore(ctx),
       delivery: {
         deliverToLiveWaiter: async () => ({ outcome: 'no_waiter' }),
         publishResume: async () => ({ accepted: false, reason: 'unused' }),
@@ -102,9 +109,9 @@ describe('a response accepted by the bus whose finalisation fails', () => {
     });
     // Unknown is not "no": restoring could deliver the answer a second time.
     expect(await service.recoverPendingDeliveries({ minClaimAgeMs: 0 })).toMatchObject({ deferred: 1, restored: 0, finalized: 0 });
-    expect((await findMessagesByPendingId(t.ctx, pendingId))[0]!.metadata).toMatchObject({ status: 'answered', response_delivery_pending: true });
+    expect((await findMessagesByPendingId(ctx, pendingId))[0]!.metadata).toMatchObject({ status: 'answered', response_delivery_pending: true });
     busUp = true;
     expect(await service.recoverPendingDeliveries({ minClaimAgeMs: 0 })).toMatchObject({ deferred: 0, restored: 1 });
-    expect((await findMessagesByPendingId(t.ctx, pendingId))[0]!.metadata.status).toBe('pending');
+    expect((await findMessagesByPendingId(ctx, pendingId))[0]!.metadata.status).toBe('pending');
   });
 });

@@ -2,12 +2,11 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
 import { findMessagesByPendingId } from '../../src/repository/clarifications.js';
-import { startTurn } from '../../src/repository/turns.js';
 import type { RespondReply } from '../../src/services/replies.js';
-import { isAvailable, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { isAvailable, type TestDatabase } from '../support/databases.js';
 import { startFakeAgent } from '../support/fakeAgent.js';
 import { connectTestNats, deleteTopology, natsUrl, uniquePrefix } from '../support/nats.js';
-import { seedClarificationBundle, seedSession } from '../support/seed.js';
+import { openSchemaDatabase, rowWriter, SCHEMA_KINDS, serviceContext } from '../support/rowWriters.js';
 import { spawnWorker, type WorkerProcess } from '../support/workerProcess.js';
 
 const answers = (option: string) => [
@@ -15,14 +14,15 @@ const answers = (option: string) => [
   { question_id: 'q2', selected_options: [option], custom_text: '' },
 ];
 
-describe.skipIf(!isAvailable('postgres'))('concurrent responds from two worker processes on PostgreSQL', () => {
+// Beside Kandev's schema the rows are Kandev's, read through the context the service builds there.
+for (const schema of SCHEMA_KINDS) describe.skipIf(!isAvailable('postgres'))(`concurrent responds from two worker processes on PostgreSQL${schema === 'owned' ? '' : ", beside Kandev's schema"}`, () => {
   let t: TestDatabase;
   let nc: NatsConnection;
   let prefix: string;
   const workers: WorkerProcess[] = [];
 
   beforeAll(async () => {
-    t = await openTestDatabase('postgres');
+    t = await openSchemaDatabase('postgres', schema);
     nc = await connectTestNats();
     prefix = uniquePrefix('respond_race');
     const env = { DATABASE_URL: t.url, NATS_URL: natsUrl(), SUBJECT_PREFIX: prefix, BOOT_RECONCILE: 'false', RESPOND_DEADLINE_MS: '5000' };
@@ -38,9 +38,10 @@ describe.skipIf(!isAvailable('postgres'))('concurrent responds from two worker p
   });
 
   it('50 concurrent responds: exactly one claims, exactly one delivery, the rest conflict or replay the winner', async () => {
-    const { sessionId } = await seedSession(t.ctx);
-    const turn = await startTurn(t.ctx, sessionId);
-    const { pendingId } = await seedClarificationBundle(t.ctx, { sessionId, turnId: turn.id, statuses: ['pending', 'pending'] });
+    const w = rowWriter(schema, t.ctx);
+    const { sessionId } = await w.session();
+    const turn = await w.startTurn(sessionId);
+    const { pendingId } = await w.bundle({ sessionId, turnId: turn.id, statuses: ['pending', 'pending'] });
     // The agent takes a moment to confirm, so most losers arrive while the winner is still delivering.
     const agent = startFakeAgent(nc, prefix, sessionId, { delayMs: 300 });
     const client = createPendingProjectorClient(nc, { prefix, respondTimeoutMs: 30_000 });
@@ -60,7 +61,7 @@ describe.skipIf(!isAvailable('postgres'))('concurrent responds from two worker p
       const retries = await Promise.all(Array.from({ length: 6 }, () => client.respond({ pending_id: pendingId, answers: winner.answers })));
       expect(retries.every(isReplayOfWinner)).toBe(true);
       expect(agent.deliveries).toHaveLength(1);
-      const rows = await findMessagesByPendingId(t.ctx, pendingId);
+      const rows = await findMessagesByPendingId(await serviceContext(t, schema), pendingId);
       expect(rows.map((r) => [r.metadata.status, r.metadata.response_delivery_pending])).toEqual([
         ['answered', undefined],
         ['answered', undefined],

@@ -3,19 +3,22 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { topologyFor } from '../../src/events/subjects.js';
 import { silentLogger } from '../../src/logger.js';
 import { claimClarificationBundle, finalizeClarificationDelivery } from '../../src/repository/clarificationClaims.js';
-import { createMessage } from '../../src/repository/messages.js';
+import type { RepositoryContext } from '../../src/repository/context.js';
 import { PENDING_ACTION_EPOCH_KEY } from '../../src/repository/meta.js';
 import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
 import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
-import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import type { TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, envelope, eventually, uniquePrefix } from '../support/nats.js';
-import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/seed.js';
+import { describeEachSchemaAndDialect, openSchemaDatabase, rowWriter, serviceContext, type RowWriter } from '../support/rowWriters.js';
 import { collectSummaries } from '../support/summaries.js';
 import { testWorkerConfig } from '../support/workerConfig.js';
 
-
-describeEachDialect('the worker over a real NATS on %s', (dialect) => {
+// On Kandev's schema the rows are Kandev's (raw, in its timestamp text), and the test reads and
+// claims through the context the service builds there; every assertion is the owned schema's.
+describeEachSchemaAndDialect('the worker over a real NATS on %s', (dialect, schema) => {
   let t: TestDatabase;
+  let ctx: RepositoryContext;
+  let w: RowWriter;
   let nc: NatsConnection;
   let worker: WorkerHandle;
   let prefix: string;
@@ -38,12 +41,14 @@ describeEachDialect('the worker over a real NATS on %s', (dialect) => {
   };
 
   beforeAll(async () => {
-    t = await openTestDatabase(dialect);
+    t = await openSchemaDatabase(dialect, schema);
     nc = await connectTestNats();
     prefix = uniquePrefix(`proj_${dialect}`);
     summaries = collectSummaries(nc, prefix);
     worker = await startWorker({ db: t.db, nc, config: testWorkerConfig(prefix, { bootReconcile: true }), logger: silentLogger() });
     await worker.bootReconcile;
+    ctx = await serviceContext(t, schema);
+    w = rowWriter(schema, t.ctx);
   });
   afterAll(async () => {
     await worker?.stop();
@@ -54,28 +59,28 @@ describeEachDialect('the worker over a real NATS on %s', (dialect) => {
   });
 
   it('keeps a question asked on the open turn visible after the resume path writes a lifecycle turn (spec incident)', async () => {
-    const { taskId, sessionId } = await seedSession(t.ctx);
-    const realTurn = await seedTurnAt(t.ctx, sessionId, { startedAt: new Date(Date.now() - 800).toISOString() });
-    const boot = await createMessage(t.ctx, { sessionId, type: 'script_execution', content: 'boot', completedTurn: true });
+    const { taskId, sessionId } = await w.session();
+    const realTurn = await w.turnAt(sessionId, { startedAt: new Date(Date.now() - 800).toISOString() });
+    const boot = await w.message({ sessionId, type: 'script_execution', content: 'boot', completedTurn: true });
     publish('message.added', { task_id: taskId, session_id: sessionId, message_id: boot.id, type: 'script_execution' });
-    const { messages } = await seedClarificationBundle(t.ctx, { sessionId, turnId: realTurn });
+    const { messages } = await w.bundle({ sessionId, turnId: realTurn });
     publish('message.added', { task_id: taskId, session_id: sessionId, message_id: messages[0]!.id, type: 'clarification_request', requests_input: true });
     const latest = await eventually(() => (summaries.latest(taskId)?.status_summary.pending_action === 'clarification' ? summaries.latest(taskId) : undefined));
     expect(latest.workspace_id).not.toBe('');
-    const stored = (await loadStatusSummaries(t.ctx, [taskId])).get(taskId)!;
+    const stored = (await loadStatusSummaries(ctx, [taskId])).get(taskId)!;
     expect(stored.revision).toBe(latest.status_summary.revision);
     expect(JSON.parse(stored.summary)).toEqual({ pending_action: 'clarification' });
   });
 
   it('clears pending_action when the question is answered and advances the revision by one', async () => {
-    const { taskId, sessionId } = await seedSession(t.ctx);
-    const turn = await seedTurnAt(t.ctx, sessionId, { startedAt: new Date().toISOString() });
-    const { pendingId, messages } = await seedClarificationBundle(t.ctx, { sessionId, turnId: turn });
+    const { taskId, sessionId } = await w.session();
+    const turn = await w.turnAt(sessionId, { startedAt: new Date().toISOString() });
+    const { pendingId, messages } = await w.bundle({ sessionId, turnId: turn });
     publish('message.added', { task_id: taskId, session_id: sessionId, type: 'clarification_request' });
     const armed = await eventually(() => summaries.forTask(taskId).find((e) => e.status_summary.pending_action === 'clarification'));
-    const claim = await claimClarificationBundle(t.ctx, pendingId, { status: 'rejected' });
+    const claim = await claimClarificationBundle(ctx, pendingId, { status: 'rejected' });
     expect(claim.claimed).toBe(true);
-    await finalizeClarificationDelivery(t.ctx, messages.map((m) => m.id));
+    await finalizeClarificationDelivery(ctx, messages.map((m) => m.id));
     publish('message.updated', { session_id: sessionId, message_id: messages[0]!.id, type: 'clarification_request' });
     const cleared = await eventually(() => summaries.forTask(taskId).find((e) => e.status_summary.revision > armed.status_summary.revision));
     expect(cleared.status_summary.revision).toBe(armed.status_summary.revision + 1);
@@ -83,7 +88,7 @@ describeEachDialect('the worker over a real NATS on %s', (dialect) => {
   });
 
   it('costs no projection for streaming updates of ordinary messages', async () => {
-    const { taskId, sessionId } = await seedSession(t.ctx);
+    const { taskId, sessionId } = await w.session();
     publish('task.created', { task_id: taskId });
     await eventually(() => summaries.latest(taskId));
     await drained();
@@ -98,13 +103,13 @@ describeEachDialect('the worker over a real NATS on %s', (dialect) => {
   });
 
   it('preserves summary fields it does not own and only replaces pending_action', async () => {
-    const { taskId, sessionId, workspaceId } = await seedSession(t.ctx);
-    await t.ctx.knex('task_status_summaries').insert({
-      task_id: taskId,
-      workspace_id: workspaceId,
+    const { taskId, sessionId, workspaceId } = await w.session();
+    await w.summary({
+      taskId,
+      workspaceId,
       revision: 7,
       summary: JSON.stringify({ git: { additions: 3, deletions: 1 }, queued_prompt_count: 2, pending_action: 'permission' }),
-      updated_at: '2026-01-01T00:00:00.000000000Z',
+      updatedAt: '2026-01-01T00:00:00.000000000Z',
     });
     publish('task_session.state_changed', { task_id: taskId, session_id: sessionId, state: 'RUNNING' });
     const next = await eventually(() => summaries.latest(taskId));
@@ -113,9 +118,9 @@ describeEachDialect('the worker over a real NATS on %s', (dialect) => {
   });
 
   it('converges on the database state whatever the order and duplication of events, with strictly increasing revisions', async () => {
-    const { taskId, sessionId } = await seedSession(t.ctx);
-    const turn = await seedTurnAt(t.ctx, sessionId, { startedAt: new Date().toISOString() });
-    await createMessage(t.ctx, { sessionId, turnId: turn, type: 'permission_request', metadata: { pending_id: 'perm-1' } });
+    const { taskId, sessionId } = await w.session();
+    const turn = await w.turnAt(sessionId, { startedAt: new Date().toISOString() });
+    await w.message({ sessionId, turnId: turn, type: 'permission_request', metadata: { pending_id: 'perm-1' } });
     const events = ['message.added', 'turn.started', 'message.added', 'task.updated', 'message.added'];
     for (const type of [...events, ...events.reverse()]) publish(type, { task_id: taskId, session_id: sessionId, type: 'permission_request' });
     await eventually(() => (summaries.latest(taskId)?.status_summary.pending_action === 'permission' ? true : undefined));
@@ -126,9 +131,9 @@ describeEachDialect('the worker over a real NATS on %s', (dialect) => {
   });
 
   it('coalesces a burst of 1,000 events for one task into a handful of projections', async () => {
-    const { taskId, sessionId } = await seedSession(t.ctx);
-    const turn = await seedTurnAt(t.ctx, sessionId, { startedAt: new Date().toISOString() });
-    await seedClarificationBundle(t.ctx, { sessionId, turnId: turn });
+    const { taskId, sessionId } = await w.session();
+    const turn = await w.turnAt(sessionId, { startedAt: new Date().toISOString() });
+    await w.bundle({ sessionId, turnId: turn });
     const before = await projections();
     for (let i = 0; i < 1000; i++) publish('message.added', { task_id: taskId, session_id: sessionId, type: 'clarification_request' });
     await nc.flush();
@@ -143,9 +148,9 @@ describeEachDialect('the worker over a real NATS on %s', (dialect) => {
   });
 
   it('resolves the task from session_id when an event carries no task_id', async () => {
-    const { taskId, sessionId } = await seedSession(t.ctx);
-    const turn = await seedTurnAt(t.ctx, sessionId, { startedAt: new Date().toISOString() });
-    await seedClarificationBundle(t.ctx, { sessionId, turnId: turn });
+    const { taskId, sessionId } = await w.session();
+    const turn = await w.turnAt(sessionId, { startedAt: new Date().toISOString() });
+    await w.bundle({ sessionId, turnId: turn });
     publish('message.added', { session_id: sessionId, type: 'clarification_request' });
     await eventually(() => (summaries.latest(taskId)?.status_summary.pending_action === 'clarification' ? true : undefined));
   });
@@ -159,9 +164,9 @@ describeEachDialect('the worker over a real NATS on %s', (dialect) => {
     });
     try {
       await nc.flush();
-      const { taskId, sessionId } = await seedSession(t.ctx);
-      const turn = await seedTurnAt(t.ctx, sessionId, { startedAt: new Date().toISOString() });
-      const { pendingId, messages } = await seedClarificationBundle(t.ctx, { sessionId, turnId: turn });
+      const { taskId, sessionId } = await w.session();
+      const turn = await w.turnAt(sessionId, { startedAt: new Date().toISOString() });
+      const { pendingId, messages } = await w.bundle({ sessionId, turnId: turn });
       publish('message.added', { task_id: taskId, session_id: sessionId, type: 'clarification_request' });
       const ofSession = () => seen.filter((e) => e.envelope.data.session_id === sessionId);
       const asked = await eventually(() => ofSession().find((e) => e.envelope.data.pending_action === 'clarification'));
@@ -173,8 +178,8 @@ describeEachDialect('the worker over a real NATS on %s', (dialect) => {
       // fill the stream's duplicate window.
       expect(asked.msgId).toBeUndefined();
 
-      await claimClarificationBundle(t.ctx, pendingId, { status: 'rejected' });
-      await finalizeClarificationDelivery(t.ctx, messages.map((m) => m.id));
+      await claimClarificationBundle(ctx, pendingId, { status: 'rejected' });
+      await finalizeClarificationDelivery(ctx, messages.map((m) => m.id));
       publish('message.updated', { session_id: sessionId, message_id: messages[0]!.id, type: 'clarification_request' });
       const cleared = await eventually(() => ofSession().find((e) => e.envelope.data.pending_action === null));
       const revision = (e: typeof asked) => e.envelope.data.pending_action_revision as { epoch: string; sequence: number };
@@ -186,7 +191,7 @@ describeEachDialect('the worker over a real NATS on %s', (dialect) => {
   });
 
   it('answers summary.get from the database and keeps the latest summary in the KV bucket', async () => {
-    const { taskId, sessionId } = await seedSession(t.ctx);
+    const { taskId, sessionId } = await w.session();
     publish('task_session.state_changed', { task_id: taskId, session_id: sessionId });
     const published = await eventually(() => summaries.latest(taskId));
     const reply = await nc.request(topologyFor(prefix).serviceSubject('summary.get'), JSON.stringify({ task_id: taskId }), { timeout: 5000 });
