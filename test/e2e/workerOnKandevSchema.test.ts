@@ -59,6 +59,8 @@ describeEachDialect('the worker on a database Kandev created, on %s', (dialect) 
     const { messages } = await seedClarificationBundle(t.ctx, { sessionId, turnId });
     nc.publish(`${prefix}message.added`, envelope('message.added', { task_id: taskId, session_id: sessionId, message_id: messages[0]!.id, type: 'clarification_request' }));
     const latest = await eventually(() => (summaries.latest(taskId)?.status_summary.pending_action === 'clarification' ? summaries.latest(taskId) : undefined));
+    // The summary is published before its transaction commits: read the row once that projection is done.
+    await worker.projector.whenIdle();
     const stored = (await loadStatusSummaries(t.ctx, [taskId])).get(taskId)!;
     expect(stored.revision).toBe(latest.status_summary.revision);
     expect(JSON.parse(stored.summary)).toEqual({ pending_action: 'clarification' });

@@ -67,6 +67,8 @@ describeEachSchemaAndDialect('the worker over a real NATS on %s', (dialect, sche
     publish('message.added', { task_id: taskId, session_id: sessionId, message_id: messages[0]!.id, type: 'clarification_request', requests_input: true });
     const latest = await eventually(() => (summaries.latest(taskId)?.status_summary.pending_action === 'clarification' ? summaries.latest(taskId) : undefined));
     expect(latest.workspace_id).not.toBe('');
+    // The summary is published before its transaction commits: read the row once that projection is done.
+    await worker.projector.whenIdle();
     const stored = (await loadStatusSummaries(ctx, [taskId])).get(taskId)!;
     expect(stored.revision).toBe(latest.status_summary.revision);
     expect(JSON.parse(stored.summary)).toEqual({ pending_action: 'clarification' });
