@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { kandevModeMigrations } from '../../migrations/index.js';
 import { databaseContents } from '../support/databaseContents.js';
 import { describeEachDialect, openKandevDatabase, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { KANDEV_TIME, writeMessage, writeSession, writeTask, writeTurn } from '../support/rowsAsWritten.js';
@@ -174,7 +175,7 @@ describeEachDialect('pending-projector doctor on %s', (dialect) => {
       database: expect.stringMatching(dialect === 'sqlite' ? /^sqlite:/ : /^postgres:/),
       dialect,
       reachable: true,
-      schema: { setting: 'auto', shape: 'kandev', mode: 'kandev', refused: null, pending_migrations: ['kandev_mode_0001_own_objects'], missing_tables: [], missing_columns: [] },
+      schema: { setting: 'auto', shape: 'kandev', mode: 'kandev', refused: null, pending_migrations: kandevModeMigrations.map((m) => m.name), missing_tables: [], missing_columns: [] },
       indexes: { created_by_migrations: false, add_indexes_command: expect.stringMatching(/^pending-projector migrate --add-indexes --database-url '/) },
       open_turns: { sessions: 1, examples: [{ session_id: sessionId, open_turns: 2 }] },
       turn_markers: { lifecycle_only: 1, prompt_dispatch_pending: 0, prompt_dispatch_attempted: 0 },

@@ -2,6 +2,7 @@ import { afterEach, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { kandevModeMigrations, migrations } from '../../migrations/index.js';
 import { storesOf } from '../../src/bin/assembly.js';
 import { judgeInspection } from '../../src/bin/doctorVerdict.js';
 import { createDatabase } from '../../src/repository/database.js';
@@ -57,7 +58,7 @@ describeEachDialect('doctor inspection on %s', (dialect) => {
     const inspection = await inspect(t);
     expect(inspection.detection.shape).toBe('empty');
     expect(inspection.decision).toMatchObject({ ok: true, mode: 'owned' });
-    expect(inspection.pendingMigrations).toEqual(['0001_kandev_schema', '0002_pending_projector_leases', '0003_pp_index_names']);
+    expect(inspection.pendingMigrations).toEqual(migrations.map((m) => m.name));
     expect(inspection.metadata.tables.every((x) => !x.scanned)).toBe(true);
     expect(inspection.openTurns).toBeNull();
     expect(judgeInspection(inspection).exitCode).toBe(0);
@@ -67,7 +68,7 @@ describeEachDialect('doctor inspection on %s', (dialect) => {
     const t = await track(openKandevDatabase(dialect));
     const inspection = await inspect(t);
     expect(inspection.decision).toMatchObject({ ok: true, mode: 'kandev' });
-    expect(inspection.pendingMigrations).toEqual(['kandev_mode_0001_own_objects']);
+    expect(inspection.pendingMigrations).toEqual(kandevModeMigrations.map((m) => m.name));
     const turns = inspection.detection.tables.find((x) => x.table === 'task_session_turns')!;
     expect(turns.columns.find((c) => c.name === 'started_at')).toEqual({
       name: 'started_at',
