@@ -31,6 +31,7 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
   let bus: ReturnType<typeof collectEvents>;
   let hookSub: Subscription;
   const held = new Map<string, { gate: Gate; reached: Gate }>();
+  const refusedByHook = new Set<string>();
 
   const eventsOf = (taskId: string) => bus.ofType(PLAN_COMMENTS_UPDATED).filter((e) => e.data.task_id === taskId).map((e) => e.data as unknown as PlanCommentsPayload);
   const eventAt = (taskId: string, revision: number) =>
@@ -68,7 +69,7 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
             entry.reached.open();
             await entry.gate.opened;
           }
-          m.respond(encoder.encode(JSON.stringify({ ok: true })));
+          m.respond(encoder.encode(JSON.stringify(refusedByHook.has(request.caller_id) ? { ok: false, error: 'not now' } : { ok: true })));
         })(msg);
       }
     })();
@@ -191,6 +192,18 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     const message = await t.ctx.knex('task_session_messages').where({ id: callerId }).first();
     expect(String(message.content)).toContain('comment 0');
     expect(String(message.content)).not.toContain('edited meanwhile');
+  });
+
+  it('a failing turn-start hook replies unavailable and writes nothing; the same request is accepted once the hook agrees', async () => {
+    const task = await seedComments(1);
+    const callerId = randomUUID();
+    refusedByHook.add(callerId);
+    const before = await acceptanceState(t.ctx, task.taskId);
+    const body = { session_id: task.sessionId, caller_id: callerId, content: 'x', plan_comment_refs: [{ id: task.comments[0]!.id, version: 1 }] };
+    expect(await client.sendMessage(body)).toMatchObject({ ok: false, error: { code: 'unavailable' }, reason: 'turn_start_hook_failed', hook_reason: 'rejected' });
+    expect(await acceptanceState(t.ctx, task.taskId)).toEqual(before);
+    refusedByHook.delete(callerId);
+    expect(await client.sendMessage(body)).toMatchObject({ ok: true, replayed: false });
   });
 
   it('two concurrent sends on overlapping comments: exactly one accepted, one message, the loser gets the collection', async () => {
