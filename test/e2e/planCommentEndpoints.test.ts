@@ -37,6 +37,25 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
   const eventAt = (taskId: string, revision: number) =>
     eventually(() => eventsOf(taskId).find((e) => e.revision === revision), 10_000, `the comments_updated event of revision ${revision}`);
 
+  /** The test's turn-start hook: replies at once, unless the caller id is held or refused. */
+  function serveHook(subject: string): Subscription {
+    const sub = nc.subscribe(subject);
+    void (async () => {
+      for await (const msg of sub) {
+        void (async (m: Msg) => {
+          const request = m.json<{ caller_id: string }>();
+          const entry = held.get(request.caller_id);
+          if (entry) {
+            entry.reached.open();
+            await entry.gate.opened;
+          }
+          m.respond(encoder.encode(JSON.stringify(refusedByHook.has(request.caller_id) ? { ok: false, error: 'not now' } : { ok: true })));
+        })(msg);
+      }
+    })();
+    return sub;
+  }
+
   function holdHook(callerId: string) {
     const entry = { gate: createGate(), reached: createGate() };
     held.set(callerId, entry);
@@ -59,20 +78,7 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     nc = await connectTestNats();
     prefix = uniquePrefix(`plans_${dialect}`);
     bus = collectEvents(nc, prefix, [PLAN_COMMENTS_UPDATED]);
-    hookSub = nc.subscribe(`${prefix}${HOOK_SUBJECT}`);
-    void (async () => {
-      for await (const msg of hookSub) {
-        void (async (m: Msg) => {
-          const request = m.json<{ caller_id: string }>();
-          const entry = held.get(request.caller_id);
-          if (entry) {
-            entry.reached.open();
-            await entry.gate.opened;
-          }
-          m.respond(encoder.encode(JSON.stringify(refusedByHook.has(request.caller_id) ? { ok: false, error: 'not now' } : { ok: true })));
-        })(msg);
-      }
-    })();
+    hookSub = serveHook(`${prefix}${HOOK_SUBJECT}`);
     worker = await startWorker({ db: t.db, nc, config: testWorkerConfig(prefix, { turnStartHookSubject: HOOK_SUBJECT, admissionLockTimeoutMs: 20_000 }), logger: silentLogger() });
     client = createPendingProjectorClient(nc, { prefix, timeoutMs: 30_000 });
   });
@@ -204,6 +210,46 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     expect(await acceptanceState(t.ctx, task.taskId)).toEqual(before);
     refusedByHook.delete(callerId);
     expect(await client.sendMessage(body)).toMatchObject({ ok: true, replayed: false });
+  });
+
+  it('Run versus a primary promotion committed while its hook is held: primary_session_changed, comments intact', async () => {
+    const task = await seedComments(2);
+    const other = await createSession(t.ctx, { taskId: task.taskId, state: 'IDLE', isPrimary: false });
+    const callerId = randomUUID();
+    const hook = holdHook(callerId);
+    const running = client.runPlanComments({ task_id: task.taskId, caller_id: callerId, plan_comment_refs: [{ id: task.comments[0]!.id, version: 1 }] });
+    await hook.reached.opened;
+    await t.ctx.knex('task_sessions').where({ id: task.sessionId }).update({ is_primary: 0 });
+    await t.ctx.knex('task_sessions').where({ id: other.id }).update({ is_primary: 1 });
+    const before = await acceptanceState(t.ctx, task.taskId);
+    hook.gate.open();
+    expect(await running).toMatchObject({ ok: false, error: { code: 'conflict' }, reason: 'primary_session_changed', primary_session_id: other.id });
+    expect(await acceptanceState(t.ctx, task.taskId)).toEqual(before);
+    expect(await client.listPlanComments({ task_id: task.taskId })).toMatchObject({ ok: true, plan_comments: { revision: 2, comments: [{ id: task.comments[0]!.id }, { id: task.comments[1]!.id }] } });
+  });
+
+  it('a change that waits on a held lease past ADMISSION_LOCK_TIMEOUT_MS replies unavailable lock_timeout and writes nothing', async () => {
+    const shortPrefix = uniquePrefix(`plans_short_${dialect}`);
+    const shortHook = serveHook(`${shortPrefix}${HOOK_SUBJECT}`);
+    const short = await startWorker({ db: t.db, nc, config: testWorkerConfig(shortPrefix, { turnStartHookSubject: HOOK_SUBJECT, admissionLockTimeoutMs: 200 }), logger: silentLogger() });
+    try {
+      const shortClient = createPendingProjectorClient(nc, { prefix: shortPrefix, timeoutMs: 30_000 });
+      const task = await seedComments(1);
+      const callerId = randomUUID();
+      const hook = holdHook(callerId);
+      const sending = shortClient.sendMessage({ session_id: task.sessionId, caller_id: callerId, content: 'x', plan_comment_refs: [{ id: task.comments[0]!.id, version: 1 }] });
+      await hook.reached.opened;
+      const before = await acceptanceState(t.ctx, task.taskId);
+      const edit = await shortClient.updatePlanComment({ task_id: task.taskId, plan_id: task.planId, comment_id: task.comments[0]!.id, version: 1, body: 'too late' });
+      expect(edit).toMatchObject({ ok: false, error: { code: 'unavailable' }, reason: 'lock_timeout', lock_timeout_ms: 200 });
+      expect(await acceptanceState(t.ctx, task.taskId)).toEqual(before);
+      hook.gate.open();
+      expect(await sending).toMatchObject({ ok: true });
+    } finally {
+      await short.stop();
+      shortHook.unsubscribe();
+      await deleteTopology(nc, shortPrefix);
+    }
   });
 
   it('two concurrent sends on overlapping comments: exactly one accepted, one message, the loser gets the collection', async () => {
