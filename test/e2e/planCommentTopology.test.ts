@@ -4,6 +4,12 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { ensureOutputTopology } from '../../src/events/natsTopology.js';
 import { topologyFor } from '../../src/events/subjects.js';
 import { connectTestNats, deleteTopology, uniquePrefix } from '../support/nats.js';
+import { startWorker } from '../../src/bin/worker.js';
+import { ERROR_CODES } from '../../src/errors.js';
+import { silentLogger } from '../../src/logger.js';
+import { createDatabase } from '../../src/repository/database.js';
+import { isAvailable, openTestDatabase } from '../support/databases.js';
+import { testWorkerConfig } from '../support/workerConfig.js';
 
 describe('the output stream and task_plan.comments_updated', () => {
   let nc: NatsConnection;
@@ -29,5 +35,22 @@ describe('the output stream and task_plan.comments_updated', () => {
     const ack = await js.publish(topology.planCommentsSubject, new TextEncoder().encode('{}'), { msgID: 't:p:1' });
     expect(ack.stream).toBe(topology.outputStream);
     expect((await js.publish(topology.planCommentsSubject, new TextEncoder().encode('{}'), { msgID: 't:p:1' })).duplicate).toBe(true);
+  });
+});
+
+describe.skipIf(!isAvailable('postgres'))('a worker on a PostgreSQL pool of one connection', () => {
+  it('refuses to start, naming the admission pool rule', async () => {
+    const t = await openTestDatabase('postgres');
+    const single = createDatabase(t.url, { maxConnections: 1, searchPath: t.searchPath });
+    const nc = await connectTestNats();
+    const prefix = uniquePrefix('plan_pool');
+    try {
+      await expect(startWorker({ db: single, nc, config: testWorkerConfig(prefix), logger: silentLogger() })).rejects.toMatchObject({ code: ERROR_CODES.ADMISSION_POOL_TOO_SMALL });
+    } finally {
+      await deleteTopology(nc, prefix);
+      await nc.drain();
+      await single.destroy();
+      await t.close();
+    }
   });
 });
