@@ -252,6 +252,34 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     }
   });
 
+  it('a lost reply (client timeout while the hook is held), then the same request again: replayed, one message, comments consumed once', async () => {
+    const task = await seedComments(2);
+    const callerId = randomUUID();
+    const hook = holdHook(callerId);
+    const body = { session_id: task.sessionId, caller_id: callerId, content: 'once', plan_comment_refs: [{ id: task.comments[0]!.id, version: 1 }] };
+    expect(await client.sendMessage(body, { timeoutMs: 200 })).toMatchObject({ ok: false, error: { code: 'unavailable' } });
+    await hook.reached.opened;
+    hook.gate.open();
+    await eventually(async () => (await t.ctx.knex('task_session_messages').where({ id: callerId }).first()) ?? undefined, 10_000, 'the accepted message');
+    const after = await acceptanceState(t.ctx, task.taskId);
+    expect(await client.sendMessage(body)).toMatchObject({ ok: true, replayed: true, message_id: callerId, plan_comments: { revision: 3 } });
+    expect(await acceptanceState(t.ctx, task.taskId)).toEqual(after);
+  });
+
+  it('a second request under one caller id sent while the hook of the first is held replays the first: one message', async () => {
+    const task = await seedComments(1);
+    const callerId = randomUUID();
+    const hook = holdHook(callerId);
+    const body = { session_id: task.sessionId, caller_id: callerId, content: 'twice', plan_comment_refs: [{ id: task.comments[0]!.id, version: 1 }] };
+    const first = client.sendMessage(body);
+    await hook.reached.opened;
+    const second = client.sendMessage(body);
+    hook.gate.open();
+    const replies = await Promise.all([first, second]);
+    expect(replies.map((r) => r.ok && r.replayed)).toEqual([false, true]);
+    expect(await t.ctx.knex('task_session_messages').where({ id: callerId })).toHaveLength(1);
+  });
+
   it('two concurrent sends on overlapping comments: exactly one accepted, one message, the loser gets the collection', async () => {
     const task = await seedComments(3);
     const [a, b, c] = task.comments;
