@@ -3,7 +3,18 @@
  * reply types, the subject names, and the dependency-free turn rules shared with UI clients.
  */
 export { createPendingProjectorClient } from './client/pendingProjectorClient.js';
-export type { CallOptions, PendingProjectorClient, PendingProjectorClientOptions } from './client/pendingProjectorClient.js';
+export type {
+  AttachmentStageReply,
+  CallOptions,
+  ImportLegacyReply,
+  PendingProjectorClient,
+  PendingProjectorClientOptions,
+  PlanCommentFailure,
+  PlanCommentsReply,
+  PromptReply,
+} from './client/pendingProjectorClient.js';
+export * from './services/planCommentRequests.js';
+export type { AttachmentPayload, PlanCommentPayload, PlanCommentsPayload } from './services/planCommentWire.js';
 export {
   ENDPOINTS,
   ANSWER_TEXT_MAX_CHARS,
@@ -18,6 +29,6 @@ export type { ListPendingRequest, RespondRequest, SessionRequest, TaskRequest } 
 export { REPLY_ERROR_CODES } from './services/endpoint.js';
 export type * from './services/replies.js';
 export type { ClarificationAnswerPayload, ClarificationDeliveryPayload } from './services/clarificationPorts.js';
-export { SERVICE_SUBJECT_ROOT, topologyFor } from './events/subjects.js';
+export { PLAN_COMMENTS_UPDATED, SERVICE_SUBJECT_ROOT, topologyFor } from './events/subjects.js';
 export type { Topology } from './events/subjects.js';
 export * from './turns/index.js';

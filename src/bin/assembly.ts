@@ -26,6 +26,15 @@ import { createTaskStore } from '../repository/taskStore.js';
 import { detectTimestampForms, type TimestampFormOptions } from '../repository/timestampForms.js';
 import { systemClock, type Clock } from '../timestamps.js';
 import { connectNats } from './connectNats.js';
+import { NatsPlanCommentPublisher } from '../events/natsPlanCommentPublisher.js';
+import { NatsTurnStartHook } from '../events/natsTurnStartHook.js';
+import { createTaskAdmission } from '../repository/admission/taskAdmission.js';
+import { createPlanCommentStore, openPlanCommentStore } from '../repository/planCommentStore.js';
+import { PROMPTABLE_SESSION_STATES } from '../repository/promptAcceptance.js';
+import { priorAcceptance } from '../repository/promptReplay.js';
+import { getPrimarySession, getSession, getTask } from '../repository/tasks.js';
+import { createPlanCommentService, type PlanCommentService } from '../services/planCommentService.js';
+import { NO_TURN_START_HOOK } from '../services/turnStartHook.js';
 import { ADD_INDEXES_COMMAND } from './addIndexesCommand.js';
 
 /**
@@ -150,6 +159,49 @@ export function createClarifications(parts: Parts, deps: { nc: NatsConnection; r
 /** The one construction of the task endpoints' service (summary.get, task.reproject). */
 export function createTasks(parts: Parts, logger: Logger): TaskService {
   return createTaskService({ store: createTaskStore(parts.ctx), reproject: (taskId) => parts.projector.reproject(taskId), logger });
+}
+
+/** What the plan-comment service reads of the configuration (each with its config.ts default when absent). */
+export type PlanCommentsConfig = Partial<Pick<Config, 'admissionLockTimeoutMs' | 'turnStartHookSubject' | 'turnStartHookTimeoutMs'>>;
+
+/**
+ * The one construction of the plan-comment service (the plan-comment, message.send, Run and
+ * attachment endpoints): the store over the database's tables, the task admission over the pool
+ * (refuses a PostgreSQL pool under 2 connections), the turn-start hook of TURN_START_HOOK_SUBJECT
+ * (none when empty), and the collection event publisher.
+ */
+export async function createPlanComments(parts: Parts, deps: { nc: NatsConnection; config: PlanCommentsConfig; logger: Logger }): Promise<PlanCommentService> {
+  const { ctx } = parts;
+  const store = await openPlanCommentStore(ctx);
+  const admission = createTaskAdmission(parts.db, {
+    lockTimeoutMs: deps.config.admissionLockTimeoutMs ?? 5_000,
+    onWarning: (message) => deps.logger.warn({ component: 'admission' }, message),
+  });
+  const subject = deps.config.turnStartHookSubject ?? '';
+  const hook = subject ? new NatsTurnStartHook(deps.nc, `${parts.topology.prefix}${subject}`, deps.config.turnStartHookTimeoutMs ?? 30_000) : NO_TURN_START_HOOK;
+  const promptable = (state: string) => PROMPTABLE_SESSION_STATES.includes(state);
+  return createPlanCommentService({
+    ctx,
+    store,
+    storeIn: (tx) => createPlanCommentStore(tx, store.schema),
+    admission,
+    hook,
+    events: new NatsPlanCommentPublisher(deps.nc, parts.topology, parts.clock),
+    logger: deps.logger,
+    targets: {
+      async session(sessionId) {
+        const session = await getSession(ctx, sessionId);
+        return session ? { taskId: session.taskId, state: session.state, promptable: promptable(session.state) } : undefined;
+      },
+      async task(taskId) {
+        const task = await getTask(ctx, taskId);
+        if (!task) return undefined;
+        const primary = await getPrimarySession(ctx, taskId);
+        return { archived: task.archivedAt !== null, primary: primary ? { sessionId: primary.id, state: primary.state, promptable: promptable(primary.state) } : null };
+      },
+      callerIdUsed: async (callerId) => (await priorAcceptance(ctx, store.schema, callerId)) !== undefined,
+    },
+  });
 }
 
 /** Migrations, stores, epoch, topology, publisher and projector, in that order. */

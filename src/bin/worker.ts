@@ -12,7 +12,7 @@ import type { Database } from '../repository/database.js';
 import { acquireLease, releaseLease } from '../repository/leases.js';
 import type { ClarificationService } from '../services/clarificationService.js';
 import type { Clock } from '../timestamps.js';
-import { assembleParts, createClarifications, createTasks } from './assembly.js';
+import { assembleParts, createClarifications, createPlanComments, createTasks } from './assembly.js';
 import { startComponents, type WorkerComponent } from './worker/component.js';
 import { consumerLagProbe } from './worker/consumerLagProbe.js';
 import { deliveryRecoveryLoop } from './worker/deliveryRecoveryLoop.js';
@@ -34,7 +34,7 @@ export type WorkerConfig = Pick<
   | 'bootReconcile'
   | 'respondDeadlineMs'
 > &
-  Partial<Pick<Config, 'summaryBucketStorage' | 'schemaMode' | 'timestampForm'>>;
+  Partial<Pick<Config, 'summaryBucketStorage' | 'schemaMode' | 'timestampForm' | 'admissionLockTimeoutMs' | 'turnStartHookSubject' | 'turnStartHookTimeoutMs'>>;
 
 export interface WorkerDeps {
   db: Database;
@@ -88,6 +88,7 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
   const parts = await assembleParts({ db: deps.db, nc, config, logger, clock: deps.clock, metrics, inbound: config });
   const { ctx, projector, topology, epoch } = parts;
   const clarifications = createClarifications(parts, { nc, respondDeadlineMs: config.respondDeadlineMs, logger });
+  const planComments = await createPlanComments(parts, { nc, config, logger });
   let serving = false;
 
   const consumer = new EventConsumer({ nc, topology, handler: projector, logger, metrics, maxEventBytes: config.maxEventBytes, maxDeliver: config.maxDeliver });
@@ -133,7 +134,7 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
     { name: 'projections', start: async () => undefined, stop: () => projector.whenIdle() },
     { name: 'event-consumer', start: () => consumer.start(), stop: () => consumer.stop() },
     deliveryRecoveryLoop({ recover: (options) => clarifications.recoverPendingDeliveries(options), graceMs: config.respondDeadlineMs + RECOVERY_MARGIN_MS, logger }),
-    serviceEndpointsComponent({ nc, topology, clarifications, tasks: createTasks(parts, logger), logger, maxRequestBytes: config.maxEventBytes }),
+    serviceEndpointsComponent({ nc, topology, clarifications, tasks: createTasks(parts, logger), planComments, logger, maxRequestBytes: config.maxEventBytes }),
     reconcile,
   ];
   const started = await startComponents(deps.arrangeComponents?.(components) ?? components, logger);

@@ -12,6 +12,18 @@ import type {
   SummaryReply,
   TurnsReply,
 } from '../services/replies.js';
+import type {
+  AttachmentStageRequest,
+  ImportLegacyRequest,
+  MessageSendRequest,
+  PlanCommentCreateRequest,
+  PlanCommentDeleteRequest,
+  PlanCommentListRequest,
+  PlanCommentRunRequest,
+  PlanCommentUpdateRequest,
+  PlanDeleteRequest,
+} from '../services/planCommentRequests.js';
+import type { AttachmentPayload, PlanCommentPayload, PlanCommentsPayload } from '../services/planCommentWire.js';
 import { ENDPOINTS, type ListPendingRequest, type RespondRequest, type SessionRequest, type TaskRequest } from '../services/requests.js';
 
 export interface PendingProjectorClientOptions {
@@ -25,6 +37,28 @@ export interface PendingProjectorClientOptions {
    */
   respondTimeoutMs?: number;
 }
+
+/**
+ * A failure of the plan-comment, message and attachment endpoints: `reason` (machine-readable) and
+ * its details beside `error`; `plan_comments` is the current collection on `plan_comments_changed`.
+ */
+export type PlanCommentFailure = ReplyFailure & { reason?: string; plan_comments?: PlanCommentsPayload; primary_session_id?: string | null; state?: string; attachment_ids?: string[] } & Record<string, unknown>;
+export type PlanCommentsReply<T extends object = object> = ({ ok: true; plan_comments: PlanCommentsPayload } & T) | PlanCommentFailure;
+export type PromptReply =
+  | {
+      ok: true;
+      task_id: string;
+      session_id: string;
+      caller_id: string;
+      receipt_id: string;
+      message_id: string;
+      replayed: boolean;
+      delivery: 'pending' | 'acknowledged' | 'unconfirmed';
+      plan_comments: PlanCommentsPayload | null;
+    }
+  | PlanCommentFailure;
+export type AttachmentStageReply = { ok: true; replayed: boolean; attachment: AttachmentPayload } | PlanCommentFailure;
+export type ImportLegacyReply = PlanCommentsReply<{ imported: string[]; skipped: Array<{ id: string; sessionId: string; reason: string }> }>;
 
 export interface CallOptions {
   timeoutMs?: number;
@@ -43,6 +77,21 @@ export interface PendingProjectorClient {
   pendingActions(request: TaskRequest, options?: CallOptions): Promise<PendingActionsReply>;
   getSummary(request: TaskRequest, options?: CallOptions): Promise<SummaryReply>;
   reproject(request: TaskRequest, options?: CallOptions): Promise<ReprojectReply>;
+  listPlanComments(request: PlanCommentListRequest, options?: CallOptions): Promise<PlanCommentsReply>;
+  /** Idempotent by `comment_id`; a replay after the comment was consumed returns `comment: null`. */
+  createPlanComment(request: PlanCommentCreateRequest, options?: CallOptions): Promise<PlanCommentsReply<{ replayed: boolean; comment: PlanCommentPayload | null }>>;
+  updatePlanComment(request: PlanCommentUpdateRequest, options?: CallOptions): Promise<PlanCommentsReply<{ comment: PlanCommentPayload }>>;
+  deletePlanComment(request: PlanCommentDeleteRequest, options?: CallOptions): Promise<PlanCommentsReply<{ deleted: boolean }>>;
+  deletePlan(request: PlanDeleteRequest, options?: CallOptions): Promise<PlanCommentsReply<{ deleted: boolean }>>;
+  importLegacyPlanComments(request: ImportLegacyRequest, options?: CallOptions): Promise<ImportLegacyReply>;
+  stageAttachment(request: AttachmentStageRequest, options?: CallOptions): Promise<AttachmentStageReply>;
+  /**
+   * Sends a prompt to exactly `session_id`. `caller_id` is the caller's (a UUID it reuses on a
+   * retry, never generated here): an `unavailable` reply (a timeout) means send the same request again.
+   */
+  sendMessage(request: MessageSendRequest, options?: CallOptions): Promise<PromptReply>;
+  /** Run: the comments to the task's current primary session. */
+  runPlanComments(request: PlanCommentRunRequest, options?: CallOptions): Promise<PromptReply>;
 }
 
 const encoder = new TextEncoder();
@@ -84,5 +133,14 @@ export function createPendingProjectorClient(nc: NatsConnection, options: Pendin
     pendingActions: (request, o) => call<PendingActionsReply>(ENDPOINTS.taskPendingActions, request, timeout(o)),
     getSummary: (request, o) => call<SummaryReply>(ENDPOINTS.summaryGet, request, timeout(o)),
     reproject: (request, o) => call<ReprojectReply>(ENDPOINTS.taskReproject, request, timeout(o)),
+    listPlanComments: (request, o) => call(ENDPOINTS.planCommentList, request, timeout(o)),
+    createPlanComment: (request, o) => call(ENDPOINTS.planCommentCreate, request, timeout(o)),
+    updatePlanComment: (request, o) => call(ENDPOINTS.planCommentUpdate, request, timeout(o)),
+    deletePlanComment: (request, o) => call(ENDPOINTS.planCommentDelete, request, timeout(o)),
+    deletePlan: (request, o) => call(ENDPOINTS.planDelete, request, timeout(o)),
+    importLegacyPlanComments: (request, o) => call(ENDPOINTS.planCommentImportLegacy, request, timeout(o)),
+    stageAttachment: (request, o) => call(ENDPOINTS.attachmentStage, request, timeout(o)),
+    sendMessage: (request, o) => call(ENDPOINTS.messageSend, request, timeout(o)),
+    runPlanComments: (request, o) => call(ENDPOINTS.planCommentRun, request, timeout(o)),
   };
 }

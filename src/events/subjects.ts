@@ -25,6 +25,8 @@ export const INBOUND_SUBJECTS = [
 
 export const SUMMARY_UPDATED = 'task.status_summary.updated';
 export const SESSION_PENDING_ACTION_CHANGED = 'task_session.pending_action_changed';
+/** The full replacement of a task's plan-comment collection after every committed change. */
+export const PLAN_COMMENTS_UPDATED = 'task_plan.comments_updated';
 export const SERVICE_SUBJECT_ROOT = 'pending_projector.v1';
 
 export interface Topology {
@@ -39,6 +41,8 @@ export interface Topology {
   inboundSubjects: string[];
   summarySubject: string;
   sessionPendingSubject: string;
+  /** `<prefix>task_plan.comments_updated`, captured by the output stream. */
+  planCommentsSubject: string;
   deadLetterSubject: string;
   /** Stream capturing detached-clarification resume commands (`<prefix>agent.*.resume`). */
   agentResumeStream: string;
@@ -68,6 +72,7 @@ export function topologyFor(prefix: string): Topology {
     inboundSubjects: INBOUND_SUBJECTS.map((s) => `${prefix}${s}`),
     summarySubject: `${prefix}${SUMMARY_UPDATED}`,
     sessionPendingSubject: `${prefix}${SESSION_PENDING_ACTION_CHANGED}`,
+    planCommentsSubject: `${prefix}${PLAN_COMMENTS_UPDATED}`,
     deadLetterSubject: `${prefix}pending_projector.dead_letter`,
     agentResumeStream: `${upper}PENDING_PROJECTOR_AGENT_RESUME`,
     agentResumeSubjects: [`${prefix}agent.*.resume`],

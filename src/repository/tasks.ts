@@ -81,3 +81,17 @@ export async function taskIdOfSession(ctx: RepositoryContext, sessionId: string)
   const row = await ctx.knex('task_sessions').select('task_id').where({ id: sessionId }).first();
   return row ? String(row.task_id) : undefined;
 }
+
+/**
+ * The task's primary session, as acceptPrompt resolves it (earliest started, then id, should a
+ * database hold several): what Run's preflight addresses before the accepting transaction checks it.
+ */
+export async function getPrimarySession(ctx: RepositoryContext, taskId: string): Promise<SessionRecord | undefined> {
+  const row = await ctx
+    .knex('task_sessions')
+    .where({ task_id: taskId, is_primary: 1 })
+    .orderBy('started_at')
+    .orderByRaw(ctx.dialect.binaryText('id'))
+    .first();
+  return row ? toSessionRecord(row) : undefined;
+}

@@ -19,6 +19,15 @@ export const ENDPOINTS = {
   sessionGuard: 'session.guard',
   sessionTurns: 'session.turns',
   taskPendingActions: 'task.pending_actions',
+  planCommentList: 'plan_comment.list',
+  planCommentCreate: 'plan_comment.create',
+  planCommentUpdate: 'plan_comment.update',
+  planCommentDelete: 'plan_comment.delete',
+  planCommentImportLegacy: 'plan_comment.import_legacy',
+  planCommentRun: 'plan_comment.run',
+  planDelete: 'plan.delete',
+  messageSend: 'message.send',
+  attachmentStage: 'attachment.stage',
 } as const;
 
 /** Kandev's cap on an answer's custom text and a rejection reason, in Unicode code points. */

@@ -6,12 +6,26 @@ import type { ClarificationService } from './clarificationService.js';
 import { serveEndpoint, type AnyReply } from './endpoint.js';
 import { ENDPOINTS, listPendingRequestSchema, respondRequestSchema, sessionRequestSchema, taskRequestSchema } from './requests.js';
 import type { TaskService } from './taskService.js';
+import type { PlanCommentService } from './planCommentService.js';
+import {
+  attachmentStageSchema,
+  importLegacySchema,
+  messageSendSchema,
+  planCommentCreateSchema,
+  planCommentDeleteSchema,
+  planCommentListSchema,
+  planCommentRunSchema,
+  planCommentUpdateSchema,
+  planDeleteSchema,
+} from './planCommentRequests.js';
 
 export interface ServiceEndpointsOptions {
   nc: NatsConnection;
   topology: Topology;
   clarifications: ClarificationService;
   tasks: TaskService;
+  /** Absent: the plan-comment, message and attachment endpoints are not served (embedders without them). */
+  planComments?: PlanCommentService;
   logger: Logger;
   maxRequestBytes: number;
 }
@@ -21,7 +35,7 @@ export interface ServiceEndpointsOptions {
  * Each one validates its body and sends its service's reply value as it is.
  */
 export async function startServiceEndpoints(options: ServiceEndpointsOptions): Promise<{ stop(): Promise<void> }> {
-  const { nc, topology, logger, maxRequestBytes, clarifications, tasks } = options;
+  const { nc, topology, logger, maxRequestBytes, clarifications, tasks, planComments: plans } = options;
   const serve = <S extends z.ZodType>(name: string, schema: S, handler: (request: z.output<S>) => Promise<AnyReply>) =>
     serveEndpoint({ nc, logger, maxRequestBytes, subject: topology.serviceSubject(name), schema, handler });
   const endpoints = [
@@ -34,6 +48,19 @@ export async function startServiceEndpoints(options: ServiceEndpointsOptions): P
     serve(ENDPOINTS.sessionGuard, sessionRequestSchema, (request) => clarifications.guard(request)),
     serve(ENDPOINTS.sessionTurns, sessionRequestSchema, (request) => clarifications.turns(request)),
     serve(ENDPOINTS.taskPendingActions, taskRequestSchema, (request) => clarifications.pendingActions(request)),
+    ...(plans
+      ? [
+          serve(ENDPOINTS.planCommentList, planCommentListSchema, (request) => plans.list(request)),
+          serve(ENDPOINTS.planCommentCreate, planCommentCreateSchema, (request) => plans.create(request)),
+          serve(ENDPOINTS.planCommentUpdate, planCommentUpdateSchema, (request) => plans.update(request)),
+          serve(ENDPOINTS.planCommentDelete, planCommentDeleteSchema, (request) => plans.remove(request)),
+          serve(ENDPOINTS.planCommentImportLegacy, importLegacySchema, (request) => plans.importLegacy(request)),
+          serve(ENDPOINTS.planCommentRun, planCommentRunSchema, (request) => plans.run(request)),
+          serve(ENDPOINTS.planDelete, planDeleteSchema, (request) => plans.deletePlan(request)),
+          serve(ENDPOINTS.messageSend, messageSendSchema, (request) => plans.send(request)),
+          serve(ENDPOINTS.attachmentStage, attachmentStageSchema, (request) => plans.stageAttachment(request)),
+        ]
+      : []),
   ];
   await nc.flush();
   return {

@@ -1,0 +1,125 @@
+import { z } from 'zod';
+import { idSchema, storableTextSchema } from '../storableText.js';
+import { PLAN_COMMENT_LIMITS } from '../turns/planCommentPrompt.js';
+
+/**
+ * Request bodies of the plan-comment, message and attachment endpoints (docs/endpoints.md). Every
+ * body is `.strict()`: an unknown field is `bad_request`, which is what makes a `session_id` in
+ * Run's body a refusal (Run addresses the task's primary session, never a selected tab).
+ */
+
+/**
+ * A caller id: the client's id for one prompt, reused on a retry (it becomes the message id and the
+ * receipt id, and keys the admission lock `message:<caller id>`). ASCII letters, digits and `. _ : -`
+ * only, 1 to 256 characters: no spaces, no `>` or `*`, nothing a subject, a log line or a lock key
+ * could misread.
+ */
+export const CALLER_ID_PATTERN = /^[A-Za-z0-9._:-]{1,256}$/;
+export const callerIdSchema = z.string().regex(CALLER_ID_PATTERN, { message: 'caller_id must be 1 to 256 of A-Z a-z 0-9 . _ : - (no spaces, no wildcards)' });
+
+const codePoints = (s: string) => [...s].length;
+const body = storableTextSchema.refine((s) => s.trim().length > 0 && codePoints(s.trim()) <= PLAN_COMMENT_LIMITS.bodyMaxCodePoints, {
+  message: `body must hold 1 to ${PLAN_COMMENT_LIMITS.bodyMaxCodePoints} characters after trimming`,
+});
+const selectedText = storableTextSchema.refine((s) => codePoints(s) <= PLAN_COMMENT_LIMITS.selectedTextMaxCodePoints, {
+  message: `selected_text must be at most ${PLAN_COMMENT_LIMITS.selectedTextMaxCodePoints} characters`,
+});
+const anchor = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).nullable();
+const version = z.number().int().min(1).max(Number.MAX_SAFE_INTEGER);
+/** The typed text of a prompt; the expansion's own limit (bytes) is checked when it is built. */
+const content = storableTextSchema.refine((s) => Buffer.byteLength(s, 'utf8') <= PLAN_COMMENT_LIMITS.promptMaxBytes, {
+  message: `content must be at most ${PLAN_COMMENT_LIMITS.promptMaxBytes} bytes`,
+});
+
+export const planCommentRefSchema = z.object({ id: idSchema, version }).strict();
+const refs = z.array(planCommentRefSchema).max(PLAN_COMMENT_LIMITS.refsPerPrompt, { message: `at most ${PLAN_COMMENT_LIMITS.refsPerPrompt} plan comment refs` });
+const attachmentIds = z.array(idSchema).max(20, { message: 'at most 20 attachments' });
+
+export const planCommentListSchema = z.object({ task_id: idSchema }).strict();
+
+export const planCommentCreateSchema = z
+  .object({
+    task_id: idSchema,
+    plan_id: idSchema,
+    comment_id: idSchema,
+    body,
+    selected_text: selectedText.optional(),
+    anchor_from: anchor.optional(),
+    anchor_to: anchor.optional(),
+  })
+  .strict();
+
+export const planCommentUpdateSchema = z.object({ task_id: idSchema, plan_id: idSchema, comment_id: idSchema, version, body }).strict();
+export const planCommentDeleteSchema = z.object({ task_id: idSchema, plan_id: idSchema, comment_id: idSchema, version }).strict();
+export const planDeleteSchema = z.object({ task_id: idSchema, plan_id: idSchema }).strict();
+
+/** A browser draft as Kandev's web client kept it in sessionStorage (camelCase, its own shape). */
+export const legacyDraftSchema = z
+  .object({
+    id: idSchema,
+    sessionId: idSchema,
+    text: storableTextSchema.refine((s) => codePoints(s.trim()) <= PLAN_COMMENT_LIMITS.bodyMaxCodePoints, { message: 'text is too long' }),
+    createdAt: z.string().max(64),
+    status: z.string().max(64).optional(),
+    source: z.string().max(64).optional(),
+    selectedText: selectedText.optional(),
+    from: anchor.optional(),
+    to: anchor.optional(),
+  })
+  .strict();
+
+export const importLegacySchema = z
+  .object({ task_id: idSchema, drafts: z.array(legacyDraftSchema).max(PLAN_COMMENT_LIMITS.commentsPerPlan * 5, { message: 'too many drafts' }) })
+  .strict();
+
+export const messageSendSchema = z
+  .object({
+    session_id: idSchema,
+    caller_id: callerIdSchema,
+    content: content.default(''),
+    plan_comment_refs: refs.optional(),
+    attachment_ids: attachmentIds.optional(),
+    /** Who staged the attachments (their `owner_id`); required with `attachment_ids`. */
+    attachment_owner_id: idSchema.optional(),
+  })
+  .strict();
+
+export const planCommentRunSchema = z
+  .object({
+    task_id: idSchema,
+    caller_id: callerIdSchema,
+    plan_comment_refs: refs.min(1, { message: 'Run carries at least one plan comment ref' }),
+    content: content.default(''),
+  })
+  .strict();
+
+/** Longest a staged attachment may stay claimable. */
+export const ATTACHMENT_MAX_TTL_MS = 7 * 24 * 3_600_000;
+export const ATTACHMENT_DEFAULT_TTL_MS = 24 * 3_600_000;
+
+export const attachmentStageSchema = z
+  .object({
+    id: idSchema,
+    owner_id: idSchema,
+    workspace_id: idSchema,
+    task_id: idSchema.optional(),
+    session_id: idSchema.optional(),
+    name: storableTextSchema.refine((s) => s.length <= 1024, { message: 'name is too long' }),
+    mime_type: z.string().min(1).max(255),
+    size_bytes: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+    storage_key: idSchema,
+    kind: z.string().min(1).max(64).optional(),
+    delivery_mode: z.string().min(1).max(64).optional(),
+    ttl_ms: z.number().int().min(1000).max(ATTACHMENT_MAX_TTL_MS).default(ATTACHMENT_DEFAULT_TTL_MS),
+  })
+  .strict();
+
+export type PlanCommentListRequest = z.input<typeof planCommentListSchema>;
+export type PlanCommentCreateRequest = z.input<typeof planCommentCreateSchema>;
+export type PlanCommentUpdateRequest = z.input<typeof planCommentUpdateSchema>;
+export type PlanCommentDeleteRequest = z.input<typeof planCommentDeleteSchema>;
+export type PlanDeleteRequest = z.input<typeof planDeleteSchema>;
+export type ImportLegacyRequest = z.input<typeof importLegacySchema>;
+export type MessageSendRequest = z.input<typeof messageSendSchema>;
+export type PlanCommentRunRequest = z.input<typeof planCommentRunSchema>;
+export type AttachmentStageRequest = z.input<typeof attachmentStageSchema>;
