@@ -6,8 +6,9 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { connect, RequestError, type NatsConnection } from '@nats-io/transport-node';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { startWorker } from '../src/bin/worker.js';
+import { createPendingProjectorClient, type PendingProjectorClient } from '../src/client/pendingProjectorClient.js';
 import { topologyFor } from '../src/events/subjects.js';
 import { silentLogger } from '../src/logger.js';
 import { createTaskAdmission } from '../src/repository/admission/taskAdmission.js';
@@ -36,8 +37,7 @@ Measures, per dialect, on --sends tasks each (one IDLE session, a plan, 5 plan c
   repo send  context: the lease around acceptPrompt, no bus
   send       message.send with 5 plan_comment_refs through the bus and the worker, one at a time;
              its throughput at --concurrency requests in flight (each on its own task)
-Target: send p99 <= 3 x bare p99 + rtt p99. Where the worker serves no message.send (the endpoint
-is not on this commit) the send rows say so and there is no verdict.
+Target: send p99 <= 3 x bare p99 + rtt p99 (no turn-start hook configured).
 
 Options:
   --dialect      sqlite, postgres or both (default both)
@@ -132,8 +132,6 @@ async function promptOf(store: PlanCommentStore, task: SeededCommentedTask): Pro
   );
 }
 
-type EndpointFigures = { available: true; latency: Latency; concurrentOpsPerSec: number } | { available: false; why: string };
-
 interface Figures {
   dialect: DialectName;
   bare: Latency;
@@ -142,46 +140,29 @@ interface Figures {
   /** PostgreSQL only. */
   advisory?: Latency;
   repoSend: Latency;
-  endpoint: EndpointFigures;
+  endpoint: Latency;
+  /** Sends per second with --concurrency in flight. */
+  endpointConcurrentOpsPerSec: number;
 }
 
-const encoder = new TextEncoder();
-
-/**
- * One message.send; undefined when no worker serves the subject (the endpoint is not on this
- * commit), the reply otherwise.
- */
-async function sendOnce(nc: NatsConnection, subject: string, task: SeededCommentedTask): Promise<Record<string, unknown> | undefined> {
-  const body = { session_id: task.sessionId, caller_id: randomUUID(), content: TYPED, plan_comment_refs: task.refs };
-  try {
-    const reply = await nc.request(subject, encoder.encode(JSON.stringify(body)), { timeout: 10_000 });
-    return reply.json<Record<string, unknown>>();
-  } catch (err) {
-    if (err instanceof RequestError && err.isNoResponders()) return undefined;
-    throw err;
-  }
-}
-
-function checkAccepted(reply: Record<string, unknown> | undefined, task: SeededCommentedTask): void {
-  if (!reply || reply.ok !== true || reply.replayed !== false || typeof reply.receipt_id !== 'string' || typeof reply.message_id !== 'string') {
+/** One message.send carrying `task`'s comments; anything but a fresh acceptance that consumed all of them is a wrong answer. */
+async function sendOnce(client: PendingProjectorClient, task: SeededCommentedTask): Promise<void> {
+  const callerId = randomUUID();
+  const reply = await client.sendMessage({ session_id: task.sessionId, caller_id: callerId, content: TYPED, plan_comment_refs: task.refs });
+  if (!reply.ok || reply.replayed || reply.receipt_id !== callerId || reply.message_id !== callerId || reply.plan_comments?.comments.length !== 0) {
     throw new WrongAnswerError(`message.send on task ${task.taskId}: ${JSON.stringify(reply)}`);
   }
 }
 
-async function measureEndpoint(nc: NatsConnection, subject: string, probe: SeededCommentedTask, latencyTasks: readonly SeededCommentedTask[], throughputTasks: readonly SeededCommentedTask[], options: Options, dialect: DialectName): Promise<EndpointFigures> {
-  const first = await sendOnce(nc, subject, probe);
-  if (first === undefined) return { available: false, why: `no responder on ${subject}` };
-  checkAccepted(first, probe);
-  progress(`[${dialect}] message.send x ${latencyTasks.length} one at a time, then ${throughputTasks.length} at ${options.concurrency} in flight`);
-  const latency = await timeEach(latencyTasks, async (task) => checkAccepted(await sendOnce(nc, subject, task), task));
-  const queue = [...throughputTasks];
+async function sendsInFlight(client: PendingProjectorClient, tasks: readonly SeededCommentedTask[], concurrency: number): Promise<number> {
+  const queue = [...tasks];
   const start = performance.now();
   await Promise.all(
-    Array.from({ length: options.concurrency }, async () => {
-      for (let task = queue.shift(); task !== undefined; task = queue.shift()) checkAccepted(await sendOnce(nc, subject, task), task);
+    Array.from({ length: concurrency }, async () => {
+      for (let task = queue.shift(); task !== undefined; task = queue.shift()) await sendOnce(client, task);
     }),
   );
-  return { available: true, latency: latencyOf(latency), concurrentOpsPerSec: throughputTasks.length / ((performance.now() - start) / 1000) };
+  return tasks.length / ((performance.now() - start) / 1000);
 }
 
 async function measure(dialect: DialectName, nc: NatsConnection, options: Options): Promise<Figures> {
@@ -195,7 +176,22 @@ async function measure(dialect: DialectName, nc: NatsConnection, options: Option
     db: scratch.db,
     nc,
     logger: silentLogger(),
-    config: { subjectPrefix: prefix, healthPort: 0, projectionBatchSize: 16, projectionTransactions: 2, maxEventBytes: 262_144, maxDeliver: 10, ackWaitMs: 30_000, streamMaxAgeMs: 3_600_000, reconcilePageSize: 500, bootReconcile: false, respondDeadlineMs: 30_000 },
+    config: {
+      subjectPrefix: prefix,
+      healthPort: 0,
+      projectionBatchSize: 16,
+      projectionTransactions: 2,
+      maxEventBytes: 262_144,
+      maxDeliver: 10,
+      ackWaitMs: 30_000,
+      streamMaxAgeMs: 3_600_000,
+      reconcilePageSize: 500,
+      bootReconcile: false,
+      respondDeadlineMs: 30_000,
+      admissionLockTimeoutMs: LOCK_TIMEOUT_MS,
+      // No turn-start hook (the default): the target is the service's own cost.
+      turnStartHookSubject: '',
+    },
   });
   const stopWorker = onCleanup(() => worker.stop());
   try {
@@ -205,10 +201,9 @@ async function measure(dialect: DialectName, nc: NatsConnection, options: Option
     // The bench's own lease shares the worker's in-process registry (it is per pool).
     const admission = createTaskAdmission(scratch.db, { lockTimeoutMs: LOCK_TIMEOUT_MS });
 
-    progress(`[${dialect}] seeding ${options.sends * 4 + 1} tasks with ${COMMENTS_PER_SEND} plan comments each into ${scratch.where}`);
+    progress(`[${dialect}] seeding ${options.sends * 4} tasks with ${COMMENTS_PER_SEND} plan comments each into ${scratch.where}`);
     const bareTasks = await seedTasks(scratch.ctx, store, options.sends);
     const repoTasks = await seedTasks(scratch.ctx, store, options.sends);
-    const [probe] = await seedTasks(scratch.ctx, store, 1);
     const latencyTasks = await seedTasks(scratch.ctx, store, options.sends);
     const throughputTasks = await seedTasks(scratch.ctx, store, options.sends);
     const prompt = await promptOf(store, bareTasks[0]!);
@@ -232,8 +227,10 @@ async function measure(dialect: DialectName, nc: NatsConnection, options: Option
     progress(`[${dialect}] repository send (lease + acceptPrompt) x ${repoTasks.length}`);
     const repoSend = await timeEach(repoTasks, (task) => repositorySend(admission, store, task, TYPED));
 
-    const endpoint = await measureEndpoint(nc, topology.serviceSubject('message.send'), probe!, latencyTasks, throughputTasks, options, dialect);
-    if (!endpoint.available) progress(`[${dialect}] message.send: endpoint not available on this commit (${endpoint.why})`);
+    progress(`[${dialect}] message.send x ${latencyTasks.length} one at a time, then ${throughputTasks.length} at ${options.concurrency} in flight`);
+    const client = createPendingProjectorClient(nc, { prefix });
+    const endpoint = await timeEach(latencyTasks, (task) => sendOnce(client, task));
+    const endpointConcurrentOpsPerSec = await sendsInFlight(client, throughputTasks, options.concurrency);
     return {
       dialect,
       bare: latencyOf(bare),
@@ -241,7 +238,8 @@ async function measure(dialect: DialectName, nc: NatsConnection, options: Option
       lease: latencyOf(lease),
       advisory: advisory && latencyOf(advisory),
       repoSend: latencyOf(repoSend),
-      endpoint,
+      endpoint: latencyOf(endpoint),
+      endpointConcurrentOpsPerSec,
     };
   } finally {
     await stopWorker();
@@ -263,19 +261,11 @@ function formatReport(f: Figures, options: Options): string[] {
     ...(f.advisory ? [[`advisory lock + unlock on one reserved connection x ${n}, p50 / p99 (ms)`, pair(f.advisory), '', '3 round trips'] as Row] : []),
     [`context: repository send (lease + acceptPrompt) x ${n}, p50 / p99 (ms)`, pair(f.repoSend), '', `${int(f.repoSend.opsPerSec)} sends/s`],
   ];
-  if (f.endpoint.available) {
-    const e = f.endpoint;
-    rows.push(
-      [`message.send x ${n}, one at a time, p50 / p99 (ms)`, pair(e.latency), '', `${int(e.latency.opsPerSec)} sends/s`],
-      [`send p99 / (${TARGET_BARE_P99_FACTOR} x bare p99 + rtt p99 = ${f2(bound)} ms)`, f2(e.latency.p99 / bound), '<= 1', verdict(e.latency.p99 <= bound)],
-      [`context: message.send throughput, ${options.concurrency} in flight (sends/s)`, int(e.concurrentOpsPerSec), '', ''],
-    );
-  } else {
-    rows.push(
-      [`message.send x ${n}, one at a time, p50 / p99 (ms)`, '-', '', 'endpoint not available on this commit'],
-      [`send p99 / (${TARGET_BARE_P99_FACTOR} x bare p99 + rtt p99 = ${f2(bound)} ms)`, '-', '<= 1', 'not measured'],
-    );
-  }
+  rows.push(
+    [`message.send x ${n}, one at a time, p50 / p99 (ms)`, pair(f.endpoint), '', `${int(f.endpoint.opsPerSec)} sends/s`],
+    [`send p99 / (${TARGET_BARE_P99_FACTOR} x bare p99 + rtt p99 = ${f2(bound)} ms)`, f2(f.endpoint.p99 / bound), '<= 1', verdict(f.endpoint.p99 <= bound)],
+    [`context: message.send throughput, ${options.concurrency} in flight (sends/s)`, int(f.endpointConcurrentOpsPerSec), '', ''],
+  );
   return ['', `== ${DIALECT_TITLE[f.dialect]} ==`, ...textTable(rows)];
 }
 
@@ -288,14 +278,10 @@ function formatSummary(all: readonly Figures[]): string[] {
     ['lease alone', ...cells((f) => lat(f.lease)), ''],
     ['advisory lock + unlock, one reserved connection', ...cells((f) => (f.advisory ? lat(f.advisory) : 'n/a')), ''],
     ['repository send (lease + acceptPrompt)', ...cells((f) => `${lat(f.repoSend)}; ${int(f.repoSend.opsPerSec)}/s`), ''],
-    ['`message.send` with 5 comments through the bus', ...cells((f) => (f.endpoint.available ? `${lat(f.endpoint.latency)}; ${int(f.endpoint.concurrentOpsPerSec)}/s in flight` : 'endpoint not available on this commit')), ''],
-    [
-      `send p99 ÷ (${TARGET_BARE_P99_FACTOR} × bare p99 + rtt p99)`,
-      ...cells((f) => (f.endpoint.available ? `${f2(f.endpoint.latency.p99 / boundOf(f))} ${verdict(f.endpoint.latency.p99 <= boundOf(f))}` : 'not measured')),
-      '≤ 1',
-    ],
+    ['`message.send` with 5 comments through the bus', ...cells((f) => `${lat(f.endpoint)}; ${int(f.endpointConcurrentOpsPerSec)}/s in flight`), ''],
+    [`send p99 ÷ (${TARGET_BARE_P99_FACTOR} × bare p99 + rtt p99)`, ...cells((f) => `${f2(f.endpoint.p99 / boundOf(f))} ${verdict(f.endpoint.p99 <= boundOf(f))}`), '≤ 1'],
   ];
-  const met = all.map((f) => `${DIALECT_TITLE[f.dialect]} ${f.endpoint.available ? `${f.endpoint.latency.p99 <= boundOf(f) ? 1 : 0} of 1` : 'not measured'}`);
+  const met = all.map((f) => `${DIALECT_TITLE[f.dialect]} ${f.endpoint.p99 <= boundOf(f) ? 1 : 0} of 1`);
   return ['summary:', ...markdownTable(['npm run bench:send', ...all.map((f) => DIALECT_TITLE[f.dialect]), 'target'], lines), `targets met: ${met.join(', ')}`];
 }
 
