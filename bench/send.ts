@@ -9,8 +9,10 @@ import { parseArgs } from 'node:util';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { startWorker } from '../src/bin/worker.js';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../src/client/pendingProjectorClient.js';
+import { NatsPlanCommentPublisher } from '../src/events/natsPlanCommentPublisher.js';
 import { topologyFor } from '../src/events/subjects.js';
 import { silentLogger } from '../src/logger.js';
+import { systemClock } from '../src/timestamps.js';
 import { createTaskAdmission } from '../src/repository/admission/taskAdmission.js';
 import type { DialectName } from '../src/repository/dialect.js';
 import { openPlanCommentStore, type PlanCommentStore } from '../src/repository/planCommentStore.js';
@@ -35,6 +37,8 @@ Measures, per dialect, on --sends tasks each (one IDLE session, a plan, 5 plan c
   lease      the admission lease alone, around nothing (task + caller-id keys); PostgreSQL also:
              the advisory lock + unlock of those keys on one reserved connection
   repo send  context: the lease around acceptPrompt, no bus
+  publish    context: the task_plan.comments_updated JetStream publish a send makes after COMMIT,
+             alone (on a random task id, into this run's own output stream)
   send       message.send with 5 plan_comment_refs through the bus and the worker, one at a time;
              its throughput at --concurrency requests in flight (each on its own task)
 Target: send p99 <= 3 x bare p99 + rtt p99 (no turn-start hook configured).
@@ -140,6 +144,8 @@ interface Figures {
   /** PostgreSQL only. */
   advisory?: Latency;
   repoSend: Latency;
+  /** The task_plan.comments_updated publish a send makes after COMMIT, alone. */
+  publish: Latency;
   endpoint: Latency;
   /** Sends per second with --concurrency in flight. */
   endpointConcurrentOpsPerSec: number;
@@ -227,6 +233,12 @@ async function measure(dialect: DialectName, nc: NatsConnection, options: Option
     progress(`[${dialect}] repository send (lease + acceptPrompt) x ${repoTasks.length}`);
     const repoSend = await timeEach(repoTasks, (task) => repositorySend(admission, store, task, TYPED));
 
+    progress(`[${dialect}] task_plan.comments_updated publish x ${options.sends}`);
+    const publisher = new NatsPlanCommentPublisher(nc, topology, systemClock);
+    const publish = await timeEach(Array.from({ length: options.sends }, () => randomUUID()), (taskId) =>
+      publisher.publishComments({ task_id: taskId, plan_id: randomUUID(), revision: 1, comments: [] }, `${taskId}:bench:1`),
+    );
+
     progress(`[${dialect}] message.send x ${latencyTasks.length} one at a time, then ${throughputTasks.length} at ${options.concurrency} in flight`);
     const client = createPendingProjectorClient(nc, { prefix });
     const endpoint = await timeEach(latencyTasks, (task) => sendOnce(client, task));
@@ -238,6 +250,7 @@ async function measure(dialect: DialectName, nc: NatsConnection, options: Option
       lease: latencyOf(lease),
       advisory: advisory && latencyOf(advisory),
       repoSend: latencyOf(repoSend),
+      publish: latencyOf(publish),
       endpoint: latencyOf(endpoint),
       endpointConcurrentOpsPerSec,
     };
@@ -260,6 +273,7 @@ function formatReport(f: Figures, options: Options): string[] {
     [`lease alone x ${n}, p50 / p99 (ms)`, pair(f.lease), '', f.dialect === 'postgres' ? 'permit + reserved connection + lock + unlock' : 'in-process mutex'],
     ...(f.advisory ? [[`advisory lock + unlock on one reserved connection x ${n}, p50 / p99 (ms)`, pair(f.advisory), '', '3 round trips'] as Row] : []),
     [`context: repository send (lease + acceptPrompt) x ${n}, p50 / p99 (ms)`, pair(f.repoSend), '', `${int(f.repoSend.opsPerSec)} sends/s`],
+    [`context: comments_updated publish alone x ${n}, p50 / p99 (ms)`, pair(f.publish), '', 'JetStream publish + ack, as a send makes after COMMIT'],
   ];
   rows.push(
     [`message.send x ${n}, one at a time, p50 / p99 (ms)`, pair(f.endpoint), '', `${int(f.endpoint.opsPerSec)} sends/s`],
@@ -278,6 +292,7 @@ function formatSummary(all: readonly Figures[]): string[] {
     ['lease alone', ...cells((f) => lat(f.lease)), ''],
     ['advisory lock + unlock, one reserved connection', ...cells((f) => (f.advisory ? lat(f.advisory) : 'n/a')), ''],
     ['repository send (lease + acceptPrompt)', ...cells((f) => `${lat(f.repoSend)}; ${int(f.repoSend.opsPerSec)}/s`), ''],
+    ['`task_plan.comments_updated` publish alone', ...cells((f) => lat(f.publish)), ''],
     ['`message.send` with 5 comments through the bus', ...cells((f) => `${lat(f.endpoint)}; ${int(f.endpointConcurrentOpsPerSec)}/s in flight`), ''],
     [`send p99 ÷ (${TARGET_BARE_P99_FACTOR} × bare p99 + rtt p99)`, ...cells((f) => `${f2(f.endpoint.p99 / boundOf(f))} ${verdict(f.endpoint.p99 <= boundOf(f))}`), '≤ 1'],
   ];
