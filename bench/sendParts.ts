@@ -1,0 +1,140 @@
+/**
+ * The parts of `npm run bench:send` that are not the endpoint: the bare transaction (the writes of
+ * an accepted 5-comment send and nothing else), the lease alone, and the repository-level send
+ * (the lease around acceptPrompt, no bus).
+ */
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { messageAdmissionKey, lockSessionKeys, taskAdmissionKey, unlockSessionKeys } from '../src/repository/admission/advisoryLocks.js';
+import type { TaskAdmission } from '../src/repository/admission/taskAdmission.js';
+import { rawRows, withTransaction, type RepositoryContext } from '../src/repository/context.js';
+import { TURN_META_PROMPT_DISPATCH_PENDING } from '../src/repository/currentTurnAuthority.js';
+import type { Database } from '../src/repository/database.js';
+import { withReservedConnection } from '../src/repository/driver/reservedConnection.js';
+import { writtenNow } from '../src/repository/planCommentRows.js';
+import type { PlanCommentStore } from '../src/repository/planCommentStore.js';
+import { insertDirectReceipt } from '../src/repository/promptReceipts.js';
+import type { ReceiptTable } from '../src/repository/schema/planCommentTables.js';
+import { bumpCommentsRevision } from '../src/repository/taskPlans.js';
+import { startTurn } from '../src/repository/turns.js';
+import { WrongAnswerError } from './benchRun.js';
+import type { SeededCommentedTask } from './seed/fixtures.js';
+
+/** Per-operation wall times (ms) and the throughput of the whole loop (operations per second). */
+export interface Timed {
+  samples: number[];
+  opsPerSec: number;
+}
+
+/** Runs `fn` once per item, one at a time, timing each call. */
+export async function timeEach<T>(items: readonly T[], fn: (item: T) => Promise<void>): Promise<Timed> {
+  const samples: number[] = [];
+  const start = performance.now();
+  for (const item of items) {
+    const t0 = performance.now();
+    await fn(item);
+    samples.push(performance.now() - t0);
+  }
+  return { samples, opsPerSec: items.length / ((performance.now() - start) / 1000) };
+}
+
+/**
+ * The writes acceptPrompt makes for an accepted send of `task`'s comments, in one transaction, with
+ * none of its reads, locks or checks: the 5 comment rows deleted at their versions, the revision
+ * bumped, the reserved turn, the prompt sequence number, the user message, the direct receipt.
+ * Repository functions where one exists (bumpCommentsRevision, startTurn, insertDirectReceipt);
+ * the comment delete, the prompt-sequence upsert and the message insert are bench SQL, the same
+ * statements acceptPrompt runs (promptAcceptance.ts does not export them).
+ */
+export async function bareAcceptance(ctx: RepositoryContext, receiptTable: ReceiptTable, task: SeededCommentedTask, prompt: string): Promise<void> {
+  const callerId = randomUUID();
+  await withTransaction(ctx, async (tx) => {
+    const pairs = task.refs.map(() => '(id = ? AND version = ?)').join(' OR ');
+    const deleted = await rawRows<{ id: string }>(
+      tx,
+      `DELETE FROM task_plan_comments WHERE task_id = ? AND plan_id = ? AND (${pairs}) RETURNING id`,
+      [task.taskId, task.planId, ...task.refs.flatMap((r) => [r.id, r.version])],
+    );
+    if (deleted.length !== task.refs.length) throw new WrongAnswerError(`bare: deleted ${deleted.length} of ${task.refs.length} comments of task ${task.taskId}`);
+    await bumpCommentsRevision(tx, { id: task.planId, taskId: task.taskId });
+    const turn = await startTurn(tx, task.sessionId, { metadata: { [TURN_META_PROMPT_DISPATCH_PENDING]: true } });
+    const [seq] = await rawRows<{ last_seq: number | string }>(
+      tx,
+      `INSERT INTO task_session_prompt_seq (task_session_id, last_seq)
+       VALUES (?, (SELECT COALESCE(MAX(m.prompt_seq), 0) + 1 FROM task_session_messages m WHERE m.task_session_id = ?))
+       ON CONFLICT (task_session_id) DO UPDATE SET last_seq = task_session_prompt_seq.last_seq + 1
+       RETURNING last_seq`,
+      [task.sessionId, task.sessionId],
+    );
+    const refs = task.refs.map((r) => ({ id: r.id, version: r.version }));
+    const now = writtenNow(tx);
+    await tx.knex('task_session_messages').insert({
+      id: callerId,
+      task_session_id: task.sessionId,
+      task_id: task.taskId,
+      turn_id: turn.id,
+      author_type: 'user',
+      author_id: '',
+      content: prompt,
+      requests_input: 0,
+      type: 'message',
+      metadata: JSON.stringify({ client_message_id: callerId, receipt_id: callerId, delivery_kind: 'direct', plan_comment_refs: refs, plan_comment_request_fingerprint: 'bench' }),
+      created_at: now,
+      updated_at: now,
+      prompt_seq: Number(seq!.last_seq),
+    });
+    await insertDirectReceipt(tx, receiptTable, {
+      id: callerId,
+      sessionId: task.sessionId,
+      taskId: task.taskId,
+      content: prompt,
+      model: '',
+      planMode: false,
+      attachments: [],
+      metadata: { client_message_id: callerId, plan_comment_refs: refs, plan_comment_request_fingerprint: 'bench' },
+      transcriptMessageId: callerId,
+      transcriptTurnId: turn.id,
+    });
+  });
+}
+
+/**
+ * The lease alone, as a send takes it (the task's key and the caller id's), around nothing: the
+ * in-process mutex on both dialects; on PostgreSQL also the lock-connection permit, reserving a
+ * pooled connection, the advisory locks and their unlock.
+ */
+export function leaseAlone(admission: TaskAdmission, count: number): Promise<Timed> {
+  return timeEach(Array.from({ length: count }, () => ({ taskId: randomUUID(), callerId: randomUUID() })), async ({ taskId, callerId }) => {
+    const outcome = await admission.withLease(taskId, async () => undefined, { callerId });
+    if (!outcome.ok) throw new WrongAnswerError(`lease of a fresh task timed out: ${JSON.stringify(outcome)}`);
+  });
+}
+
+/**
+ * PostgreSQL: the advisory lock and unlock of a send's two keys on ONE connection reserved once
+ * for the whole loop (what the lease costs on the server, without the pool): `pg_try_advisory_lock`
+ * per key, then one statement unlocking both, so three round trips.
+ */
+export async function advisoryLockRoundTrips(db: Database, count: number): Promise<Timed> {
+  return withReservedConnection(db.knex, db.dialect, (connection) =>
+    timeEach(Array.from({ length: count }, () => [taskAdmissionKey(randomUUID()), messageAdmissionKey(randomUUID())]), async (keys) => {
+      if ((await lockSessionKeys(connection, keys, performance.now() + 5_000)) !== 'locked') throw new WrongAnswerError('advisory lock on fresh keys timed out');
+      if (!(await unlockSessionKeys(connection, keys))) throw new WrongAnswerError('advisory unlock returned false');
+    }),
+  );
+}
+
+/** The send without the bus: the lease around acceptPrompt, as the endpoint's service would hold it. */
+export async function repositorySend(admission: TaskAdmission, store: PlanCommentStore, task: SeededCommentedTask, content: string): Promise<void> {
+  const callerId = randomUUID();
+  const outcome = await admission.withLease(
+    task.taskId,
+    () => store.acceptPrompt({ callerId, target: { kind: 'session', sessionId: task.sessionId }, content, planCommentRefs: task.refs }),
+    { callerId },
+  );
+  if (!outcome.ok) throw new WrongAnswerError(`repository send on task ${task.taskId}: lease timed out`);
+  const accepted = outcome.value;
+  if (!accepted.ok || accepted.replayed || accepted.consumedCommentIds.length !== task.refs.length) {
+    throw new WrongAnswerError(`repository send on task ${task.taskId}: ${JSON.stringify(accepted)}`);
+  }
+}
