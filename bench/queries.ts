@@ -10,7 +10,8 @@ import { rawRows, type RepositoryContext } from '../src/repository/context.js';
 import type { DialectName } from '../src/repository/dialect.js';
 import { getPendingActionsBySessionIds } from '../src/repository/pendingActions.js';
 import type { PendingAction } from '../src/turns/pendingAction.js';
-import { UsageError, WrongAnswerError, onCleanup, parseCommandLine, progress, runBench, secs as seconds } from './benchRun.js';
+import { WrongAnswerError, onCleanup, parseCommandLine, progress, runBench, secs as seconds } from './benchRun.js';
+import { optionChecks } from './optionChecks.js';
 import { explainPendingActions, formatPlan } from './diagnostics/queryPlan.js';
 import { collectRunInfo, formatRunInfo } from './runInfo.js';
 import { openScratchDatabase } from './scratchDatabase.js';
@@ -81,22 +82,17 @@ function parseOptions(): Options {
       }),
     USAGE,
   );
-  const problems: string[] = [];
-  const dialect = values.dialect;
-  if (dialect !== 'sqlite' && dialect !== 'postgres' && dialect !== 'both') problems.push(`--dialect must be sqlite, postgres or both (got ${dialect})`);
-  const int = (name: string, raw: string, min: number) => {
-    const n = Number(raw);
-    if (!Number.isInteger(n) || n < min) problems.push(`--${name} must be an integer >= ${min} (got ${raw})`);
-    return n;
-  };
+  const check = optionChecks();
+  const dialects = check.dialects(values.dialect);
+  const int = check.int;
   const sessions = int('sessions', values.sessions, 2);
   const repeat = int('repeat', values.repeat, 1);
   const loopBudgetMs = int('loop-budget-ms', values['loop-budget-ms'], 0);
   const timestamps = values.timestamps as BenchTimestampForms;
-  if (!BENCH_TIMESTAMP_FORMS.includes(timestamps)) problems.push(`--timestamps must be ${BENCH_TIMESTAMP_FORMS.join(', ')} (got ${values.timestamps})`);
-  if (problems.length > 0) throw new UsageError(`bad arguments:\n  ${problems.join('\n  ')}`);
+  if (!BENCH_TIMESTAMP_FORMS.includes(timestamps)) check.problem(`--timestamps must be ${BENCH_TIMESTAMP_FORMS.join(', ')} (got ${values.timestamps})`);
+  check.done();
   return {
-    dialects: dialect === 'both' ? ['sqlite', 'postgres'] : [dialect as DialectName],
+    dialects,
     sessions,
     repeat,
     loopBudgetMs,

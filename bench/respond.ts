@@ -15,7 +15,8 @@ import type { RepositoryContext } from '../src/repository/context.js';
 import type { DialectName } from '../src/repository/dialect.js';
 import { startTurn } from '../src/repository/turns.js';
 import { startWorker } from '../src/bin/worker.js';
-import { UsageError, WrongAnswerError, onCleanup, parseCommandLine, progress, runBench, secs } from './benchRun.js';
+import { WrongAnswerError, onCleanup, parseCommandLine, progress, runBench, secs } from './benchRun.js';
+import { optionChecks } from './optionChecks.js';
 import { collectRunInfo, formatRunInfo } from './runInfo.js';
 import { openScratchDatabase } from './scratchDatabase.js';
 import { seedClarificationBundle, seedSession } from './seed/fixtures.js';
@@ -68,19 +69,14 @@ function parseOptions(): Options {
       }),
     USAGE,
   );
-  const problems: string[] = [];
-  const dialect = values.dialect;
-  if (dialect !== 'sqlite' && dialect !== 'postgres' && dialect !== 'both') problems.push(`--dialect must be sqlite, postgres or both (got ${dialect})`);
-  const int = (name: string, raw: string, min: number) => {
-    const n = Number(raw);
-    if (!Number.isInteger(n) || n < min) problems.push(`--${name} must be an integer >= ${min} (got ${raw})`);
-    return n;
-  };
+  const check = optionChecks();
+  const dialects = check.dialects(values.dialect);
+  const int = check.int;
   const bundles = int('bundles', values.bundles, 1);
   const concurrency = int('concurrency', values.concurrency, 1);
-  if (problems.length > 0) throw new UsageError(`bad arguments:\n  ${problems.join('\n  ')}`);
+  check.done();
   return {
-    dialects: dialect === 'both' ? ['sqlite', 'postgres'] : [dialect as DialectName],
+    dialects,
     bundles,
     concurrency,
     postgresUrl: process.env.BENCH_POSTGRES_URL ?? process.env.POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test',

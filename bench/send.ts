@@ -18,7 +18,8 @@ import type { DialectName } from '../src/repository/dialect.js';
 import { openPlanCommentStore, type PlanCommentStore } from '../src/repository/planCommentStore.js';
 import type { RepositoryContext } from '../src/repository/context.js';
 import { formatPlanCommentPrompt } from '../src/turns/planCommentPrompt.js';
-import { UsageError, WrongAnswerError, onCleanup, parseCommandLine, progress, runBench, secs } from './benchRun.js';
+import { WrongAnswerError, onCleanup, parseCommandLine, progress, runBench, secs } from './benchRun.js';
+import { optionChecks } from './optionChecks.js';
 import { collectRunInfo, formatRunInfo } from './runInfo.js';
 import { openScratchDatabase } from './scratchDatabase.js';
 import { seedCommentedTask, type SeededCommentedTask } from './seed/fixtures.js';
@@ -85,20 +86,15 @@ function parseOptions(): Options {
       }),
     USAGE,
   );
-  const problems: string[] = [];
-  const dialect = values.dialect;
-  if (dialect !== 'sqlite' && dialect !== 'postgres' && dialect !== 'both') problems.push(`--dialect must be sqlite, postgres or both (got ${dialect})`);
-  const int = (name: string, raw: string, min: number) => {
-    const n = Number(raw);
-    if (!Number.isInteger(n) || n < min) problems.push(`--${name} must be an integer >= ${min} (got ${raw})`);
-    return n;
-  };
+  const check = optionChecks();
+  const dialects = check.dialects(values.dialect);
+  const int = check.int;
   const sends = int('sends', values.sends, 1);
   const concurrency = int('concurrency', values.concurrency, 1);
   const pool = int('pool', values.pool, 2);
-  if (problems.length > 0) throw new UsageError(`bad arguments:\n  ${problems.join('\n  ')}`);
+  check.done();
   return {
-    dialects: dialect === 'both' ? ['sqlite', 'postgres'] : [dialect as DialectName],
+    dialects,
     sends,
     concurrency,
     pool,

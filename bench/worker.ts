@@ -21,7 +21,8 @@ import { silentLogger } from '../src/logger.js';
 import type { DialectName } from '../src/repository/dialect.js';
 import { systemClock } from '../src/timestamps.js';
 import { startWorker, type WorkerConfig } from '../src/bin/worker.js';
-import { UsageError, onCleanup, parseCommandLine, progress, runBench, secs } from './benchRun.js';
+import { onCleanup, parseCommandLine, progress, runBench, secs } from './benchRun.js';
+import { optionChecks } from './optionChecks.js';
 import { formatLevelDiagnosis, startLevelTrace } from './diagnostics/levelTrace.js';
 import { renderLatencyChart } from './latencyChart.js';
 import { TARGET_P99_OVER_TRICKLE, latencyLevels, levelEventCount, measureLatencyLevels } from './latencyLevels.js';
@@ -127,15 +128,13 @@ function parseOptions(): Options {
       }),
     USAGE,
   );
-  const problems: string[] = [];
-  const dialect = values.dialect;
-  if (dialect !== 'sqlite' && dialect !== 'postgres' && dialect !== 'both') problems.push(`--dialect must be sqlite, postgres or both (got ${dialect})`);
+  const check = optionChecks();
+  const dialects = check.dialects(values.dialect);
   const scale = Number(values.scale);
-  if (!Number.isFinite(scale) || scale <= 0 || scale > 100) problems.push(`--scale must be a number in (0, 100] (got ${values.scale})`);
+  if (!Number.isFinite(scale) || scale <= 0 || scale > 100) check.problem(`--scale must be a number in (0, 100] (got ${values.scale})`);
   const latencySeconds = values['latency-seconds'] === undefined ? Math.max(2, FULL_LATENCY_SECONDS * Math.min(1, scale)) : Number(values['latency-seconds']);
-  if (!(Number.isFinite(latencySeconds) && latencySeconds >= 1 && latencySeconds <= 3600)) problems.push(`--latency-seconds must be seconds in [1, 3600] (got ${values['latency-seconds']})`);
-  if (problems.length > 0) throw new UsageError(`bad arguments:\n  ${problems.join('\n  ')}`);
-  const dialects: DialectName[] = dialect === 'both' ? ['sqlite', 'postgres'] : [dialect as DialectName];
+  if (!(Number.isFinite(latencySeconds) && latencySeconds >= 1 && latencySeconds <= 3600)) check.problem(`--latency-seconds must be seconds in [1, 3600] (got ${values['latency-seconds']})`);
+  check.done();
   const fullRun = dialects.length === 2 && scale >= 1 && latencySeconds >= FULL_LATENCY_SECONDS;
   return {
     dialects,
