@@ -200,6 +200,47 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     expect(String(message.content)).not.toContain('edited meanwhile');
   });
 
+  it('a send and a plan.delete serialize: with the send\'s hook held the delete waits, the send consumes its comment, then the plan goes', async () => {
+    const task = await seedComments(2);
+    const callerId = randomUUID();
+    const hook = holdHook(callerId);
+    const sending = client.sendMessage({ session_id: task.sessionId, caller_id: callerId, content: 'now', plan_comment_refs: [{ id: task.comments[0]!.id, version: 1 }] });
+    await hook.reached.opened;
+    let deleteSettled = false;
+    const deleting = client.deletePlan({ task_id: task.taskId, plan_id: task.planId }).finally(() => (deleteSettled = true));
+    // A request after the delete on the same connection: the delete reached the worker before this reply.
+    expect(await client.listPlanComments({ task_id: task.taskId })).toMatchObject({ ok: true, plan_comments: { revision: 2 } });
+    expect(deleteSettled).toBe(false);
+    hook.gate.open();
+    const [sent, deleted] = await Promise.all([sending, deleting]);
+    expect(sent).toMatchObject({ ok: true, replayed: false, plan_comments: { revision: 3, comments: [{ id: task.comments[1]!.id }] } });
+    expect(deleted).toMatchObject({ ok: true, deleted: true, plan_comments: { plan_id: null, comments: [] } });
+    const message = await t.ctx.knex('task_session_messages').where({ id: callerId }).first();
+    expect(String(message.content)).toContain('comment 0');
+    expect(Number((await t.ctx.knex('task_plan_comments').where({ task_id: task.taskId }).count({ n: '*' }).first())!.n)).toBe(0);
+  });
+
+  it('a turn-start hook that never replies: unavailable after TURN_START_HOOK_TIMEOUT_MS, nothing written, the lease free again', async () => {
+    const silentPrefix = uniquePrefix(`plans_silent_${dialect}`);
+    // A hook that takes every request and answers none.
+    const silentHook = nc.subscribe(`${silentPrefix}${HOOK_SUBJECT}`);
+    const silent = await startWorker({ db: t.db, nc, config: testWorkerConfig(silentPrefix, { turnStartHookSubject: HOOK_SUBJECT, turnStartHookTimeoutMs: 300 }), logger: silentLogger() });
+    try {
+      const silentClient = createPendingProjectorClient(nc, { prefix: silentPrefix, timeoutMs: 30_000 });
+      const task = await seedComments(1);
+      const before = await acceptanceState(t.ctx, task.taskId);
+      const body = { session_id: task.sessionId, caller_id: randomUUID(), content: 'x', plan_comment_refs: [{ id: task.comments[0]!.id, version: 1 }] };
+      expect(await silentClient.sendMessage(body)).toMatchObject({ ok: false, error: { code: 'unavailable' }, reason: 'turn_start_hook_failed', hook_reason: 'timeout' });
+      expect(await acceptanceState(t.ctx, task.taskId)).toEqual(before);
+      // The lease was released: an edit on the task goes through at once.
+      expect(await silentClient.updatePlanComment({ task_id: task.taskId, plan_id: task.planId, comment_id: task.comments[0]!.id, version: 1, body: 'edited' })).toMatchObject({ ok: true });
+    } finally {
+      await silent.stop();
+      silentHook.unsubscribe();
+      await deleteTopology(nc, silentPrefix);
+    }
+  });
+
   it('a failing turn-start hook replies unavailable and writes nothing; the same request is accepted once the hook agrees', async () => {
     const task = await seedComments(1);
     const callerId = randomUUID();
