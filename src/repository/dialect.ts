@@ -108,6 +108,12 @@ export interface SqlDialect {
    */
   readonly jsonRefusesNulEscapes: boolean;
   /**
+   * Session-level advisory locks that hold across processes (PostgreSQL's pg_advisory_lock). Where
+   * there are none (SQLite), the admission lease serializes inside the process only, as Kandev's
+   * SQLite backend does.
+   */
+  readonly advisoryLocks: boolean;
+  /**
    * The prefix of a statement that builds an index without blocking the table's writers meanwhile
    * (PostgreSQL's CONCURRENTLY, which must run outside a transaction); SQLite has no such option.
    */
@@ -192,6 +198,7 @@ export const sqliteDialect: SqlDialect = {
   singleWriter: true,
   timestampsAreInstants: false,
   jsonRefusesNulEscapes: false,
+  advisoryLocks: false,
   createIndexOnline: 'CREATE INDEX',
   releasesSlotBeforeCommit: false,
 };
@@ -241,6 +248,7 @@ export const postgresDialect: SqlDialect = {
   singleWriter: false,
   timestampsAreInstants: true,
   jsonRefusesNulEscapes: true,
+  advisoryLocks: true,
   createIndexOnline: 'CREATE INDEX CONCURRENTLY',
   releasesSlotBeforeCommit: true,
 };

@@ -121,7 +121,7 @@ function registryOf(db: Database): Registry {
   if (!registry) {
     registry = {
       mutex: new KeyedMutex(),
-      lockConnections: db.dialect.name === 'postgres' ? new FifoSemaphore(db.maxConnections - 1) : undefined,
+      lockConnections: db.dialect.advisoryLocks ? new FifoSemaphore(db.maxConnections - 1) : undefined,
       held: new AsyncLocalStorage<HeldScope>(),
     };
     registries.set(db, registry);
@@ -148,8 +148,8 @@ class LockWaitEnded extends Error {}
  * connections (AdmissionPoolTooSmallError).
  */
 export function createTaskAdmission(db: Database, options: TaskAdmissionOptions): TaskAdmission {
-  const postgres = db.dialect.name === 'postgres';
-  if (postgres && db.maxConnections < 2) throw new AdmissionPoolTooSmallError(db.maxConnections);
+  const serverLocks = db.dialect.advisoryLocks;
+  if (serverLocks && db.maxConnections < 2) throw new AdmissionPoolTooSmallError(db.maxConnections);
   const { mutex, lockConnections, held } = registryOf(db);
   const { lockTimeoutMs } = options;
   const timedOut = () => ({ ok: false, reason: 'lock_timeout', lockTimeoutMs }) as const;
@@ -250,7 +250,7 @@ export function createTaskAdmission(db: Database, options: TaskAdmissionOptions)
       const deadline = performance.now() + lockTimeoutMs;
       if (!(await lockInProcess(keys, deadline))) return timedOut();
       try {
-        if (!postgres) return { ok: true, value: await runHolding(keys, fn) };
+        if (!serverLocks) return { ok: true, value: await runHolding(keys, fn) };
         return await leaseOnServer(taskId, keys, deadline, fn);
       } finally {
         unlockInProcess(keys);
@@ -268,7 +268,7 @@ export function createTaskAdmission(db: Database, options: TaskAdmissionOptions)
       const deadline = performance.now() + lockTimeoutMs;
       if (!(await mutex.acquire(key, deadline))) return timedOut();
       try {
-        return await runHolding([key], () => (postgres ? mutationOnServer(ctx, key, deadline, fn) : withTransaction(ctx, fn).then((value) => ({ ok: true as const, value }))));
+        return await runHolding([key], () => (serverLocks ? mutationOnServer(ctx, key, deadline, fn) : withTransaction(ctx, fn).then((value) => ({ ok: true as const, value }))));
       } finally {
         mutex.release(key);
       }
