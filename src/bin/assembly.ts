@@ -199,6 +199,10 @@ export async function createPlanComments(parts: Parts, deps: { nc: NatsConnectio
         const primary = await getPrimarySession(ctx, taskId);
         return { archived: task.archivedAt !== null, primary: primary ? { sessionId: primary.id, state: primary.state, promptable: promptable(primary.state) } : null };
       },
+      async archived(taskId) {
+        const task = await getTask(ctx, taskId);
+        return task ? task.archivedAt !== null : undefined;
+      },
       callerIdUsed: (callerId) => acceptanceRecorded(ctx, store.schema, callerId),
     },
   });
