@@ -316,7 +316,7 @@ export async function acceptPrompt(ctx: RepositoryContext, schema: PlanCommentSc
         }
         claimed = claim.claimed;
       }
-      const turn = await startTurn(tx, sessionId, { metadata: { [TURN_META_PROMPT_DISPATCH_PENDING]: true } });
+      const turn = await startTurn(tx, sessionId, { taskId, metadata: { [TURN_META_PROMPT_DISPATCH_PENDING]: true } });
       const promptSeq = await nextPromptSeq(tx, sessionId);
       const refList = refs.map((r) => ({ id: r.id, version: r.version }));
       const now = writtenNow(tx);
