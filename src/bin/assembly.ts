@@ -31,7 +31,7 @@ import { NatsTurnStartHook } from '../events/natsTurnStartHook.js';
 import { createTaskAdmission } from '../repository/admission/taskAdmission.js';
 import { createPlanCommentStore, openPlanCommentStore } from '../repository/planCommentStore.js';
 import { PROMPTABLE_SESSION_STATES } from '../repository/promptAcceptance.js';
-import { priorAcceptance } from '../repository/promptReplay.js';
+import { acceptanceRecorded } from '../repository/promptReplay.js';
 import { getPrimarySession, getSession, getTask } from '../repository/tasks.js';
 import { createPlanCommentService, type PlanCommentService } from '../services/planCommentService.js';
 import { NO_TURN_START_HOOK } from '../services/turnStartHook.js';
@@ -199,7 +199,11 @@ export async function createPlanComments(parts: Parts, deps: { nc: NatsConnectio
         const primary = await getPrimarySession(ctx, taskId);
         return { archived: task.archivedAt !== null, primary: primary ? { sessionId: primary.id, state: primary.state, promptable: promptable(primary.state) } : null };
       },
-      callerIdUsed: async (callerId) => (await priorAcceptance(ctx, store.schema, callerId)) !== undefined,
+      async archived(taskId) {
+        const task = await getTask(ctx, taskId);
+        return task ? task.archivedAt !== null : undefined;
+      },
+      callerIdUsed: (callerId) => acceptanceRecorded(ctx, store.schema, callerId),
     },
   });
 }

@@ -8,7 +8,6 @@ import {
   commentsChanged,
   conflict,
   notFound,
-  PlanCommentIntegrityError,
   unavailable,
   type BadRequest,
   type Conflict,
@@ -21,7 +20,7 @@ import { priorAcceptance, replayOutcome } from './promptReplay.js';
 import { promptRequestFingerprint } from './requestFingerprint.js';
 import type { PlanCommentSchema } from './schema/planCommentTables.js';
 import { lockSessionTurnWrites } from './sessionLocks.js';
-import { forUpdate } from './taskPlans.js';
+import { bumpCommentsRevision, forUpdate, planCommentsOf } from './taskPlans.js';
 import { startTurn } from './turns.js';
 import { formatPlanCommentPrompt, PLAN_COMMENT_LIMITS, utf8Length } from '../turns/planCommentPrompt.js';
 
@@ -153,8 +152,11 @@ async function primaryOf(tx: RepositoryContext, taskId: string): Promise<string 
   return rows[0]?.id;
 }
 
-/** Deletes exactly the referenced comments at their versions; every one must go, or nothing does. */
-async function consumeComments(tx: RepositoryContext, plan: { id: string; taskId: string }, refs: readonly PlanCommentRef[]): Promise<void> {
+/**
+ * Deletes exactly the referenced comments at their versions; every one must go, or nothing does.
+ * Returns the collection's new revision.
+ */
+async function consumeComments(tx: RepositoryContext, plan: { id: string; taskId: string }, refs: readonly PlanCommentRef[]): Promise<number> {
   const pairs = refs.map(() => '(id = ? AND version = ?)').join(' OR ');
   const deleted = await rawRows<{ id: string }>(
     tx,
@@ -162,8 +164,23 @@ async function consumeComments(tx: RepositoryContext, plan: { id: string; taskId
     [plan.taskId, plan.id, ...refs.flatMap((r) => [r.id, r.version])],
   );
   if (deleted.length !== refs.length) throw new AcceptanceRefused(commentsChanged({ taskId: plan.taskId, planId: plan.id, revision: 0, comments: [] }));
-  const bumped = await tx.knex('task_plans').where({ id: plan.id, task_id: plan.taskId }).increment('comments_revision', 1);
-  if (Number(bumped) !== 1) throw new PlanCommentIntegrityError(`plan ${plan.id} of task ${plan.taskId} vanished while its comments were consumed`);
+  return bumpCommentsRevision(tx, plan);
+}
+
+/**
+ * The collection as the accepting transaction leaves it. With comments consumed, the plan row is
+ * the one it locked and the revision the one it wrote; only the remaining comments are read.
+ */
+async function afterAcceptance(
+  tx: RepositoryContext,
+  schema: PlanCommentSchema,
+  taskId: string,
+  plan: { id: string; taskId: string } | undefined,
+  revision: number | undefined,
+): Promise<PlanCommentSnapshot | null> {
+  if (schema.missingForComments.length > 0) return null;
+  if (!plan || revision === undefined) return snapshotIn(tx, taskId);
+  return { taskId, planId: plan.id, revision, comments: await planCommentsOf(tx, taskId, plan.id) };
 }
 
 /** Accepts one direct prompt, or says why not; see the module comment for what it checks and writes. */
@@ -215,9 +232,13 @@ export async function acceptPrompt(ctx: RepositoryContext, schema: PlanCommentSc
       // 1. The task row: every acceptance of this task queues here (Kandev's guardActiveTaskTx).
       const task = (await rawRows<Row>(tx, `SELECT id, workspace_id, archived_at FROM tasks WHERE id = ?${forUpdate(tx)}`, [taskId]))[0];
       if (!task) return notFound('task_not_found', `task ${taskId} does not exist`);
-      // Again under the lock: a concurrent request with this caller id on this task has committed by now.
-      const concurrent = await priorAcceptance(tx, schema, input.callerId);
-      if (concurrent) return replayOutcome(tx, schema, input, concurrent, fingerprint);
+      // Again under the lock: a concurrent request with this caller id on this task has committed by
+      // now. SQLite's one writer held the database since BEGIN, so nothing can have committed since
+      // the read above.
+      if (!tx.dialect.singleWriter) {
+        const concurrent = await priorAcceptance(tx, schema, input.callerId);
+        if (concurrent) return replayOutcome(tx, schema, input, concurrent, fingerprint);
+      }
       if (task.archived_at !== null && task.archived_at !== undefined) return conflict('task_inactive', `task ${taskId} is archived`, {});
 
       // 2. The target session, then its turn-write lock, then its row.
@@ -277,7 +298,8 @@ export async function acceptPrompt(ctx: RepositoryContext, schema: PlanCommentSc
       }
 
       // 5. Writes. From here an expected refusal throws, so everything rolls back.
-      if (plan) await consumeComments(tx, plan, refs);
+      // The new revision, so the reply's snapshot needs only the comments re-read, not the plan.
+      const revision = plan ? await consumeComments(tx, plan, refs) : undefined;
       let claimed: AttachmentRecord[] = [];
       if (attachmentIds.length > 0) {
         const claim = await claimAttachments(tx, {
@@ -294,7 +316,7 @@ export async function acceptPrompt(ctx: RepositoryContext, schema: PlanCommentSc
         }
         claimed = claim.claimed;
       }
-      const turn = await startTurn(tx, sessionId, { metadata: { [TURN_META_PROMPT_DISPATCH_PENDING]: true } });
+      const turn = await startTurn(tx, sessionId, { taskId, metadata: { [TURN_META_PROMPT_DISPATCH_PENDING]: true } });
       const promptSeq = await nextPromptSeq(tx, sessionId);
       const refList = refs.map((r) => ({ id: r.id, version: r.version }));
       const now = writtenNow(tx);
@@ -355,7 +377,7 @@ export async function acceptPrompt(ctx: RepositoryContext, schema: PlanCommentSc
         content: prompt,
         consumedCommentIds: refs.map((r) => r.id),
         attachmentIds: claimed.map((a) => a.id),
-        snapshot: schema.missingForComments.length === 0 ? await snapshotIn(tx, taskId) : null,
+        snapshot: await afterAcceptance(tx, schema, taskId, plan, revision),
       };
     });
   } catch (err) {

@@ -41,6 +41,17 @@ function stringList(value: unknown, pick: (item: Record<string, unknown>) => unk
  * message. Either may be another producer's row with that id (Kandev uses the client message id as
  * the message key too) or carry malformed metadata: then it has no fingerprint and matches no request.
  */
+/**
+ * Whether anything was accepted under this caller id: exactly when `priorAcceptance` finds
+ * something (a receipt or a transcript message with this id), in one statement instead of two.
+ */
+export async function acceptanceRecorded(ctx: RepositoryContext, schema: PlanCommentSchema, callerId: string): Promise<boolean> {
+  const receipt = schema.receiptTable ? `SELECT id FROM ${schema.receiptTable} WHERE id = ? UNION ALL ` : '';
+  const bindings = schema.receiptTable ? [callerId, callerId] : [callerId];
+  const rows = await rawRows<{ id: string }>(ctx, `SELECT id FROM (${receipt}SELECT id FROM task_session_messages WHERE id = ?) AS used LIMIT 1`, bindings);
+  return rows.length > 0;
+}
+
 export async function priorAcceptance(tx: RepositoryContext, schema: PlanCommentSchema, callerId: string): Promise<PriorAcceptance | undefined> {
   const receipt = schema.receiptTable ? await getPromptReceipt(tx, schema.receiptTable, callerId) : undefined;
   const messageRow = (await rawRows<Row>(tx, `SELECT id, task_session_id, task_id, turn_id, content, metadata, prompt_seq FROM task_session_messages WHERE id = ?`, [callerId]))[0];

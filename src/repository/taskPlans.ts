@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { rawRows, type RepositoryContext } from './context.js';
 import { PlanCommentIntegrityError } from './planCommentOutcomes.js';
-import { instantColumn, toPlanCommentRecord, toTaskPlanRecord, writtenNow, type PlanCommentSnapshot, type TaskPlanRecord } from './planCommentRows.js';
+import { instantColumn, toPlanCommentRecord, toTaskPlanRecord, writtenNow, type PlanCommentRecord, type PlanCommentSnapshot, type TaskPlanRecord } from './planCommentRows.js';
 
 /**
  * A task's plan and the snapshot of its comment collection. Plan writes are Kandev's; this service
@@ -52,13 +52,18 @@ export async function taskExists(ctx: RepositoryContext, taskId: string): Promis
 export async function readPlanCommentSnapshot(ctx: RepositoryContext, taskId: string): Promise<PlanCommentSnapshot | undefined> {
   const plan = await getTaskPlan(ctx, taskId);
   if (!plan) return (await taskExists(ctx, taskId)) ? { taskId, planId: null, revision: 0, comments: [] } : undefined;
+  return { taskId, planId: plan.id, revision: plan.commentsRevision, comments: await planCommentsOf(ctx, taskId, plan.id) };
+}
+
+/** The plan's comments in the snapshot's (created_at, id) order, ids compared byte-wise on both dialects. */
+export async function planCommentsOf(ctx: RepositoryContext, taskId: string, planId: string): Promise<PlanCommentRecord[]> {
   const rows = await rawRows<Record<string, unknown>>(
     ctx,
     `SELECT * FROM task_plan_comments WHERE task_id = ? AND plan_id = ?
       ORDER BY ${instantColumn(ctx, 'created_at')}, ${ctx.dialect.binaryText('id')}`,
-    [taskId, plan.id],
+    [taskId, planId],
   );
-  return { taskId, planId: plan.id, revision: plan.commentsRevision, comments: rows.map(toPlanCommentRecord) };
+  return rows.map(toPlanCommentRecord);
 }
 
 export interface UpsertTaskPlanInput {

@@ -18,6 +18,8 @@ export interface StartTurnOptions {
   /** Explicit start instant (tests and replays); defaults to the repository clock. */
   startedAt?: string;
   metadata?: Record<string, unknown>;
+  /** The session's task, when the caller already read the session row in this transaction. */
+  taskId?: string;
 }
 
 async function sessionTaskId(tx: RepositoryContext, sessionId: string): Promise<string> {
@@ -32,7 +34,7 @@ async function insertTurn(
   options: StartTurnOptions & { completed: boolean },
 ): Promise<TurnRecord> {
   await lockSessionTurnWrites(tx, [sessionId]);
-  const taskId = await sessionTaskId(tx, sessionId);
+  const taskId = options.taskId ?? (await sessionTaskId(tx, sessionId));
   const now = storedNow(tx);
   const startedAt = options.startedAt ? tx.dialect.storedTimestamp(toCanonicalTimestamp(options.startedAt)) : now;
   const row = {

@@ -38,6 +38,8 @@ export interface PromptTargets {
   session(sessionId: string): Promise<{ taskId: string; state: string; promptable: boolean } | undefined>;
   /** The task's current primary session, or none; undefined when the task does not exist. */
   task(taskId: string): Promise<{ archived: boolean; primary: { sessionId: string; state: string; promptable: boolean } | null } | undefined>;
+  /** Whether the task is archived (a send needs no primary session); undefined when it does not exist. */
+  archived(taskId: string): Promise<boolean | undefined>;
   /** Whether a prompt was accepted under this caller id before (then the hook is not run again). */
   callerIdUsed(callerId: string): Promise<boolean>;
 }
@@ -267,9 +269,9 @@ export function createPlanCommentService(deps: PlanCommentServiceDeps): PlanComm
         attachmentIds: r.attachment_ids,
         attachmentOwnerId: r.attachment_owner_id,
         async resolve() {
-          const task = await targets.task(session.taskId);
-          if (!task) return notFound('task_not_found', `task ${session.taskId} does not exist`);
-          if (task.archived) return reasoned('conflict', 'task_inactive', `task ${session.taskId} is archived`);
+          const archived = await targets.archived(session.taskId);
+          if (archived === undefined) return notFound('task_not_found', `task ${session.taskId} does not exist`);
+          if (archived) return reasoned('conflict', 'task_inactive', `task ${session.taskId} is archived`);
           const now = await targets.session(r.session_id);
           if (!now) return notFound('session_not_found', `session ${r.session_id} does not exist`);
           return { sessionId: r.session_id, state: now.state, promptable: now.promptable };
