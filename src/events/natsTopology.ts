@@ -50,6 +50,7 @@ async function ensureStream(jsm: JetStreamManager, config: Partial<StreamConfig>
  * - the dead-letter stream, which also captures JetStream's MAX_DELIVERIES advisories of the
  *   worker's consumer (an event no delivery ever settled, e.g. one that crashed the worker);
  * - the agent resume stream capturing `<prefix>agent.*.resume` (detached clarification answers);
+ * - the agent prompt stream capturing `<prefix>agent.*.prompt` (delivered prompt receipts);
  * - the durable pull consumer shared by every replica;
  * - the KV bucket holding the latest summary per task for late joiners (SummaryBucket).
  */
@@ -79,6 +80,18 @@ export async function ensureTopology(nc: NatsConnection, options: TopologyOption
   await ensureStream(jsm, {
     name: topology.agentResumeStream,
     subjects: topology.agentResumeSubjects,
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    max_age: nanos(options.streamMaxAgeMs),
+    discard: DiscardPolicy.Old,
+    duplicate_window: nanos(15 * 60_000),
+  });
+  // Prompts to agents: one publish per receipt, after its at-most-once delivery marker; the PubAck
+  // is the prompt's acceptance, and the stream is what reconciliation inspects (by `prompt:<receipt
+  // id>`) to label an attempt whose acknowledgement was never handled.
+  await ensureStream(jsm, {
+    name: topology.agentPromptStream,
+    subjects: topology.agentPromptSubjects,
     retention: RetentionPolicy.Limits,
     storage: StorageType.File,
     max_age: nanos(options.streamMaxAgeMs),

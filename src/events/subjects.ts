@@ -21,6 +21,9 @@ export const INBOUND_SUBJECTS = [
   'task.created',
   'task.updated',
   'task.deleted',
+  // Published by this service after every queue change; consumed so the task's
+  // queued_prompt_count is reprojected, whichever replica changed the queue.
+  'message.queue.status_changed',
 ] as const;
 
 export const SUMMARY_UPDATED = 'task.status_summary.updated';
@@ -28,6 +31,8 @@ export const SESSION_PENDING_ACTION_CHANGED = 'task_session.pending_action_chang
 /** The full replacement of a task's plan-comment collection after every committed change. */
 export const PLAN_COMMENTS_UPDATED = 'task_plan.comments_updated';
 export const SERVICE_SUBJECT_ROOT = 'pending_projector.v1';
+/** Kandev's event after a session's queue changed: `{session_id, task_id, count, max}`. */
+export const MESSAGE_QUEUE_STATUS_CHANGED = 'message.queue.status_changed';
 
 export interface Topology {
   prefix: string;
@@ -47,6 +52,9 @@ export interface Topology {
   /** Stream capturing detached-clarification resume commands (`<prefix>agent.*.resume`). */
   agentResumeStream: string;
   agentResumeSubjects: string[];
+  /** Stream capturing prompts delivered to agents (`<prefix>agent.*.prompt`); its PubAck is a prompt's acceptance. */
+  agentPromptStream: string;
+  agentPromptSubjects: string[];
   serviceSubject(name: string): string;
   /** Where this service publishes a Kandev event of `type` (the worker's events stream captures it). */
   eventSubject(type: string): string;
@@ -54,6 +62,8 @@ export interface Topology {
   agentWaiterSubject(sessionId: string): string;
   /** JetStream subject of a detached session's resume command. */
   agentResumeSubject(sessionId: string): string;
+  /** JetStream subject of a session's prompts (durable prompt receipts, ADR 0002). */
+  agentPromptSubject(sessionId: string): string;
 }
 
 /** Every name the worker uses, derived from one prefix. */
@@ -76,16 +86,19 @@ export function topologyFor(prefix: string): Topology {
     deadLetterSubject: `${prefix}pending_projector.dead_letter`,
     agentResumeStream: `${upper}PENDING_PROJECTOR_AGENT_RESUME`,
     agentResumeSubjects: [`${prefix}agent.*.resume`],
+    agentPromptStream: `${upper}PENDING_PROJECTOR_AGENT_PROMPTS`,
+    agentPromptSubjects: [`${prefix}agent.*.prompt`],
     serviceSubject: (name) => `${prefix}${SERVICE_SUBJECT_ROOT}.${name}`,
     eventSubject: (type) => `${prefix}${type}`,
     agentWaiterSubject: (sessionId) => `${prefix}agent.${sessionId}.clarification`,
     agentResumeSubject: (sessionId) => `${prefix}agent.${sessionId}.resume`,
+    agentPromptSubject: (sessionId) => `${prefix}agent.${sessionId}.prompt`,
   };
 }
 
 /** Every JetStream stream the worker creates for a topology, including the KV bucket's. */
 export function topologyStreams(topology: Topology): string[] {
-  return [topology.eventsStream, topology.outputStream, topology.deadLetterStream, topology.agentResumeStream, topology.summaryBucketStream];
+  return [topology.eventsStream, topology.outputStream, topology.deadLetterStream, topology.agentResumeStream, topology.agentPromptStream, topology.summaryBucketStream];
 }
 
 /**
