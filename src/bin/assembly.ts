@@ -33,6 +33,7 @@ import { createPlanCommentStore, openPlanCommentStore } from '../repository/plan
 import { PROMPTABLE_SESSION_STATES } from '../repository/promptAcceptance.js';
 import { acceptanceRecorded } from '../repository/promptReplay.js';
 import { getPrimarySession, getSession, getTask } from '../repository/tasks.js';
+import { NO_PROMPT_DISPATCH } from '../services/promptDispatch.js';
 import { createPlanCommentService, type PlanCommentService } from '../services/planCommentService.js';
 import { NO_TURN_START_HOOK } from '../services/turnStartHook.js';
 import { ADD_INDEXES_COMMAND } from './addIndexesCommand.js';
@@ -187,6 +188,8 @@ export async function createPlanComments(parts: Parts, deps: { nc: NatsConnectio
     admission,
     hook,
     events: new NatsPlanCommentPublisher(deps.nc, parts.topology, parts.clock),
+    // Issue #17 wires the worker's dispatcher here; until then receipts wait.
+    dispatch: NO_PROMPT_DISPATCH,
     logger: deps.logger,
     targets: {
       async session(sessionId) {

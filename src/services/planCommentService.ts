@@ -16,6 +16,7 @@ import type {
   planDeleteSchema,
 } from './planCommentRequests.js';
 import { attachmentPayload, commentPayload, reasoned, snapshotPayload, storeFailure, type PlanCommentsPayload, type ReasonedFailure } from './planCommentWire.js';
+import type { PromptDispatch } from './promptDispatch.js';
 import type { TurnStartHook } from './turnStartHook.js';
 
 /**
@@ -58,6 +59,8 @@ export interface PlanCommentServiceDeps {
   hook: TurnStartHook;
   targets: PromptTargets;
   events: PlanCommentEvents;
+  /** Kicked after every newly accepted prompt, so this replica delivers it without waiting for a poll. */
+  dispatch: PromptDispatch;
   logger: Logger;
 }
 
@@ -167,6 +170,7 @@ export function createPlanCommentService(deps: PlanCommentServiceDeps): PlanComm
     if (!accepted.ok) return storeFailure(accepted);
     const plan = accepted.snapshot ? snapshotPayload(accepted.snapshot) : null;
     if (!accepted.replayed && accepted.consumedCommentIds.length > 0 && plan) await publish(plan);
+    if (!accepted.replayed) deps.dispatch.kick(accepted.sessionId);
     return {
       ok: true,
       task_id: accepted.taskId,
