@@ -38,8 +38,9 @@ Measures, per dialect, on --sends tasks each (one IDLE session, a plan, 5 plan c
   lease      the admission lease alone, around nothing (task + caller-id keys); PostgreSQL also:
              the advisory lock + unlock of those keys on one reserved connection
   repo send  context: the lease around acceptPrompt, no bus
-  publish    context: the task_plan.comments_updated JetStream publish a send makes after COMMIT,
-             alone (on a random task id, into this run's own output stream)
+  publish    context: the task_plan.comments_updated JetStream publish a send issues after COMMIT,
+             alone (on a random task id, into this run's own output stream); the reply does not
+             wait for its acknowledgement
   send       message.send with 5 plan_comment_refs through the bus and the worker, one at a time;
              its throughput at --concurrency requests in flight (each on its own task)
 Target: send p99 <= 3 x bare p99 + rtt p99 (no turn-start hook configured).

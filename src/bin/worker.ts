@@ -134,6 +134,8 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
     { name: 'projections', start: async () => undefined, stop: () => projector.whenIdle() },
     { name: 'event-consumer', start: () => consumer.start(), stop: () => consumer.stop() },
     deliveryRecoveryLoop({ recover: (options) => clarifications.recoverPendingDeliveries(options), graceMs: config.respondDeadlineMs + RECOVERY_MARGIN_MS, logger }),
+    // Stopped after the endpoints: the collection events of the last requests they answered go out.
+    { name: 'plan-comment-events', start: async () => undefined, stop: () => planComments.eventsSettled() },
     serviceEndpointsComponent({ nc, topology, clarifications, tasks: createTasks(parts, logger), planComments, logger, maxRequestBytes: config.maxEventBytes }),
     reconcile,
   ];

@@ -32,6 +32,10 @@ import type { TurnStartHook } from './turnStartHook.js';
  * - After every committed change the full collection goes out on `task_plan.comments_updated`,
  *   deduplicated by `task_id:plan_id:revision`. A publish failure is logged once and nothing else:
  *   the database is the truth, and the next change publishes the whole collection again.
+ * - The reply does not wait for that publish's acknowledgement: it carries the same snapshot, and
+ *   every consumer orders collections by `(plan_id, revision)`, not by arrival. Publishes are
+ *   issued in commit order on one connection; `eventsSettled()` waits for those still in flight
+ *   (the worker calls it on stop, after the endpoints stopped taking requests).
  */
 
 /** What the service reads of sessions and tasks before taking a lease (the target; the lease is per task). */
@@ -76,6 +80,8 @@ export interface PlanCommentService {
   stageAttachment(request: Req<typeof attachmentStageSchema>): Promise<AnyReply>;
   send(request: Req<typeof messageSendSchema>): Promise<AnyReply>;
   run(request: Req<typeof planCommentRunSchema>): Promise<AnyReply>;
+  /** Resolves once every collection event issued so far was acknowledged or logged as failed. */
+  eventsSettled(): Promise<void>;
 }
 
 /** The message id of a collection event: one per (task, plan, revision). */
@@ -92,13 +98,16 @@ export function createPlanCommentService(deps: PlanCommentServiceDeps): PlanComm
   const { store, admission, targets } = deps;
   const log = deps.logger.child({ component: 'plan-comments' });
 
-  async function publish(payload: PlanCommentsPayload, msgId = commentsMsgId(payload)): Promise<void> {
-    try {
-      await deps.events.publishComments(payload, msgId);
-    } catch (err) {
+  const inFlight = new Set<Promise<void>>();
+
+  /** Issues the collection event now; the caller replies without waiting for its acknowledgement. */
+  function publish(payload: PlanCommentsPayload, msgId = commentsMsgId(payload)): void {
+    const published = deps.events.publishComments(payload, msgId).catch((err: unknown) => {
       // Committed already: the database is the truth, and the next change republishes it all.
       log.warn({ err, taskId: payload.task_id, planId: payload.plan_id, revision: payload.revision }, 'task_plan.comments_updated not published; the next change of the collection publishes it whole');
-    }
+    });
+    inFlight.add(published);
+    void published.finally(() => inFlight.delete(published));
   }
 
   /** One collection change under the task's mutation lock; `changed` says whether it committed a change. */
@@ -113,7 +122,7 @@ export function createPlanCommentService(deps: PlanCommentServiceDeps): PlanComm
     if (!result.ok) return storeFailure(result as StoreFailure);
     const plan = snapshotPayload(result.snapshot);
     const { changed, msgId, body } = reply(result as Extract<T, { ok: true }>, plan);
-    if (changed) await publish(plan, msgId);
+    if (changed) publish(plan, msgId);
     return { ok: true, plan_comments: plan, ...body } as AnyReply;
   }
 
@@ -169,7 +178,7 @@ export function createPlanCommentService(deps: PlanCommentServiceDeps): PlanComm
     }
     if (!accepted.ok) return storeFailure(accepted);
     const plan = accepted.snapshot ? snapshotPayload(accepted.snapshot) : null;
-    if (!accepted.replayed && accepted.consumedCommentIds.length > 0 && plan) await publish(plan);
+    if (!accepted.replayed && accepted.consumedCommentIds.length > 0 && plan) publish(plan);
     if (!accepted.replayed) deps.dispatch.kick(accepted.sessionId);
     return {
       ok: true,
@@ -193,6 +202,10 @@ export function createPlanCommentService(deps: PlanCommentServiceDeps): PlanComm
   const notFound = (reason: string, message: string) => reasoned('not_found', reason, message);
 
   return {
+    async eventsSettled() {
+      while (inFlight.size > 0) await Promise.all(inFlight);
+    },
+
     async list({ task_id }) {
       const snap = await store.getSnapshot(task_id);
       return snap.ok ? { ok: true, plan_comments: snapshotPayload(snap.snapshot) } as AnyReply : storeFailure(snap);

@@ -16,6 +16,7 @@ const COMPONENTS_IN_START_ORDER = [
   'projections',
   'event-consumer',
   'delivery-recovery',
+  'plan-comment-events',
   'service-endpoints',
   'boot-reconcile',
 ];
