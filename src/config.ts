@@ -22,6 +22,8 @@ const intFrom = (min: number, max: number) => z.coerce.number().int().min(min).m
 const optionalPath = z.string();
 /** An inbox prefix: subject tokens without wildcards or spaces (nats.js appends `.<nuid>`). */
 const INBOX_PREFIX = /^[^.*>\s]+(\.[^.*>\s]+)*$/;
+/** A secret given inline: one line (a newline pasted with it would be sent as part of it). */
+const inlineSecret = z.string().regex(/^[^\r\n]*$/, 'must be one line; put a multi-line secret in its _FILE setting');
 
 export const SETTINGS = {
   databaseUrl: { env: 'DATABASE_URL', flag: 'database-url', schema: z.string().min(1), default: DEFAULT_DATABASE_URL, help: 'sqlite:<path>, sqlite::memory: or postgres://user@host:port/db' },
@@ -35,10 +37,10 @@ export const SETTINGS = {
   // NATS authentication: at most one of a token, a user and password, an NKey seed or a credentials
   // (JWT) file. Secret values are never echoed (`secret: true`); each has a _FILE twin, so the secret
   // need not sit in the environment (or in `ps` as a flag) at all.
-  natsToken: { env: 'NATS_TOKEN', flag: 'nats-token', schema: z.string(), default: '', secret: true, help: 'token for NATS token authentication (prefer NATS_TOKEN_FILE)' },
+  natsToken: { env: 'NATS_TOKEN', flag: 'nats-token', schema: inlineSecret, default: '', secret: true, help: 'token for NATS token authentication (prefer NATS_TOKEN_FILE)' },
   natsTokenFile: { env: 'NATS_TOKEN_FILE', flag: 'nats-token-file', schema: optionalPath, default: '', help: 'file holding the NATS token (reread at every reconnect)' },
   natsUser: { env: 'NATS_USER', flag: 'nats-user', schema: z.string(), default: '', help: 'NATS user name for user/password authentication' },
-  natsPassword: { env: 'NATS_PASSWORD', flag: 'nats-password', schema: z.string(), default: '', secret: true, help: 'password of NATS_USER (prefer NATS_PASSWORD_FILE)' },
+  natsPassword: { env: 'NATS_PASSWORD', flag: 'nats-password', schema: inlineSecret, default: '', secret: true, help: 'password of NATS_USER (prefer NATS_PASSWORD_FILE)' },
   natsPasswordFile: { env: 'NATS_PASSWORD_FILE', flag: 'nats-password-file', schema: optionalPath, default: '', help: 'file holding the password of NATS_USER (reread at every reconnect)' },
   natsNkeySeedFile: { env: 'NATS_NKEY_SEED_FILE', flag: 'nats-nkey-seed-file', schema: optionalPath, default: '', help: 'file holding an NKey user seed (SU...) for NKey authentication' },
   natsCredsFile: { env: 'NATS_CREDS_FILE', flag: 'nats-creds-file', schema: optionalPath, default: '', help: 'NATS credentials file (user JWT and seed) for decentralised JWT authentication' },

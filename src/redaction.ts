@@ -7,19 +7,25 @@
 export const REDACTED = '[REDACTED]';
 
 // `scheme://user:password@` (the password part) and `scheme://token@` (a lone userinfo is a token
-// for NATS); `password=...` query parameters of PostgreSQL URLs.
-const URL_USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)([^\s/@:]*)(?::([^\s/@]*))?@/gi;
-const PASSWORD_PARAM = /([?&](?:password|sslpassword|token)=)[^&\s#]*/gi;
+// for NATS); `password=...` query parameters of PostgreSQL URLs. A `"` ends a match: it never
+// stands raw in a URL, and it ends a JSON string, so masking a log line never reaches into the
+// next field.
+const URL_USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)([^\s/@:"]*)(?::([^\s/@"]*))?@/gi;
+const TOKEN_SCHEMES = /^(nats|tls|ws|wss):\/\/$/i;
+const PASSWORD_PARAM = /([?&](?:password|sslpassword|token)=)[^&\s#"]*/gi;
 
 /**
  * `text` with every URL's userinfo secret replaced: `nats://user:pw@h` becomes
- * `nats://user:[REDACTED]@h`, and `nats://token@h` becomes `nats://[REDACTED]@h`.
+ * `nats://user:[REDACTED]@h`, and `nats://token@h` becomes `nats://[REDACTED]@h` (but
+ * `postgres://app@h` keeps its user name).
  */
 export function redactCredentials(text: string): string {
   return text
-    .replace(URL_USERINFO, (_all, scheme: string, user: string, password: string | undefined) =>
-      password === undefined ? `${scheme}${REDACTED}@` : `${scheme}${user}:${REDACTED}@`,
-    )
+    .replace(URL_USERINFO, (all, scheme: string, user: string, password: string | undefined) => {
+      if (password !== undefined) return `${scheme}${user}:${REDACTED}@`;
+      // A lone userinfo is a token to NATS, a mere user name elsewhere (postgres://app@db).
+      return TOKEN_SCHEMES.test(scheme) ? `${scheme}${REDACTED}@` : all;
+    })
     .replace(PASSWORD_PARAM, `$1${REDACTED}`);
 }
 

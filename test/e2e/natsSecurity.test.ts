@@ -313,3 +313,34 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     });
   });
 });
+
+describe('secrets on the command line', () => {
+  const SECRET = 'cli-s3cret-value';
+  const unreachable = { LOG_LEVEL: 'info' };
+
+  it('--help names the secret settings and shows no value of the environment', async () => {
+    const help = await runCli(['worker', '--help'], { NATS_PASSWORD: SECRET, NATS_TOKEN: SECRET, DATABASE_URL: `postgres://app:${SECRET}@127.0.0.1:1/k`, NATS_URL: `nats://w:${SECRET}@127.0.0.1:1` });
+    expect(help.status).toBe(0);
+    for (const name of ['NATS_TOKEN_FILE', 'NATS_PASSWORD_FILE', 'NATS_NKEY_SEED_FILE', 'NATS_CREDS_FILE', 'NATS_TLS_CA_FILE', 'NATS_INBOX_PREFIX']) expect(help.out).toContain(name);
+    expect(help.out).not.toContain(SECRET);
+  });
+
+  it('exits 2 on a bad secret or conflicting credentials, naming the settings but not the secrets', async () => {
+    const badPassword = await runCli(['worker'], { ...unreachable, NATS_USER: 'worker', NATS_PASSWORD: `${SECRET}\nsecond line` });
+    expect(badPassword.status).toBe(2);
+    expect(badPassword.out).toContain('NATS_PASSWORD / --nats-password');
+    const twice = await runCli(['worker'], { ...unreachable, NATS_URL: `nats://worker:${SECRET}@127.0.0.1:1`, NATS_TOKEN: SECRET });
+    expect(twice.status).toBe(2);
+    expect(twice.out).toMatch(/NATS authentication is given 2 ways/);
+    expect(badPassword.out + twice.out).not.toContain(SECRET);
+  }, 30_000);
+
+  it('keeps the password of DATABASE_URL and NATS_URL out of a failed connection', async () => {
+    const db = await runCli(['migrate'], { ...unreachable, DATABASE_URL: `postgres://postgres:${SECRET}@127.0.0.1:1/test` });
+    expect(db.status).toBe(1);
+    const bus = await runCli(['dead-letters', 'list'], { ...unreachable, NATS_URL: `nats://ops:${SECRET}@127.0.0.1:1` });
+    expect(bus.status).toBe(1);
+    expect(db.out + bus.out).not.toContain(SECRET);
+    expect(db.out.length + bus.out.length).toBeGreaterThan(0);
+  }, 30_000);
+});
