@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,6 +9,8 @@ import { Kvm } from '@nats-io/kv';
 import { connect, errors, type NatsConnection, type Status } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectNats } from '../../src/bin/connectNats.js';
+import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
+import { silentLogger } from '../../src/logger.js';
 import { createPendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
 import { listDeadLetters } from '../../src/events/deadLetters.js';
 import { summaryKey } from '../../src/events/natsTopology.js';
@@ -19,6 +21,7 @@ import { envelope, eventually } from '../support/nats.js';
 import { generateCertificates, privateNatsAvailable, startPrivateNats, type PrivateNats, type TestCertificates } from '../support/privateNats.js';
 import { rowWriter, type RowWriter } from '../support/rowWriters.js';
 import { collectSummaries } from '../support/summaries.js';
+import { testWorkerConfig } from '../support/workerConfig.js';
 import { spawnWorker, type WorkerProcess } from '../support/workerProcess.js';
 
 const CLI = fileURLToPath(new URL('../../bin/pending-projector.js', import.meta.url));
@@ -260,6 +263,50 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
         await db.close();
       }
     }, 60_000);
+  });
+
+  describe('a prefix-scoped deployment (deploy/nats/prefix-accounts.sh acme.)', () => {
+    let prefixed: PrivateNats;
+    let db: TestDatabase;
+    let inProcess: WorkerHandle;
+    const own: NatsConnection[] = [];
+    const as = async (role: Role) => {
+      const nc = await connectNats({ natsUrl: `nats://${role}:${passwords[role]}@127.0.0.1:${prefixed.port}`, natsInboxPrefix: `_INBOX_${role}` }, `test-acme-${role}`);
+      own.push(nc);
+      return nc;
+    };
+
+    beforeAll(async () => {
+      const accounts = execFileSync(fileURLToPath(new URL('../../deploy/nats/prefix-accounts.sh', import.meta.url)), ['acme.'], { encoding: 'utf8' });
+      prefixed = await startPrivateNats(shippedConfig, serverEnv, { files: { 'pending-projector-accounts.conf': accounts } });
+      db = await openTestDatabase('sqlite');
+    });
+    afterAll(async () => {
+      await inProcess?.stop();
+      await Promise.all(own.map((nc) => nc.close()));
+      await db?.close();
+      await prefixed?.stop();
+    });
+
+    it('runs a worker with SUBJECT_PREFIX=acme. as worker, and keeps the ui to the prefixed subjects', async () => {
+      const workerNc = await as('worker');
+      inProcess = await startWorker({ db: db.db, nc: workerNc, logger: silentLogger(), config: testWorkerConfig('acme.', { natsInboxPrefix: '_INBOX_worker' }) });
+      const [acmeBackend, acmeUi] = await Promise.all([as('backend'), as('ui')]);
+      const seen = collectSummaries(acmeUi, 'acme.');
+      try {
+        const aw = rowWriter('owned', db.ctx);
+        const seeded = await aw.session();
+        const turn = await aw.startTurn(seeded.sessionId, { startedAt: new Date(Date.now() - 1000).toISOString() });
+        await aw.bundle({ sessionId: seeded.sessionId, turnId: turn.id, statuses: ['pending'] });
+        acmeBackend.publish('acme.message.added', envelope('message.added', { task_id: seeded.taskId }));
+        await eventually(() => (seen.latest(seeded.taskId)?.status_summary.pending_action === 'clarification' ? true : undefined), 15_000, 'the prefixed summary');
+        const unprefixed = acmeUi.subscribe('task.status_summary.updated');
+        await acmeUi.flush();
+        expect(String(await unprefixed.closed)).toMatch(/Permissions Violation for Subscription/);
+      } finally {
+        seen.stop();
+      }
+    });
   });
 
   describe('over TLS', () => {
