@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
-import { connect, errors, type NatsConnection, type Status } from '@nats-io/transport-node';
+import { connect, errors, nkeys, type NatsConnection, type Status } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectNats } from '../../src/bin/connectNats.js';
 import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
@@ -358,6 +358,49 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
       await expect(connect({ servers: `127.0.0.1:${tlsServer.port}`, user: 'backend', pass: passwords.backend, tls: null, reconnect: false })).rejects.toThrow();
       await expect(connect({ servers: `127.0.0.1:${tlsServer.port}`, user: 'backend', pass: passwords.backend, tls: { caFile: certs.caFile }, reconnect: false })).rejects.toThrow();
     });
+  });
+});
+
+describe.skipIf(!privateNatsAvailable())('token and NKey authentication through connectNats', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'pp-auth-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  /** Whether a connection with `settings` is accepted: a round trip through the server answers. */
+  async function roundTrip(natsUrl: string, settings: { natsTokenFile?: string; natsNkeySeedFile?: string }): Promise<void> {
+    const nc = await connectNats({ natsUrl, ...settings }, 'test-auth');
+    try {
+      await nc.flush();
+    } finally {
+      await nc.close();
+    }
+  }
+
+  it('authenticates with a token file, and is refused with a wrong token', async () => {
+    const server = await startPrivateNats(() => 'authorization { token: $TEST_TOKEN }\n', { TEST_TOKEN: 'tok3n-from-env' });
+    try {
+      writeFileSync(join(dir, 'token'), 'tok3n-from-env\n');
+      writeFileSync(join(dir, 'wrong'), 'not-the-token\n');
+      await roundTrip(server.url, { natsTokenFile: join(dir, 'token') });
+      await expect(roundTrip(server.url, { natsTokenFile: join(dir, 'wrong') })).rejects.toThrow(/Authorization/i);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('authenticates with an NKey seed file', async () => {
+    const user = nkeys.createUser();
+    const server = await startPrivateNats(() => `authorization { users: [ { nkey: ${user.getPublicKey()} } ] }\n`, {});
+    try {
+      writeFileSync(join(dir, 'seed'), `${new TextDecoder().decode(user.getSeed())}\n`, { mode: 0o600 });
+      await roundTrip(server.url, { natsNkeySeedFile: join(dir, 'seed') });
+      writeFileSync(join(dir, 'other-seed'), new TextDecoder().decode(nkeys.createUser().getSeed()), { mode: 0o600 });
+      await expect(roundTrip(server.url, { natsNkeySeedFile: join(dir, 'other-seed') })).rejects.toThrow(/Authorization/i);
+    } finally {
+      await server.stop();
+    }
   });
 });
 
