@@ -1,10 +1,10 @@
+import { errors } from '@nats-io/transport-node';
 import type { Config } from '../config.js';
+import { NatsPermissionError } from '../events/natsPermissions.js';
 import { createLogger } from '../logger.js';
 import { openDatabase } from './assembly.js';
 import { connectNats } from './connectNats.js';
 import { startWorker } from './worker.js';
-import { errors } from '@nats-io/transport-node';
-import { NatsPermissionError } from '../events/natsPermissions.js';
 
 /** The permission error behind a failed start (startComponents wraps it when stopping failed too). */
 function permissionErrorOf(err: unknown): NatsPermissionError | undefined {
@@ -22,12 +22,17 @@ export async function runWorkerCommand(config: Config): Promise<number> {
   // Connected first: bad NATS credentials settings are a ConfigError before any pool exists.
   const nc = await connectNats(config, 'pending-projector-worker');
   const db = openDatabase(config, logger);
+  // Once per subject: every projection may meet the same refusal.
+  const refusalsLogged = new Set<string>();
   void (async () => {
     for await (const status of nc.status()) {
       if (status.type === 'disconnect' || status.type === 'reconnect') logger.warn({ nats: status.type }, 'NATS connection status');
       // A permission the start could not probe without showing others a message, refused at use.
       if (status.type === 'error' && status.error instanceof errors.PermissionViolationError) {
-        logger.error({ nats: 'permission', operation: status.error.operation, subject: status.error.subject }, `NATS refused ${status.error.operation} to "${status.error.subject}": grant it to this user (docs/security.md)`);
+        const { operation, subject } = status.error;
+        if (refusalsLogged.has(`${operation} ${subject}`)) continue;
+        refusalsLogged.add(`${operation} ${subject}`);
+        logger.error({ nats: 'permission', operation, subject }, `NATS refused ${operation} to "${subject}": grant it to this user (docs/security.md)`);
       }
     }
   })();
