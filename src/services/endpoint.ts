@@ -1,4 +1,4 @@
-import type { NatsConnection, Subscription } from '@nats-io/transport-node';
+import { errors, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 
@@ -42,8 +42,10 @@ export function serveEndpoint<S extends z.ZodType>(options: EndpointOptions<S>):
     try {
       await serve();
     } catch (err) {
-      // The server refused the subscription (a permission), or the connection closed under it.
+      // A refused subscription (a permission) is the start's to report, with every other one
+      // (startServiceEndpoints); anything else ended this endpoint while the worker runs.
       failure = err;
+      if (!(err instanceof errors.PermissionViolationError)) log.error({ err }, 'endpoint stopped serving');
     }
   })();
   async function serve(): Promise<void> {
