@@ -4,6 +4,7 @@ import { ERROR_CODES, PendingProjectorError } from './errors.js';
 import { BUCKET_STORAGES } from './events/summaryBucket.js';
 import { SCHEMA_MODE_SETTINGS } from './repository/schema/schemaMode.js';
 import { TIMESTAMP_FORM_SETTINGS } from './repository/timestampForms.js';
+import { redactCredentials } from './redaction.js';
 
 /**
  * The one reader of process.env. Every setting has an env name and a flag; a flag wins over the
@@ -17,10 +18,42 @@ const PREFIX = /^([A-Za-z0-9_-]+\.)*$/;
 const HOOK_SUBJECT = /^([^.*>\s]+(\.[^.*>\s]+)*)?$/;
 
 const intFrom = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+/** A path, or empty for "not set". */
+const optionalPath = z.string();
+/** An inbox prefix: subject tokens without wildcards or spaces (nats.js appends `.<nuid>`). */
+const INBOX_PREFIX = /^[^.*>\s]+(\.[^.*>\s]+)*$/;
+/** A secret given inline: one line (a newline pasted with it would be sent as part of it). */
+const inlineSecret = z.string().regex(/^[^\r\n]*$/, 'must be one line; put a multi-line secret in its _FILE setting');
 
 export const SETTINGS = {
   databaseUrl: { env: 'DATABASE_URL', flag: 'database-url', schema: z.string().min(1), default: DEFAULT_DATABASE_URL, help: 'sqlite:<path>, sqlite::memory: or postgres://user@host:port/db' },
-  natsUrl: { env: 'NATS_URL', flag: 'nats-url', schema: z.string().min(1), default: 'nats://127.0.0.1:4222', help: 'NATS server(s), comma separated' },
+  natsUrl: {
+    env: 'NATS_URL',
+    flag: 'nats-url',
+    schema: z.string().min(1),
+    default: 'nats://127.0.0.1:4222',
+    help: 'NATS server(s), comma separated: nats://host:port, or tls://host:port to require TLS; nats://user:password@host or nats://token@host carry credentials',
+  },
+  // NATS authentication: at most one of a token, a user and password, an NKey seed or a credentials
+  // (JWT) file. Secret values are never echoed (`secret: true`); each has a _FILE twin, so the secret
+  // need not sit in the environment (or in `ps` as a flag) at all.
+  natsToken: { env: 'NATS_TOKEN', flag: 'nats-token', schema: inlineSecret, default: '', secret: true, help: 'token for NATS token authentication (prefer NATS_TOKEN_FILE)' },
+  natsTokenFile: { env: 'NATS_TOKEN_FILE', flag: 'nats-token-file', schema: optionalPath, default: '', help: 'file holding the NATS token (reread at every reconnect)' },
+  natsUser: { env: 'NATS_USER', flag: 'nats-user', schema: z.string(), default: '', help: 'NATS user name for user/password authentication' },
+  natsPassword: { env: 'NATS_PASSWORD', flag: 'nats-password', schema: inlineSecret, default: '', secret: true, help: 'password of NATS_USER (prefer NATS_PASSWORD_FILE)' },
+  natsPasswordFile: { env: 'NATS_PASSWORD_FILE', flag: 'nats-password-file', schema: optionalPath, default: '', help: 'file holding the password of NATS_USER (reread at every reconnect)' },
+  natsNkeySeedFile: { env: 'NATS_NKEY_SEED_FILE', flag: 'nats-nkey-seed-file', schema: optionalPath, default: '', help: 'file holding an NKey user seed (SU...) for NKey authentication' },
+  natsCredsFile: { env: 'NATS_CREDS_FILE', flag: 'nats-creds-file', schema: optionalPath, default: '', help: 'NATS credentials file (user JWT and seed) for decentralised JWT authentication' },
+  natsTlsCaFile: { env: 'NATS_TLS_CA_FILE', flag: 'nats-tls-ca-file', schema: optionalPath, default: '', help: 'PEM file of the CA(s) that signed the NATS server certificate; setting any NATS_TLS_* file requires TLS' },
+  natsTlsCertFile: { env: 'NATS_TLS_CERT_FILE', flag: 'nats-tls-cert-file', schema: optionalPath, default: '', help: 'PEM client certificate for NATS servers that verify clients (with NATS_TLS_KEY_FILE)' },
+  natsTlsKeyFile: { env: 'NATS_TLS_KEY_FILE', flag: 'nats-tls-key-file', schema: optionalPath, default: '', help: 'PEM private key of NATS_TLS_CERT_FILE' },
+  natsInboxPrefix: {
+    env: 'NATS_INBOX_PREFIX',
+    flag: 'nats-inbox-prefix',
+    schema: z.string().regex(INBOX_PREFIX, 'must be dot-separated subject tokens without wildcards or spaces, e.g. "_INBOX_worker"'),
+    default: '_INBOX',
+    help: "subject prefix of this process's reply inboxes; a per-user prefix (deploy/nats: _INBOX_worker, _INBOX_ops) keeps other users from reading its replies",
+  },
   subjectPrefix: { env: 'SUBJECT_PREFIX', flag: 'subject-prefix', schema: z.string().regex(PREFIX, 'must be empty or dot-terminated tokens, e.g. "acme."'), default: '', help: 'prefix for every subject, stream, consumer and bucket (e.g. "acme.")' },
   healthPort: { env: 'HEALTH_PORT', flag: 'health-port', schema: intFrom(0, 65535), default: 9464, help: 'HTTP port for /healthz, /readyz, /metrics (0 picks a free port)' },
   logLevel: { env: 'LOG_LEVEL', flag: 'log-level', schema: z.enum(LOG_LEVELS), default: 'info', help: LOG_LEVELS.join(' | ') },
@@ -126,6 +159,16 @@ function describeNames(name: SettingName): string {
   return `${own!.env} / --${own!.flag}${alias ? ` (alias ${alias.env} / --${alias.flag})` : ''}`;
 }
 
+/** Whether a setting holds a secret: its value is never echoed, its default never shown. */
+export function isSecretSetting(name: SettingName): boolean {
+  return 'secret' in SETTINGS[name];
+}
+
+/** A value as a config error shows it: a secret's never, a URL's without its credentials. */
+function shownValue(name: SettingName, raw: string): string {
+  return isSecretSetting(name) ? '(a secret value, not shown)' : redactCredentials(JSON.stringify(raw));
+}
+
 export class ConfigError extends PendingProjectorError {
   override name = 'ConfigError';
   constructor(readonly problems: string[]) {
@@ -154,7 +197,7 @@ export function loadConfig(
     if (parsed.success) config[name] = parsed.data;
     else {
       const source = fromFlag ? `--${fromFlag.flag}` : fromEnv ? fromEnv.env : 'default';
-      problems.push(`${describeNames(name)} = ${JSON.stringify(raw)} (from ${source}): ${parsed.error.issues.map((i) => i.message).join('; ')}. Expected ${setting.help}.`);
+      problems.push(`${describeNames(name)} = ${shownValue(name, raw)} (from ${source}): ${parsed.error.issues.map((i) => i.message).join('; ')}. Expected ${setting.help}.`);
     }
   }
   if (problems.length > 0) throw new ConfigError(problems);
@@ -168,7 +211,8 @@ export function describeSettings(only: readonly SettingName[]): string {
       const s = SETTINGS[name];
       const alias = namesOf(name)[1];
       const aka = alias ? `; alias --${alias.flag} / ${alias.env}` : '';
-      return `  --${s.flag.padEnd(22)} ${s.env.padEnd(22)} ${s.help} (default: ${JSON.stringify(s.default)}${aka})`;
+      const shown = isSecretSetting(name) ? 'secret, never shown' : `default: ${redactCredentials(JSON.stringify(s.default))}`;
+      return `  --${s.flag.padEnd(22)} ${s.env.padEnd(22)} ${s.help} (${shown}${aka})`;
     })
     .join('\n');
 }

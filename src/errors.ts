@@ -54,6 +54,11 @@ export const ERROR_CODES = {
    * rows that break an invariant its own locks guarantee (rolled back; nothing written).
    */
   PLAN_COMMENT_INTEGRITY: 'PLAN_COMMENT_INTEGRITY',
+  /**
+   * NatsPermissionError (src/events/natsPermissions.ts): the NATS user lacks a publish or subscribe
+   * permission the worker needs (a configuration error: exit 2).
+   */
+  NATS_PERMISSION_DENIED: 'NATS_PERMISSION_DENIED',
 } as const;
 export type ErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];
 

@@ -26,6 +26,7 @@ import { createTaskStore } from '../repository/taskStore.js';
 import { detectTimestampForms, type TimestampFormOptions } from '../repository/timestampForms.js';
 import { systemClock, type Clock } from '../timestamps.js';
 import { connectNats } from './connectNats.js';
+import type { NatsClientSettings } from './natsConnectionOptions.js';
 import { NatsPlanCommentPublisher } from '../events/natsPlanCommentPublisher.js';
 import { NatsTurnStartHook } from '../events/natsTurnStartHook.js';
 import { createTaskAdmission } from '../repository/admission/taskAdmission.js';
@@ -228,7 +229,7 @@ export async function assembleParts(deps: PartsDeps): Promise<Parts> {
 }
 
 /** What a one-shot command that publishes projections reads. */
-export type CommandConfig = PartsConfig & Pick<Config, 'databaseUrl' | 'dbMaxConnections' | 'natsUrl' | 'logLevel'>;
+export type CommandConfig = PartsConfig & NatsClientSettings & Pick<Config, 'databaseUrl' | 'dbMaxConnections' | 'logLevel'>;
 
 /**
  * Runs a one-shot command (reconcile, replay) over its own database pool and NATS connection named

@@ -7,6 +7,8 @@ import { runReconcileCommand, runVerifyCommand } from './reconcileCommands.js';
 import { runReplayCommand } from './replayCommand.js';
 import { runDeadLettersCommand } from './deadLettersCommand.js';
 import { parseSampleRows, runDoctorCommand } from './doctorCommand.js';
+import { NATS_CLIENT_SETTINGS } from './natsConnectionOptions.js';
+import { redactCredentials } from '../redaction.js';
 
 /**
  * `pending-projector <command>`: the only entry point that reads configuration as a whole and
@@ -22,7 +24,7 @@ interface Command {
 }
 
 const DB: SettingName[] = ['databaseUrl', 'logLevel', 'dbMaxConnections'];
-const BUS: SettingName[] = ['natsUrl', 'subjectPrefix'];
+const BUS: SettingName[] = [...NATS_CLIENT_SETTINGS, 'subjectPrefix'];
 // Commands that read or write Kandev's rows (everything but migrate and dead-letters).
 const STORES: SettingName[] = [...DB, 'timestampForm'];
 
@@ -158,8 +160,11 @@ main(process.argv.slice(2)).then(
   },
   (err: Error & { code?: unknown }) => {
     // Errors with a stable code are expected failures (bad URL, unreachable service): the message
-    // says it all. Anything else is a bug, and its stack helps.
-    process.stderr.write(`pending-projector: ${typeof err.code === 'string' ? `${err.message} (${err.code})` : (err.stack ?? err.message)}\n`);
-    process.exitCode = err instanceof DatabaseUrlError ? 2 : 1;
+    // says it all. Anything else is a bug, and its stack helps. Either may quote a URL: its
+    // credentials are masked. A ConfigError here is one only a connection could tell (NATS
+    // credentials given twice, a secret file unreadable).
+    const text = typeof err.code === 'string' ? `${err.message} (${err.code})` : (err.stack ?? err.message);
+    process.stderr.write(`pending-projector: ${redactCredentials(text)}\n`);
+    process.exitCode = err instanceof DatabaseUrlError || err instanceof ConfigError ? 2 : 1;
   },
 );

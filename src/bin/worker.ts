@@ -3,7 +3,8 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { EventConsumer } from '../events/natsEventConsumer.js';
-import type { Topology } from '../events/subjects.js';
+import { topologyFor, type Topology } from '../events/subjects.js';
+import { NatsPermissionError, probeNatsPermissions } from '../events/natsPermissions.js';
 import { createMetrics, type Metrics } from '../metrics.js';
 import { bootReconcile, type BootReconcileOutcome, type Lease } from '../projectors/bootReconcile.js';
 import type { Projector } from '../projectors/projector.js';
@@ -19,6 +20,7 @@ import { deliveryRecoveryLoop } from './worker/deliveryRecoveryLoop.js';
 import { healthServerComponent } from './worker/healthServer.js';
 import { serviceEndpointsComponent } from './worker/serviceEndpointsComponent.js';
 import { summaryBucketRefillerComponent } from './worker/summaryBucketRefiller.js';
+import { workerPermissionNeeds } from './worker/workerPermissionNeeds.js';
 
 export type WorkerConfig = Pick<
   Config,
@@ -34,7 +36,7 @@ export type WorkerConfig = Pick<
   | 'bootReconcile'
   | 'respondDeadlineMs'
 > &
-  Partial<Pick<Config, 'summaryBucketStorage' | 'schemaMode' | 'timestampForm' | 'admissionLockTimeoutMs' | 'turnStartHookSubject' | 'turnStartHookTimeoutMs'>>;
+  Partial<Pick<Config, 'summaryBucketStorage' | 'schemaMode' | 'timestampForm' | 'admissionLockTimeoutMs' | 'turnStartHookSubject' | 'turnStartHookTimeoutMs' | 'natsInboxPrefix'>>;
 
 export interface WorkerDeps {
   db: Database;
@@ -78,12 +80,16 @@ function bootLease(ctx: RepositoryContext): Lease {
 }
 
 /**
- * Assembles one worker and starts its components in order; a component that fails to start stops
+ * Checks the NATS user's permissions (NatsPermissionError names each one missing), then assembles
+ * one worker and starts its components in order; a component that fails to start stops
  * the ones before it. Live events flow while the boot reconcile runs (under a lease: one replica at
  * a time) and coalesce with it.
  */
 export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
   const { nc, config, logger } = deps;
+  // Before anything is migrated or created: a user lacking a permission is told which, now.
+  const denials = await probeNatsPermissions(nc, workerPermissionNeeds(topologyFor(config.subjectPrefix), config.natsInboxPrefix ?? '_INBOX'));
+  if (denials.length > 0) throw new NatsPermissionError(denials);
   const metrics = createMetrics();
   const parts = await assembleParts({ db: deps.db, nc, config, logger, clock: deps.clock, metrics, inbound: config });
   const { ctx, projector, topology, epoch } = parts;

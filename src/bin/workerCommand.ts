@@ -1,8 +1,17 @@
+import { errors } from '@nats-io/transport-node';
 import type { Config } from '../config.js';
+import { NatsPermissionError } from '../events/natsPermissions.js';
 import { createLogger } from '../logger.js';
 import { openDatabase } from './assembly.js';
 import { connectNats } from './connectNats.js';
 import { startWorker } from './worker.js';
+
+/** The permission error behind a failed start (startComponents wraps it when stopping failed too). */
+function permissionErrorOf(err: unknown): NatsPermissionError | undefined {
+  if (err instanceof NatsPermissionError) return err;
+  if (err instanceof AggregateError && err.errors[0] instanceof NatsPermissionError) return err.errors[0];
+  return undefined;
+}
 
 /**
  * Runs the worker until SIGTERM/SIGINT. The first signal stops pulling, settles in-flight events,
@@ -10,21 +19,36 @@ import { startWorker } from './worker.js';
  */
 export async function runWorkerCommand(config: Config): Promise<number> {
   const logger = createLogger(config.logLevel);
-  const db = openDatabase(config, logger);
+  // Connected first: bad NATS credentials settings are a ConfigError before any pool exists.
   const nc = await connectNats(config, 'pending-projector-worker');
+  const db = openDatabase(config, logger);
+  // Once per subject: every projection may meet the same refusal.
+  const refusalsLogged = new Set<string>();
   void (async () => {
     for await (const status of nc.status()) {
       if (status.type === 'disconnect' || status.type === 'reconnect') logger.warn({ nats: status.type }, 'NATS connection status');
+      // A permission the start could not probe without showing others a message, refused at use.
+      if (status.type === 'error' && status.error instanceof errors.PermissionViolationError) {
+        const { operation, subject } = status.error;
+        if (refusalsLogged.has(`${operation} ${subject}`)) continue;
+        refusalsLogged.add(`${operation} ${subject}`);
+        logger.error({ nats: 'permission', operation, subject }, `NATS refused ${operation} to "${subject}": grant it to this user (docs/security.md)`);
+      }
     }
   })();
   let worker;
   try {
     worker = await startWorker({ db, nc, config, logger });
   } catch (err) {
-    logger.fatal({ err }, 'worker failed to start');
+    const denied = permissionErrorOf(err);
+    if (denied) {
+      logger.fatal({ denials: denied.denials }, denied.message);
+      process.stderr.write(`pending-projector: ${denied.message}\n`);
+    } else logger.fatal({ err }, 'worker failed to start');
     await nc.close().catch(() => undefined);
     await db.destroy();
-    return 1;
+    // Missing permissions are the deployment's configuration: the config-error exit code.
+    return denied ? 2 : 1;
   }
   return new Promise<number>((resolve) => {
     let signals = 0;

@@ -1,4 +1,4 @@
-import type { NatsConnection, Subscription } from '@nats-io/transport-node';
+import { errors, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 
@@ -31,13 +31,24 @@ const encoder = new TextEncoder();
  * `{ok: false, error: {code, message}}`: the handler's reply value, or a `bad_request` for a body
  * that never reached it. A handler crash becomes `internal` and the endpoint stays up.
  */
-export function serveEndpoint<S extends z.ZodType>(options: EndpointOptions<S>): { stop(): Promise<void>; done: Promise<void> } {
+export function serveEndpoint<S extends z.ZodType>(options: EndpointOptions<S>): { stop(): Promise<void>; done: Promise<void>; failure(): unknown } {
   const log = options.logger.child({ component: 'endpoint', subject: options.subject });
   const sub: Subscription = options.nc.subscribe(options.subject, { queue: QUEUE_GROUP });
   const inFlight = new Set<Promise<void>>();
   const respond = (msg: { respond(data: Uint8Array): boolean }, reply: AnyReply) =>
     msg.respond(encoder.encode(JSON.stringify(reply)));
+  let failure: unknown;
   const done = (async () => {
+    try {
+      await serve();
+    } catch (err) {
+      // A refused subscription (a permission) is the start's to report, with every other one
+      // (startServiceEndpoints); anything else ended this endpoint while the worker runs.
+      failure = err;
+      if (!(err instanceof errors.PermissionViolationError)) log.error({ err }, 'endpoint stopped serving');
+    }
+  })();
+  async function serve(): Promise<void> {
     for await (const msg of sub) {
       const work = (async () => {
         if (msg.data.byteLength > options.maxRequestBytes) {
@@ -68,9 +79,10 @@ export function serveEndpoint<S extends z.ZodType>(options: EndpointOptions<S>):
       inFlight.add(work);
       void work.finally(() => inFlight.delete(work));
     }
-  })();
+  }
   return {
     done,
+    failure: () => failure,
     async stop() {
       await sub.drain().catch(() => undefined);
       await done;

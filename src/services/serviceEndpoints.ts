@@ -2,6 +2,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { Topology } from '../events/subjects.js';
+import { NatsPermissionError, subscriptionDenial } from '../events/natsPermissions.js';
 import type { ClarificationService } from './clarificationService.js';
 import { serveEndpoint, type AnyReply } from './endpoint.js';
 import { ENDPOINTS, listPendingRequestSchema, respondRequestSchema, sessionRequestSchema, taskRequestSchema } from './requests.js';
@@ -62,10 +63,16 @@ export async function startServiceEndpoints(options: ServiceEndpointsOptions): P
         ]
       : []),
   ];
+  // A refused subscription is answered before the flush's PONG, and ends its endpoint's loop.
   await nc.flush();
-  return {
-    async stop() {
-      await Promise.all(endpoints.map((e) => e.stop()));
-    },
+  await new Promise((resolve) => setImmediate(resolve));
+  const stop = async () => {
+    await Promise.all(endpoints.map((e) => e.stop()));
   };
+  const denials = endpoints.map((e) => subscriptionDenial(e.failure(), 'serving its request/reply endpoints')).filter((d) => d !== undefined);
+  if (denials.length > 0) {
+    await stop();
+    throw new NatsPermissionError(denials);
+  }
+  return { stop };
 }

@@ -1,0 +1,36 @@
+import { topologyStreams, type Topology } from '../../events/subjects.js';
+import type { NatsPermissionNeed } from '../../events/natsPermissions.js';
+
+/**
+ * The permissions the worker's start probes (probeNatsPermissions): every JetStream API call of its
+ * topology, consumer and message reads, its acks, its KV puts, its dead letters, its deliveries to
+ * agents, and its inbox. What it does not probe, because a probe there would reach other
+ * subscribers: its endpoints' subscriptions (checked as they are made, startServiceEndpoints), and
+ * its publishes of summaries, session pending actions, plan-comment collections and Kandev events
+ * and of the turn-start hook (denied at first use, logged with the subject). deploy/nats grants all
+ * of them to the `worker` user; docs/security.md lists them.
+ */
+export function workerPermissionNeeds(topology: Topology, inboxPrefix: string): NatsPermissionNeed[] {
+  const api = (subject: string, purpose: string): NatsPermissionNeed => ({ operation: 'publish', subject: `$JS.API.${subject}`, purpose });
+  const streams = topologyStreams(topology);
+  const events = topology.eventsStream;
+  const consumer = topology.consumer;
+  return [
+    api('INFO', 'JetStream account info'),
+    ...streams.flatMap((stream) => [api(`STREAM.INFO.${stream}`, `topology: stream ${stream}`), api(`STREAM.CREATE.${stream}`, `topology: stream ${stream}`)]),
+    // The KV bucket's stream is only ever created; the others are updated when their subjects change.
+    ...streams.filter((s) => s !== topology.summaryBucketStream).map((stream) => api(`STREAM.UPDATE.${stream}`, `topology: stream ${stream}`)),
+    api(`CONSUMER.INFO.${events}.${consumer}`, `the durable consumer ${consumer}`),
+    api(`CONSUMER.CREATE.${events}.${consumer}`, `the durable consumer ${consumer}`),
+    api(`CONSUMER.MSG.NEXT.${events}.${consumer}`, 'pulling events'),
+    { operation: 'publish', subject: `$JS.ACK.${events}.${consumer}.>`, purpose: 'acknowledging events' },
+    api(`STREAM.MSG.GET.${topology.agentResumeStream}`, 'checking a stored resume command'),
+    api(`STREAM.MSG.GET.${topology.agentPromptStream}`, 'checking a stored prompt'),
+    { operation: 'publish', subject: `$KV.${topology.summaryBucket}.>`, purpose: 'the summary KV bucket' },
+    { operation: 'publish', subject: topology.deadLetterSubject, purpose: 'dead letters' },
+    { operation: 'publish', subject: topology.agentWaiterSubject('*'), purpose: "clarification responses to an agent's live waiter" },
+    { operation: 'publish', subject: topology.agentResumeSubject('*'), purpose: 'resume commands to detached agents' },
+    { operation: 'publish', subject: topology.agentPromptSubject('*'), purpose: 'prompts to agents' },
+    { operation: 'subscribe', subject: `${inboxPrefix}.>`, purpose: 'replies to its requests (NATS_INBOX_PREFIX)' },
+  ];
+}

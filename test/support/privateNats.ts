@@ -1,0 +1,145 @@
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { REQUIRE_INTEGRATION } from './services.js';
+
+/**
+ * Private nats-server processes for tests that need a server of their own configuration (users,
+ * permissions, TLS), on a free loopback port, with a temporary JetStream store removed on stop.
+ */
+
+/** The nats-server binary: NATS_SERVER_BIN, or the first on PATH; undefined when there is none. */
+export function natsServerBinary(): string | undefined {
+  if (process.env.NATS_SERVER_BIN) return process.env.NATS_SERVER_BIN;
+  try {
+    return execFileSync('sh', ['-c', 'command -v nats-server'], { encoding: 'utf8' }).trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Whether this run can start private servers. Under a truthy CI or REQUIRE_INTEGRATION a missing
+ * binary throws, so the tests that need it fail instead of being skipped.
+ */
+export function privateNatsAvailable(): boolean {
+  const found = natsServerBinary() !== undefined;
+  if (!found && REQUIRE_INTEGRATION) throw new Error('nats-server is not installed (or NATS_SERVER_BIN not set), and CI / REQUIRE_INTEGRATION require the tests that start one');
+  return found;
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface ServerTls {
+  certFile: string;
+  keyFile: string;
+  caFile: string;
+  /** Clients must present a certificate the CA signed. */
+  verify: boolean;
+}
+
+export interface PrivateNats {
+  readonly port: number;
+  /** `nats://127.0.0.1:<port>`, or `tls://...` when started with TLS. */
+  readonly url: string;
+  output(): string;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts nats-server on the configuration `configText(storeDir)` returns (its JetStream store must be
+ * `storeDir`, a temporary directory removed on stop), with `env` added to the server's environment
+ * (the variables the configuration references), listening on 127.0.0.1 at a free port: the
+ * command line overrides the file's listen address, and adds TLS. Includes are relative to the
+ * configuration's directory: `files` are written there.
+ */
+export async function startPrivateNats(
+  configText: (storeDir: string) => string,
+  env: Record<string, string>,
+  options: { tls?: ServerTls; /** Files beside the configuration (its includes), by name. */ files?: Record<string, string> } = {},
+): Promise<PrivateNats> {
+  const { tls } = options;
+  const binary = natsServerBinary();
+  if (!binary) throw new Error('nats-server is not installed');
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'pp-nats-'));
+  const configFile = join(dir, 'nats-server.conf');
+  writeFileSync(configFile, configText(join(dir, 'jetstream')));
+  for (const [name, text] of Object.entries(options.files ?? {})) writeFileSync(join(dir, name), text);
+  const args = ['-c', configFile, '-a', '127.0.0.1', '-p', String(port)];
+  if (tls) args.push('--tls', '--tlscert', tls.certFile, '--tlskey', tls.keyFile, '--tlscacert', tls.caFile, ...(tls.verify ? ['--tlsverify'] : []));
+  const child: ChildProcess = spawn(binary, args, { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    const onData = (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('Server is ready')) resolve();
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    void exited.then(() => reject(new Error(`nats-server exited before it was ready:\n${out}`)));
+  });
+  return {
+    port,
+    url: `${tls ? 'tls' : 'nats'}://127.0.0.1:${port}`,
+    output: () => out,
+    async stop() {
+      if (child.exitCode === null) {
+        child.kill('SIGTERM');
+        await exited;
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface TestCertificates {
+  dir: string;
+  caFile: string;
+  serverCertFile: string;
+  serverKeyFile: string;
+  clientCertFile: string;
+  clientKeyFile: string;
+  remove(): void;
+}
+
+/**
+ * A CA, a server certificate for 127.0.0.1 and localhost, and a client certificate, made by openssl
+ * into a temporary directory: certificates are generated for each run, never committed.
+ */
+export function generateCertificates(): TestCertificates {
+  const dir = mkdtempSync(join(tmpdir(), 'pp-certs-'));
+  const at = (name: string) => join(dir, name);
+  const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
+  openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=pending-projector test CA', '-keyout', 'ca-key.pem', '-out', 'ca.pem');
+  writeFileSync(at('server.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n');
+  writeFileSync(at('client.ext'), 'extendedKeyUsage=clientAuth\n');
+  for (const [name, cn] of [
+    ['server', '127.0.0.1'],
+    ['client', 'worker'],
+  ] as const) {
+    openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', `/CN=${cn}`, '-keyout', `${name}-key.pem`, '-out', `${name}.csr`);
+    openssl('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial', '-days', '2', '-extfile', `${name}.ext`, '-out', `${name}.pem`);
+  }
+  return {
+    dir,
+    caFile: at('ca.pem'),
+    serverCertFile: at('server.pem'),
+    serverKeyFile: at('server-key.pem'),
+    clientCertFile: at('client.pem'),
+    clientKeyFile: at('client-key.pem'),
+    remove: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
