@@ -24,6 +24,7 @@ import { CorruptMetaError } from '../../src/repository/meta.js';
 import { SchemaRefusedError } from '../../src/repository/schema/schemaMode.js';
 import { SessionNotFoundError } from '../../src/repository/turns.js';
 import { PlanCommentIntegrityError } from '../../src/repository/planCommentOutcomes.js';
+import { NatsPermissionError } from '../../src/events/natsPermissions.js';
 
 /** One instance of every error class of ours. */
 const ours: PendingProjectorError[] = [
@@ -43,6 +44,7 @@ const ours: PendingProjectorError[] = [
   new AdmissionPoolTooSmallError(1),
   new AdmissionLockOrderError('inside a transaction'),
   new PlanCommentIntegrityError('plan vanished'),
+  new NatsPermissionError([{ operation: 'subscribe', subject: 'pending_projector.v1.>', queue: 'pending-projector', purpose: 'the endpoints' }]),
 ];
 
 describe('the error code registry', () => {
