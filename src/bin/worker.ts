@@ -34,7 +34,7 @@ export type WorkerConfig = Pick<
   | 'bootReconcile'
   | 'respondDeadlineMs'
 > &
-  Partial<Pick<Config, 'summaryBucketStorage' | 'schemaMode' | 'timestampForm' | 'admissionLockTimeoutMs' | 'turnStartHookSubject' | 'turnStartHookTimeoutMs'>>;
+  Partial<Pick<Config, 'summaryBucketStorage' | 'schemaMode' | 'timestampForm' | 'admissionLockTimeoutMs' | 'turnStartHookSubject' | 'turnStartHookTimeoutMs' | 'queueMaxPerSession'>>;
 
 export interface WorkerDeps {
   db: Database;

@@ -3,9 +3,11 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import type { Clock } from '../timestamps.js';
 import type { EventPublisher } from '../services/clarificationPorts.js';
+import type { QueueEvents } from '../services/promptQueue.js';
+import type { QueueStatusPayload } from '../services/planCommentWire.js';
 import { createEnvelope } from './envelope.js';
 import type { KandevEvent } from './kandevEvents.js';
-import type { Topology } from './subjects.js';
+import { MESSAGE_QUEUE_STATUS_CHANGED, type Topology } from './subjects.js';
 
 const encoder = new TextEncoder();
 
@@ -14,7 +16,7 @@ const encoder = new TextEncoder();
  * resolves only once the worker's events stream holds the event (which then triggers the
  * reprojection); plain subscribers of the subject receive it like any core message.
  */
-export class NatsEventPublisher implements EventPublisher {
+export class NatsEventPublisher implements EventPublisher, QueueEvents {
   private readonly js: JetStreamClient;
 
   constructor(
@@ -31,8 +33,13 @@ export class NatsEventPublisher implements EventPublisher {
       events.map((event) => {
         const subject = this.topology.eventSubject(event.type);
         const envelope = createEnvelope(event.type, subject, { ...event.data }, randomUUID(), this.clock());
-        return this.js.publish(subject, encoder.encode(JSON.stringify(envelope)));
+        return this.js.publish(subject, encoder.encode(JSON.stringify(envelope)), event.msgId ? { msgID: event.msgId } : undefined);
       }),
     );
+  }
+
+  /** `message.queue.status_changed`: into the events stream, which reprojects the task's queued_prompt_count. */
+  async publishQueueStatus(payload: QueueStatusPayload, msgId: string): Promise<void> {
+    await this.publish([{ type: MESSAGE_QUEUE_STATUS_CHANGED, data: { ...payload }, msgId }]);
   }
 }

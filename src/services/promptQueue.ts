@@ -1,0 +1,112 @@
+import type { Logger } from 'pino';
+import type { z } from 'zod';
+import type { TaskAdmission } from '../repository/admission/taskAdmission.js';
+import type { RepositoryContext } from '../repository/context.js';
+import type { AcceptPromptInput, AcceptPromptResult, PlanCommentStore } from '../repository/planCommentStore.js';
+import type { AnyReply } from './endpoint.js';
+import type { queueEnqueueSchema, queueListSchema } from './planCommentRequests.js';
+import { admissionPayload, lockTimeoutFailure, queueEntryPayload, reasoned, storeFailure, type PlanCommentsPayload, type QueueStatusPayload } from './planCommentWire.js';
+import type { PromptDispatch } from './promptDispatch.js';
+import type { PromptTargets } from './promptTargets.js';
+
+/**
+ * The prompt queue's endpoints: `queue.enqueue` and `queue.list` (seed 004, design §4).
+ *
+ * An enqueue is the accepting transaction of a send with `deliveryKind: 'queued'`: the same
+ * validation, comment consumption and attachment claim, but it writes only the queue entry (its
+ * receipt), and no turn-start hook runs (the dispatcher runs it at delivery). Carrying comment refs
+ * it runs as one admission **mutation** of the task (`withMutation`: the lease's key, taken as the
+ * transaction's first statement): with no hook between a preflight and the transaction there is
+ * nothing to hold a lease around, and the transaction re-validates everything itself. Without refs
+ * it takes no admission lock, as a send without refs.
+ *
+ * After COMMIT a new entry publishes `task_plan.comments_updated` (when it consumed comments) and
+ * `message.queue.status_changed` (which reprojects the task's `queued_prompt_count`), then kicks
+ * the dispatcher. A publish failure is logged once: the rows are the truth, and the next queue
+ * change publishes the count again.
+ */
+
+/** Publishes `message.queue.status_changed` with `msgId` as its `Nats-Msg-Id`. */
+export interface QueueEvents {
+  publishQueueStatus(payload: QueueStatusPayload, msgId: string): Promise<void>;
+}
+
+export interface PromptQueueDeps {
+  ctx: RepositoryContext;
+  store: PlanCommentStore;
+  storeIn(tx: RepositoryContext): PlanCommentStore;
+  admission: TaskAdmission;
+  targets: PromptTargets;
+  dispatch: PromptDispatch;
+  queueEvents: QueueEvents;
+  queueMaxPerSession: number;
+  /** Publishes a consumed collection (the plan-comment service's own publisher). */
+  publishComments(plan: PlanCommentsPayload): Promise<void>;
+  logger: Logger;
+}
+
+export interface PromptQueue {
+  enqueue(request: z.output<typeof queueEnqueueSchema>): Promise<AnyReply>;
+  list(request: z.output<typeof queueListSchema>): Promise<AnyReply>;
+}
+
+/** The message id of an enqueue's status event: one per entry, so a repeated publish of it is dropped. */
+export function enqueuedMsgId(sessionId: string, queueId: string): string {
+  return `queue:${sessionId}:enqueued:${queueId}`;
+}
+
+export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
+  const { store, admission, targets } = deps;
+  const max = deps.queueMaxPerSession;
+  const log = deps.logger.child({ component: 'prompt-queue' });
+
+  async function publishStatus(payload: QueueStatusPayload, msgId: string): Promise<void> {
+    try {
+      await deps.queueEvents.publishQueueStatus(payload, msgId);
+    } catch (err) {
+      // Committed already; the count is reprojected by the next queue change or a reconcile.
+      log.warn({ err, sessionId: payload.session_id, taskId: payload.task_id }, 'message.queue.status_changed not published; the next queue change publishes the count again');
+    }
+  }
+
+  return {
+    async enqueue(r) {
+      const session = await targets.session(r.session_id);
+      if (!session) return reasoned('not_found', 'session_not_found', `session ${r.session_id} does not exist`);
+      const input: AcceptPromptInput = {
+        callerId: r.caller_id,
+        target: { kind: 'session', sessionId: r.session_id, taskId: session.taskId },
+        deliveryKind: 'queued',
+        queueMaxPerSession: max,
+        content: r.content,
+        planCommentRefs: r.plan_comment_refs ?? [],
+        attachmentIds: r.attachment_ids,
+        attachmentOwnerId: r.attachment_owner_id,
+        model: r.model,
+        planMode: r.plan_mode,
+      };
+      let accepted: AcceptPromptResult;
+      if ((r.plan_comment_refs ?? []).length > 0) {
+        const outcome = await admission.withMutation(deps.ctx, session.taskId, (tx) => deps.storeIn(tx).acceptPrompt(input));
+        if (!outcome.ok) return lockTimeoutFailure(outcome, session.taskId);
+        accepted = outcome.value;
+      } else {
+        accepted = await store.acceptPrompt(input);
+      }
+      if (!accepted.ok) return storeFailure(accepted);
+      const reply = admissionPayload(accepted);
+      if (!accepted.replayed) {
+        if (accepted.consumedCommentIds.length > 0 && reply.plan_comments) await deps.publishComments(reply.plan_comments);
+        await publishStatus({ session_id: accepted.sessionId, task_id: accepted.taskId, count: accepted.queueCount ?? 0, max }, enqueuedMsgId(accepted.sessionId, accepted.receiptId));
+        deps.dispatch.kick(accepted.sessionId);
+      }
+      return reply;
+    },
+
+    async list({ session_id }) {
+      const listed = await store.listQueue(session_id);
+      if (!listed.ok) return storeFailure(listed);
+      return { ok: true, entries: listed.entries.map(queueEntryPayload), count: listed.entries.length, max } as AnyReply;
+    },
+  };
+}
