@@ -24,7 +24,7 @@ export interface PriorAcceptance {
   promptSeq: number | null;
   receiptPresent: boolean;
   deliveryKind: DeliveryKind;
-  /** The queue entry's position while its receipt exists; null otherwise. */
+  /** A queued prompt's position while its receipt exists; null otherwise (a direct prompt has none). */
   position: number | null;
   /** Whether the transcript message exists (a queued prompt has none until its reservation). */
   messagePresent: boolean;
@@ -82,7 +82,7 @@ export async function priorAcceptance(tx: RepositoryContext, schema: PlanComment
     promptSeq: messageRow ? Number(messageRow.prompt_seq) : null,
     receiptPresent: receipt !== undefined,
     deliveryKind: kind === 'queued' ? 'queued' : 'direct',
-    position: receipt ? receipt.position : null,
+    position: receipt && kind === 'queued' ? receipt.position : null,
     messagePresent: messageRow !== undefined,
     delivery: receipt ? 'pending' : label === 'acknowledged' || label === 'unconfirmed' ? label : 'pending',
     refs: stringList(metadata.plan_comment_refs, (r) => r.id),
