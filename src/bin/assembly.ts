@@ -188,7 +188,7 @@ export async function createPlanComments(parts: Parts, deps: { nc: NatsConnectio
     admission,
     hook,
     events: new NatsPlanCommentPublisher(deps.nc, parts.topology, parts.clock),
-    queueEvents: new NatsEventPublisher(deps.nc, parts.topology, parts.clock),
+    queueEvents: { events: new NatsEventPublisher(deps.nc, parts.topology, parts.clock), refreshSummary: (taskId) => parts.projector.reproject(taskId) },
     queueMaxPerSession: deps.config.queueMaxPerSession ?? 10,
     // Issue #17 wires the worker's dispatcher here; until then receipts wait.
     dispatch: NO_PROMPT_DISPATCH,

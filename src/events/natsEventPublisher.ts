@@ -3,20 +3,19 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import type { Clock } from '../timestamps.js';
 import type { EventPublisher } from '../services/clarificationPorts.js';
-import type { QueueEvents } from '../services/promptQueue.js';
-import type { QueueStatusPayload } from '../services/planCommentWire.js';
 import { createEnvelope } from './envelope.js';
 import type { KandevEvent } from './kandevEvents.js';
-import { MESSAGE_QUEUE_STATUS_CHANGED, type Topology } from './subjects.js';
+import type { Topology } from './subjects.js';
 
 const encoder = new TextEncoder();
 
 /**
- * Publishes Kandev events as the standard envelope on `<prefix><type>`. A JetStream publish, so it
- * resolves only once the worker's events stream holds the event (which then triggers the
- * reprojection); plain subscribers of the subject receive it like any core message.
+ * Publishes Kandev events as the standard envelope on `<prefix><type>`, with the event's `msgId` as
+ * its `Nats-Msg-Id` when it has one. A JetStream publish, so it resolves only once the worker's
+ * events stream holds the event (which then triggers the reprojection); plain subscribers of the
+ * subject receive it like any core message.
  */
-export class NatsEventPublisher implements EventPublisher, QueueEvents {
+export class NatsEventPublisher implements EventPublisher {
   private readonly js: JetStreamClient;
 
   constructor(
@@ -36,10 +35,5 @@ export class NatsEventPublisher implements EventPublisher, QueueEvents {
         return this.js.publish(subject, encoder.encode(JSON.stringify(envelope)), event.msgId ? { msgID: event.msgId } : undefined);
       }),
     );
-  }
-
-  /** `message.queue.status_changed`: into the events stream, which reprojects the task's queued_prompt_count. */
-  async publishQueueStatus(payload: QueueStatusPayload, msgId: string): Promise<void> {
-    await this.publish([{ type: MESSAGE_QUEUE_STATUS_CHANGED, data: { ...payload }, msgId }]);
   }
 }

@@ -17,7 +17,8 @@ import type {
   queueEnqueueSchema,
   queueListSchema,
 } from './planCommentRequests.js';
-import { createPromptQueue, type QueueEvents } from './promptQueue.js';
+import { createPromptQueue } from './promptQueue.js';
+import type { SummaryPorts } from './publishOrRefresh.js';
 import type { PromptTargets } from './promptTargets.js';
 import { admissionPayload, attachmentPayload, commentPayload, lockTimeoutFailure, reasoned, snapshotPayload, storeFailure, type PlanCommentsPayload, type ReasonedFailure } from './planCommentWire.js';
 import type { PromptDispatch } from './promptDispatch.js';
@@ -56,8 +57,8 @@ export interface PlanCommentServiceDeps {
   events: PlanCommentEvents;
   /** Kicked after every newly accepted prompt, so this replica delivers it without waiting for a poll. */
   dispatch: PromptDispatch;
-  /** Publishes `message.queue.status_changed` after a new queue entry. */
-  queueEvents: QueueEvents;
+  /** Publishes `message.queue.status_changed` after a new queue entry (refreshing the summary when the bus refuses it). */
+  queueEvents: SummaryPorts;
   /** QUEUE_MAX_PER_SESSION: the most waiting queued prompts a session may hold. */
   queueMaxPerSession: number;
   logger: Logger;

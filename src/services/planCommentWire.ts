@@ -136,14 +136,6 @@ export function queueEntryPayload(r: PromptReceiptRecord): QueueEntryPayload {
   return { id: r.id, position: r.position, content: r.content, queued_at: r.queuedAt, attachments: r.attachments };
 }
 
-/** `message.queue.status_changed` (Kandev's event): the session's waiting queued prompts and the limit. */
-export interface QueueStatusPayload {
-  session_id: string;
-  task_id: string;
-  count: number;
-  max: number;
-}
-
 /** A failure reply with its machine-readable `reason` and details beside `error` (top level). */
 export type ReasonedFailure = ReplyFailure & { reason: string } & Record<string, unknown>;
 

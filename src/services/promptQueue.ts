@@ -5,8 +5,10 @@ import type { RepositoryContext } from '../repository/context.js';
 import type { AcceptPromptInput, AcceptPromptResult, PlanCommentStore } from '../repository/planCommentStore.js';
 import type { AnyReply } from './endpoint.js';
 import type { queueEnqueueSchema, queueListSchema } from './planCommentRequests.js';
-import { admissionPayload, lockTimeoutFailure, queueEntryPayload, reasoned, storeFailure, type PlanCommentsPayload, type QueueStatusPayload } from './planCommentWire.js';
+import { admissionPayload, lockTimeoutFailure, queueEntryPayload, reasoned, storeFailure, type PlanCommentsPayload } from './planCommentWire.js';
+import { MESSAGE_QUEUE_STATUS_CHANGED } from '../events/subjects.js';
 import type { PromptDispatch } from './promptDispatch.js';
+import { publishOrRefresh, type SummaryPorts } from './publishOrRefresh.js';
 import type { PromptTargets } from './promptTargets.js';
 
 /**
@@ -21,15 +23,10 @@ import type { PromptTargets } from './promptTargets.js';
  * it takes no admission lock, as a send without refs.
  *
  * After COMMIT a new entry publishes `task_plan.comments_updated` (when it consumed comments) and
- * `message.queue.status_changed` (which reprojects the task's `queued_prompt_count`), then kicks
- * the dispatcher. A publish failure is logged once: the rows are the truth, and the next queue
- * change publishes the count again.
+ * `message.queue.status_changed` (which the worker's events stream captures, so the task's
+ * `queued_prompt_count` is reprojected), then kicks the dispatcher. If the bus refuses the status
+ * event the summary is refreshed directly (`publishOrRefresh`), so the count converges anyway.
  */
-
-/** Publishes `message.queue.status_changed` with `msgId` as its `Nats-Msg-Id`. */
-export interface QueueEvents {
-  publishQueueStatus(payload: QueueStatusPayload, msgId: string): Promise<void>;
-}
 
 export interface PromptQueueDeps {
   ctx: RepositoryContext;
@@ -38,7 +35,8 @@ export interface PromptQueueDeps {
   admission: TaskAdmission;
   targets: PromptTargets;
   dispatch: PromptDispatch;
-  queueEvents: QueueEvents;
+  /** Where `message.queue.status_changed` goes, and the summary refresh when the bus refuses it. */
+  queueEvents: SummaryPorts;
   queueMaxPerSession: number;
   /** Publishes a consumed collection (the plan-comment service's own publisher). */
   publishComments(plan: PlanCommentsPayload): Promise<void>;
@@ -59,15 +57,6 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
   const { store, admission, targets } = deps;
   const max = deps.queueMaxPerSession;
   const log = deps.logger.child({ component: 'prompt-queue' });
-
-  async function publishStatus(payload: QueueStatusPayload, msgId: string): Promise<void> {
-    try {
-      await deps.queueEvents.publishQueueStatus(payload, msgId);
-    } catch (err) {
-      // Committed already; the count is reprojected by the next queue change or a reconcile.
-      log.warn({ err, sessionId: payload.session_id, taskId: payload.task_id }, 'message.queue.status_changed not published; the next queue change publishes the count again');
-    }
-  }
 
   return {
     async enqueue(r) {
@@ -97,7 +86,13 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
       const reply = admissionPayload(accepted);
       if (!accepted.replayed) {
         if (accepted.consumedCommentIds.length > 0 && reply.plan_comments) await deps.publishComments(reply.plan_comments);
-        await publishStatus({ session_id: accepted.sessionId, task_id: accepted.taskId, count: accepted.queueCount ?? 0, max }, enqueuedMsgId(accepted.sessionId, accepted.receiptId));
+        await publishOrRefresh(deps.queueEvents, log, accepted.taskId, [
+          {
+            type: MESSAGE_QUEUE_STATUS_CHANGED,
+            data: { session_id: accepted.sessionId, task_id: accepted.taskId, count: accepted.queueCount ?? 0, max },
+            msgId: enqueuedMsgId(accepted.sessionId, accepted.receiptId),
+          },
+        ]);
         deps.dispatch.kick(accepted.sessionId);
       }
       return reply;

@@ -41,7 +41,7 @@ describeEachDialect('queue endpoints over a real NATS on %s', (dialect) => {
   }
 
   /** Everything an enqueue may write, with each receipt's queue columns. */
-  async function queueState(taskId: string) {
+  async function queueState(taskId: string): Promise<Record<string, unknown>> {
     const receipts = await rawRows(
       t.ctx,
       `SELECT id, session_id, position, delivery_kind, metadata_json, attachments_json, durable_transcript_message_id, delivery_attempted_at FROM queued_messages ORDER BY id`,
