@@ -202,6 +202,17 @@ describeEachDialect('queue endpoints over a real NATS on %s', (dialect) => {
     expect(await client.enqueue({ session_id: task.sessionId, caller_id: randomUUID(), content: 'fits again' })).toMatchObject({ ok: true, replayed: false });
   });
 
+  it('concurrent enqueues into one session never pass the limit and never share a position', async () => {
+    const task = await seedPlanTask(t.ctx);
+    const replies = await Promise.all(Array.from({ length: QUEUE_MAX + 3 }, (_, i) => client.enqueue({ session_id: task.sessionId, caller_id: randomUUID(), content: `racing ${i}` })));
+    const accepted = replies.filter((r) => r.ok);
+    expect(accepted).toHaveLength(QUEUE_MAX);
+    expect(replies.filter((r) => !r.ok)).toEqual(Array.from({ length: 3 }, () => expect.objectContaining({ reason: 'queue_full', count: QUEUE_MAX, max: QUEUE_MAX })));
+    expect(new Set(accepted.map((r) => (r as { position: number }).position)).size).toBe(QUEUE_MAX);
+    const rows = await t.ctx.knex('queued_messages').where({ session_id: task.sessionId });
+    expect(rows).toHaveLength(QUEUE_MAX);
+  });
+
   it('an enqueue to a session of an archived task, or to a terminal session, is refused and writes nothing', async () => {
     const task = await seedComments(1);
     const terminal = await createSession(t.ctx, { taskId: task.taskId, state: 'RUNNING' });
