@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/transport-node';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
 import { MESSAGE_QUEUE_STATUS_CHANGED, PLAN_COMMENTS_UPDATED } from '../../src/events/subjects.js';
@@ -108,6 +109,12 @@ describeEachDialect('queue endpoints over a real NATS on %s', (dialect) => {
     const status = await eventually(() => bus.ofType(MESSAGE_QUEUE_STATUS_CHANGED).find((e) => e.data.session_id === task.sessionId), 10_000, 'the queue status event');
     expect(status.data).toEqual({ session_id: task.sessionId, task_id: task.taskId, count: 1, max: QUEUE_MAX });
     expect(status.source).toBe('pending-projector');
+    // In the worker's events stream with a message id of its own, so a repeat of it is dropped.
+    const jsm = await jetstreamManager(nc);
+    const stored = await jsm.streams.getMessage(worker.topology.eventsStream, { last_by_subj: `${prefix}${MESSAGE_QUEUE_STATUS_CHANGED}` });
+    const msgId = `queue:${task.sessionId}:enqueued:${callerId}`;
+    expect(stored?.header.get('Nats-Msg-Id')).toBe(msgId);
+    expect((await jetstream(nc).publish(`${prefix}${MESSAGE_QUEUE_STATUS_CHANGED}`, stored!.data, { msgID: msgId })).duplicate).toBe(true);
     await eventually(() => bus.ofType(PLAN_COMMENTS_UPDATED).find((e) => e.data.task_id === task.taskId && e.data.revision === 4), 10_000, 'the comments_updated event');
 
     const listed = await client.listQueue({ session_id: task.sessionId });
