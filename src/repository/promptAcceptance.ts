@@ -59,10 +59,11 @@ import { nextPromptSeq } from './promptSeq.js';
  * lease's lock connection). On a context that already is a transaction it runs in a savepoint, so
  * a refusal after its first write undoes exactly its own writes.
  *
- * Caller-id replay: the prompt's message and receipt both take the caller id as primary key. An
- * earlier acceptance found under that id (before the locks, and again under the task row lock, so
- * a concurrent duplicate on the same task is seen once it committed) is compared by request
- * fingerprint: the same request is `replayed` (nothing written), another is `caller_id_conflict`.
+ * Caller-id replay: the prompt's receipt (and a direct prompt's message) take the caller id as
+ * primary key. An earlier acceptance found under that id (before the locks, and again under the
+ * task row lock, so a concurrent duplicate on the same task is seen once it committed) is compared
+ * by request fingerprint: the same request is `replayed` (nothing written), another is
+ * `caller_id_conflict`. A queued prompt delivered since answers from its transcript message.
  */
 
 export * from './acceptedPrompt.js';
@@ -80,12 +81,23 @@ function duplicates(values: readonly string[]): boolean {
   return new Set(values).size !== values.length;
 }
 
-
 function isUniqueViolation(err: unknown): boolean {
   const code = (err as { code?: unknown }).code;
   return code === '23505' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY' || code === 'SQLITE_CONSTRAINT_UNIQUE';
 }
 
+/**
+ * The writes keyed by the caller id. Its id taken although no acceptance under it was found under
+ * the task lock means a row of another task's request (a reused caller id), committed meanwhile.
+ */
+async function underCallerId<T>(callerId: string, write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (err) {
+    if (isUniqueViolation(err)) throw new AcceptanceRefused(conflict('caller_id_conflict', `caller id ${callerId} is taken by another request`, {}));
+    throw err;
+  }
+}
 
 /**
  * The task's primary session. Read without a row lock: the turn-write lock comes first (Kandev's
@@ -293,9 +305,8 @@ export async function acceptPrompt(ctx: RepositoryContext, schema: PlanCommentSc
         attachmentIds: claimed.map((a) => a.id),
       };
       if (kind === 'queued') {
-        let receipt;
-        try {
-          receipt = await insertPromptReceipt(tx, receiptTable, {
+        const receipt = await underCallerId(input.callerId, () =>
+          insertPromptReceipt(tx, receiptTable, {
             id: input.callerId,
             deliveryKind: 'queued',
             sessionId,
@@ -307,11 +318,8 @@ export async function acceptPrompt(ctx: RepositoryContext, schema: PlanCommentSc
             metadata: { client_queue_id: input.callerId, plan_comment_refs: refList, plan_comment_request_fingerprint: fingerprint },
             transcriptMessageId: null,
             transcriptTurnId: null,
-          });
-        } catch (err) {
-          if (isUniqueViolation(err)) throw new AcceptanceRefused(conflict('caller_id_conflict', `caller id ${input.callerId} is taken by another request`, {}));
-          throw err;
-        }
+          }),
+        );
         return {
           ...accepted,
           messageId: null,
@@ -334,7 +342,7 @@ export async function acceptPrompt(ctx: RepositoryContext, schema: PlanCommentSc
         plan_comment_request_fingerprint: fingerprint,
         ...(claimed.length > 0 ? { attachments: attachmentSummaries(claimed) } : {}),
       };
-      try {
+      await underCallerId(input.callerId, async () => {
         await tx.knex('task_session_messages').insert({
           id: input.callerId,
           task_session_id: sessionId,
@@ -363,12 +371,7 @@ export async function acceptPrompt(ctx: RepositoryContext, schema: PlanCommentSc
           transcriptMessageId: input.callerId,
           transcriptTurnId: turn.id,
         });
-      } catch (err) {
-        // The id is taken although no acceptance under it was found under the task lock: a row of
-        // another task's request (a reused caller id), committed meanwhile.
-        if (isUniqueViolation(err)) throw new AcceptanceRefused(conflict('caller_id_conflict', `caller id ${input.callerId} is taken by another request`, {}));
-        throw err;
-      }
+      });
       return {
         ...accepted,
         messageId: input.callerId,
