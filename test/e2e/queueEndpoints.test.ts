@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { NatsConnection } from '@nats-io/transport-node';
+import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
@@ -10,11 +10,13 @@ import { createSession, setSessionState } from '../../src/repository/tasks.js';
 import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
 import { collectEvents } from '../support/busEvents.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { createGate, type Gate } from '../support/gate.js';
 import { connectTestNats, deleteTopology, eventually, uniquePrefix } from '../support/nats.js';
 import { acceptanceState, seedPlanTask } from '../support/planComments.js';
 import { testWorkerConfig } from '../support/workerConfig.js';
 
 const QUEUE_MAX = 3;
+const HOOK_SUBJECT = 'test.turn_start';
 const encoder = new TextEncoder();
 
 /**
@@ -29,6 +31,29 @@ describeEachDialect('queue endpoints over a real NATS on %s', (dialect) => {
   let prefix: string;
   let client: PendingProjectorClient;
   let bus: ReturnType<typeof collectEvents>;
+  let hookSub: Subscription;
+  const held = new Map<string, { gate: Gate; reached: Gate }>();
+  const hookCalls: string[] = [];
+
+  /** The turn-start hook: replies at once unless the test holds it for a caller id. */
+  function serveHook(subject: string): Subscription {
+    const sub = nc.subscribe(subject);
+    void (async () => {
+      for await (const msg of sub) {
+        void (async (m: Msg) => {
+          const request = m.json<{ caller_id: string }>();
+          hookCalls.push(request.caller_id);
+          const entry = held.get(request.caller_id);
+          if (entry) {
+            entry.reached.open();
+            await entry.gate.opened;
+          }
+          m.respond(encoder.encode(JSON.stringify({ ok: true })));
+        })(msg);
+      }
+    })();
+    return sub;
+  }
 
   async function seedComments(n: number) {
     const task = await seedPlanTask(t.ctx);
@@ -55,11 +80,13 @@ describeEachDialect('queue endpoints over a real NATS on %s', (dialect) => {
     nc = await connectTestNats();
     prefix = uniquePrefix(`queue_${dialect}`);
     bus = collectEvents(nc, prefix, [PLAN_COMMENTS_UPDATED, MESSAGE_QUEUE_STATUS_CHANGED]);
-    worker = await startWorker({ db: t.db, nc, config: testWorkerConfig(prefix, { queueMaxPerSession: QUEUE_MAX }), logger: silentLogger() });
+    hookSub = serveHook(`${prefix}${HOOK_SUBJECT}`);
+    worker = await startWorker({ db: t.db, nc, config: testWorkerConfig(prefix, { queueMaxPerSession: QUEUE_MAX, turnStartHookSubject: HOOK_SUBJECT, admissionLockTimeoutMs: 20_000 }), logger: silentLogger() });
     client = createPendingProjectorClient(nc, { prefix, timeoutMs: 30_000 });
   });
   afterAll(async () => {
     await worker?.stop();
+    hookSub?.unsubscribe();
     bus?.stop();
     await deleteTopology(nc, prefix);
     await nc?.drain();
@@ -207,6 +234,33 @@ describeEachDialect('queue endpoints over a real NATS on %s', (dialect) => {
     await t.ctx.knex('queued_messages').where({ id: listed.entries[0]!.id }).update({ delivery_reservation_token: 'held', delivery_reservation_expires_at: '2026-09-01T10:00:00.000000000Z' });
     expect(await client.listQueue({ session_id: task.sessionId })).toMatchObject({ count: 2 });
     expect(await client.enqueue({ session_id: task.sessionId, caller_id: randomUUID(), content: 'fits again' })).toMatchObject({ ok: true, replayed: false });
+  });
+
+  it("a comment-bearing enqueue waits while a send holds the task's admission lease, then fails closed on the comment the send consumed; an enqueue runs no turn-start hook", async () => {
+    const task = await seedComments(2);
+    const sendId = randomUUID();
+    const entry = { gate: createGate(), reached: createGate() };
+    held.set(sendId, entry);
+    const sending = client.sendMessage({ session_id: task.sessionId, caller_id: sendId, content: 'now', plan_comment_refs: [{ id: task.comments[0]!.id, version: 1 }] });
+    await entry.reached.opened;
+    const queueId = randomUUID();
+    let enqueueSettled = false;
+    const enqueuing = client
+      .enqueue({ session_id: task.sessionId, caller_id: queueId, content: 'later', plan_comment_refs: [{ id: task.comments[0]!.id, version: 1 }, { id: task.comments[1]!.id, version: 1 }] })
+      .finally(() => (enqueueSettled = true));
+    // A request after the enqueue on the same connection: the enqueue reached the worker before this reply.
+    expect(await client.listQueue({ session_id: task.sessionId })).toMatchObject({ ok: true, count: 0 });
+    expect(enqueueSettled).toBe(false);
+    entry.gate.open();
+    const [sent, queued] = await Promise.all([sending, enqueuing]);
+    expect(sent).toMatchObject({ ok: true, replayed: false });
+    expect(queued).toMatchObject({ ok: false, error: { code: 'conflict' }, reason: 'plan_comments_changed', plan_comments: { revision: 3, comments: [{ id: task.comments[1]!.id }] } });
+    expect(await t.ctx.knex('queued_messages').where({ id: queueId }).first()).toBeUndefined();
+    expect(hookCalls).not.toContain(queueId);
+
+    const retried = await client.enqueue({ session_id: task.sessionId, caller_id: queueId, content: 'later', plan_comment_refs: [{ id: task.comments[1]!.id, version: 1 }] });
+    expect(retried).toMatchObject({ ok: true, replayed: false, plan_comments: { revision: 4, comments: [] } });
+    expect(hookCalls).not.toContain(queueId);
   });
 
   it('concurrent enqueues into one session never pass the limit and never share a position', async () => {
