@@ -13,7 +13,7 @@ import type { Database } from '../src/repository/database.js';
 import { withReservedConnection } from '../src/repository/driver/reservedConnection.js';
 import { writtenNow } from '../src/repository/planCommentRows.js';
 import type { PlanCommentStore } from '../src/repository/planCommentStore.js';
-import { insertDirectReceipt } from '../src/repository/promptReceipts.js';
+import { insertPromptReceipt } from '../src/repository/promptReceipts.js';
 import type { ReceiptTable } from '../src/repository/schema/planCommentTables.js';
 import { bumpCommentsRevision } from '../src/repository/taskPlans.js';
 import { startTurn } from '../src/repository/turns.js';
@@ -42,7 +42,7 @@ export async function timeEach<T>(items: readonly T[], fn: (item: T) => Promise<
  * The writes acceptPrompt makes for an accepted send of `task`'s comments, in one transaction, with
  * none of its reads, locks or checks: the 5 comment rows deleted at their versions, the revision
  * bumped, the reserved turn, the prompt sequence number, the user message, the direct receipt.
- * Repository functions where one exists (bumpCommentsRevision, startTurn, insertDirectReceipt);
+ * Repository functions where one exists (bumpCommentsRevision, startTurn, insertPromptReceipt);
  * the comment delete, the prompt-sequence upsert and the message insert are bench SQL, the same
  * statements acceptPrompt runs (promptAcceptance.ts does not export them).
  */
@@ -83,8 +83,9 @@ export async function bareAcceptance(ctx: RepositoryContext, receiptTable: Recei
       updated_at: now,
       prompt_seq: Number(seq!.last_seq),
     });
-    await insertDirectReceipt(tx, receiptTable, {
+    await insertPromptReceipt(tx, receiptTable, {
       id: callerId,
+      deliveryKind: 'direct',
       sessionId: task.sessionId,
       taskId: task.taskId,
       content: prompt,

@@ -112,6 +112,13 @@ export const SETTINGS = {
     default: 30_000,
     help: "how long the turn-start hook may take; no reply by then replies unavailable. The task's admission lease is held meanwhile",
   },
+  queueMaxPerSession: {
+    env: 'QUEUE_MAX_PER_SESSION',
+    flag: 'queue-max-per-session',
+    schema: intFrom(1, 1000),
+    default: 10,
+    help: "the most waiting queued prompts a session may hold (Kandev's default); queue.enqueue past it replies conflict queue_full",
+  },
   summaryBucketStorage: {
     env: 'SUMMARY_BUCKET_STORAGE',
     flag: 'summary-bucket-storage',

@@ -12,9 +12,10 @@ export type {
   PlanCommentFailure,
   PlanCommentsReply,
   PromptReply,
+  QueueListReply,
 } from './client/pendingProjectorClient.js';
 export * from './services/planCommentRequests.js';
-export type { AttachmentPayload, PlanCommentPayload, PlanCommentsPayload } from './services/planCommentWire.js';
+export type { AdmissionPayload, AttachmentPayload, PlanCommentPayload, PlanCommentsPayload, QueueEntryPayload } from './services/planCommentWire.js';
 export {
   ENDPOINTS,
   ANSWER_TEXT_MAX_CHARS,
@@ -29,6 +30,7 @@ export type { ListPendingRequest, RespondRequest, SessionRequest, TaskRequest } 
 export { REPLY_ERROR_CODES } from './services/endpoint.js';
 export type * from './services/replies.js';
 export type { ClarificationAnswerPayload, ClarificationDeliveryPayload } from './services/clarificationPorts.js';
-export { PLAN_COMMENTS_UPDATED, SERVICE_SUBJECT_ROOT, topologyFor } from './events/subjects.js';
+export { MESSAGE_QUEUE_STATUS_CHANGED, PLAN_COMMENTS_UPDATED, SERVICE_SUBJECT_ROOT, topologyFor } from './events/subjects.js';
+export type { QueueStatusChangedData } from './events/kandevEvents.js';
 export type { Topology } from './events/subjects.js';
 export * from './turns/index.js';

@@ -164,10 +164,10 @@ export function createTasks(parts: Parts, logger: Logger): TaskService {
 }
 
 /** What the plan-comment service reads of the configuration (each with its config.ts default when absent). */
-export type PlanCommentsConfig = Partial<Pick<Config, 'admissionLockTimeoutMs' | 'turnStartHookSubject' | 'turnStartHookTimeoutMs'>>;
+export type PlanCommentsConfig = Partial<Pick<Config, 'admissionLockTimeoutMs' | 'turnStartHookSubject' | 'turnStartHookTimeoutMs' | 'queueMaxPerSession'>>;
 
 /**
- * The one construction of the plan-comment service (the plan-comment, message.send, Run and
+ * The one construction of the plan-comment service (the plan-comment, message.send, Run, queue and
  * attachment endpoints): the store over the database's tables, the task admission over the pool
  * (refuses a PostgreSQL pool under 2 connections), the turn-start hook of TURN_START_HOOK_SUBJECT
  * (none when empty), and the collection event publisher.
@@ -189,6 +189,8 @@ export async function createPlanComments(parts: Parts, deps: { nc: NatsConnectio
     admission,
     hook,
     events: new NatsPlanCommentPublisher(deps.nc, parts.topology, parts.clock),
+    queueEvents: { events: new NatsEventPublisher(deps.nc, parts.topology, parts.clock), refreshSummary: (taskId) => parts.projector.reproject(taskId) },
+    queueMaxPerSession: deps.config.queueMaxPerSession ?? 10,
     // Issue #17 wires the worker's dispatcher here; until then receipts wait.
     dispatch: NO_PROMPT_DISPATCH,
     logger: deps.logger,

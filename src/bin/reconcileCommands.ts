@@ -56,8 +56,12 @@ export async function runVerifyCommand(config: Config, taskIds: string[], json: 
       onPage: (p, drift) => {
         for (const d of drift) {
           progress.done();
+          const queued = { stored_queued_prompt_count: d.storedQueuedPromptCount, derived_queued_prompt_count: d.derivedQueuedPromptCount };
+          const queuedText = d.storedQueuedPromptCount === d.derivedQueuedPromptCount ? '' : `\tqueued_prompt_count stored=${d.storedQueuedPromptCount} derived=${d.derivedQueuedPromptCount}`;
           process.stdout.write(
-            json ? `${JSON.stringify({ task_id: d.taskId, kind: d.kind, stored: d.stored, derived: d.derived })}\n` : `${d.taskId}\t${d.kind}\tstored=${d.stored ?? '-'}\tderived=${d.derived ?? '-'}\n`,
+            json
+              ? `${JSON.stringify({ task_id: d.taskId, kind: d.kind, stored: d.stored, derived: d.derived, ...queued })}\n`
+              : `${d.taskId}\t${d.kind}\tstored=${d.stored ?? '-'}\tderived=${d.derived ?? '-'}${queuedText}\n`,
           );
         }
         progress.update(`verify: ${p.visited}/${total} tasks, ${p.drifted} drifted`);

@@ -36,7 +36,7 @@ export type WorkerConfig = Pick<
   | 'bootReconcile'
   | 'respondDeadlineMs'
 > &
-  Partial<Pick<Config, 'summaryBucketStorage' | 'schemaMode' | 'timestampForm' | 'admissionLockTimeoutMs' | 'turnStartHookSubject' | 'turnStartHookTimeoutMs' | 'natsInboxPrefix'>>;
+  Partial<Pick<Config, 'summaryBucketStorage' | 'schemaMode' | 'timestampForm' | 'admissionLockTimeoutMs' | 'turnStartHookSubject' | 'turnStartHookTimeoutMs' | 'natsInboxPrefix' | 'queueMaxPerSession'>>;
 
 export interface WorkerDeps {
   db: Database;

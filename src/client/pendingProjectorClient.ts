@@ -22,8 +22,10 @@ import type {
   PlanCommentRunRequest,
   PlanCommentUpdateRequest,
   PlanDeleteRequest,
+  QueueEnqueueRequest,
+  QueueListRequest,
 } from '../services/planCommentRequests.js';
-import type { AttachmentPayload, PlanCommentPayload, PlanCommentsPayload } from '../services/planCommentWire.js';
+import type { AdmissionPayload, AttachmentPayload, PlanCommentPayload, PlanCommentsPayload, QueueEntryPayload } from '../services/planCommentWire.js';
 import { ENDPOINTS, type ListPendingRequest, type RespondRequest, type SessionRequest, type TaskRequest } from '../services/requests.js';
 
 export interface PendingProjectorClientOptions {
@@ -44,19 +46,9 @@ export interface PendingProjectorClientOptions {
  */
 export type PlanCommentFailure = ReplyFailure & { reason?: string; plan_comments?: PlanCommentsPayload; primary_session_id?: string | null; state?: string; attachment_ids?: string[] } & Record<string, unknown>;
 export type PlanCommentsReply<T extends object = object> = ({ ok: true; plan_comments: PlanCommentsPayload } & T) | PlanCommentFailure;
-export type PromptReply =
-  | {
-      ok: true;
-      task_id: string;
-      session_id: string;
-      caller_id: string;
-      receipt_id: string;
-      message_id: string;
-      replayed: boolean;
-      delivery: 'pending' | 'acknowledged' | 'unconfirmed';
-      plan_comments: PlanCommentsPayload | null;
-    }
-  | PlanCommentFailure;
+/** An accepted prompt (design §4's Admission); `queue_full` failures carry `count` and `max`. */
+export type PromptReply = AdmissionPayload | PlanCommentFailure;
+export type QueueListReply = { ok: true; entries: QueueEntryPayload[]; count: number; max: number } | PlanCommentFailure;
 export type AttachmentStageReply = { ok: true; replayed: boolean; attachment: AttachmentPayload } | PlanCommentFailure;
 export type ImportLegacyReply = PlanCommentsReply<{ imported: string[]; skipped: Array<{ id: string; sessionId: string; reason: string }> }>;
 
@@ -92,6 +84,10 @@ export interface PendingProjectorClient {
   sendMessage(request: MessageSendRequest, options?: CallOptions): Promise<PromptReply>;
   /** Run: the comments to the task's current primary session. */
   runPlanComments(request: PlanCommentRunRequest, options?: CallOptions): Promise<PromptReply>;
+  /** Queues a prompt for `session_id`, delivered in turn by the dispatcher; `caller_id` as for sendMessage. */
+  enqueue(request: QueueEnqueueRequest, options?: CallOptions): Promise<PromptReply>;
+  /** The session's waiting queued prompts, in queue order. */
+  listQueue(request: QueueListRequest, options?: CallOptions): Promise<QueueListReply>;
 }
 
 const encoder = new TextEncoder();
@@ -142,5 +138,7 @@ export function createPendingProjectorClient(nc: NatsConnection, options: Pendin
     stageAttachment: (request, o) => call(ENDPOINTS.attachmentStage, request, timeout(o)),
     sendMessage: (request, o) => call(ENDPOINTS.messageSend, request, timeout(o)),
     runPlanComments: (request, o) => call(ENDPOINTS.planCommentRun, request, timeout(o)),
+    enqueue: (request, o) => call(ENDPOINTS.queueEnqueue, request, timeout(o)),
+    listQueue: (request, o) => call(ENDPOINTS.queueList, request, timeout(o)),
   };
 }

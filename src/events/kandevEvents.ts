@@ -1,3 +1,5 @@
+import { MESSAGE_QUEUE_STATUS_CHANGED } from './subjects.js';
+
 /**
  * The Kandev events this service publishes when the clarification endpoints change state. Each is
  * sent as the standard envelope on `<prefix><type>`, where the worker's own events stream captures
@@ -42,7 +44,21 @@ export interface StaleDismissedData {
   reject_reason: string;
 }
 
-export type KandevEvent =
+/** Kandev's queue event: the session's waiting queued prompts (`count`) and its limit (`max`). */
+export interface QueueStatusChangedData {
+  session_id: string;
+  task_id: string;
+  count: number;
+  max: number;
+}
+
+/**
+ * One event to publish. `msgId`, when given, is its JetStream `Nats-Msg-Id`, so the events stream
+ * drops a repeat of that very event within its duplicate window.
+ */
+export type KandevEvent = (
   | { type: typeof MESSAGE_UPDATED; data: MessageEventData }
   | { type: typeof CLARIFICATION_PRIMARY_ANSWERED; data: PrimaryAnsweredData }
-  | { type: typeof CLARIFICATION_STALE_DISMISSED; data: StaleDismissedData };
+  | { type: typeof CLARIFICATION_STALE_DISMISSED; data: StaleDismissedData }
+  | { type: typeof MESSAGE_QUEUE_STATUS_CHANGED; data: QueueStatusChangedData }
+) & { msgId?: string };

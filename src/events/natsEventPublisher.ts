@@ -10,9 +10,10 @@ import type { Topology } from './subjects.js';
 const encoder = new TextEncoder();
 
 /**
- * Publishes Kandev events as the standard envelope on `<prefix><type>`. A JetStream publish, so it
- * resolves only once the worker's events stream holds the event (which then triggers the
- * reprojection); plain subscribers of the subject receive it like any core message.
+ * Publishes Kandev events as the standard envelope on `<prefix><type>`, with the event's `msgId` as
+ * its `Nats-Msg-Id` when it has one. A JetStream publish, so it resolves only once the worker's
+ * events stream holds the event (which then triggers the reprojection); plain subscribers of the
+ * subject receive it like any core message.
  */
 export class NatsEventPublisher implements EventPublisher {
   private readonly js: JetStreamClient;
@@ -31,7 +32,7 @@ export class NatsEventPublisher implements EventPublisher {
       events.map((event) => {
         const subject = this.topology.eventSubject(event.type);
         const envelope = createEnvelope(event.type, subject, { ...event.data }, randomUUID(), this.clock());
-        return this.js.publish(subject, encoder.encode(JSON.stringify(envelope)));
+        return this.js.publish(subject, encoder.encode(JSON.stringify(envelope)), event.msgId ? { msgID: event.msgId } : undefined);
       }),
     );
   }

@@ -2,9 +2,10 @@ import { isPendingAction, type PendingAction } from '../turns/pendingAction.js';
 import { ERROR_CODES, PendingProjectorError } from '../errors.js';
 
 /**
- * Kandev's task status summary. This worker owns one field, `pending_action`; every other field
- * (activity, sessions, errors, Git, pull requests, queue counts, and anything a newer producer adds)
- * is carried through untouched.
+ * Kandev's task status summary. This worker owns two fields: `pending_action`, and, since it
+ * admits queued prompts (seed 004; design Q5, C1), `queued_prompt_count`, the task's waiting
+ * queued prompts (omitted at 0, as Kandev does). Every other field (activity, sessions, errors, Git,
+ * pull requests, and anything a newer producer adds) is carried through untouched.
  *
  * The stored `summary` text is the semantic JSON: every field except `revision` and `updated_at`,
  * known fields in Kandev's order, unknown fields after them, nested keys sorted, so two equal
@@ -84,6 +85,20 @@ export function withPendingAction(summary: SemanticSummary, action: PendingActio
   const next: Record<string, unknown> = { ...summary };
   if (action) next.pending_action = action;
   else delete next.pending_action;
+  return next;
+}
+
+/** The stored `queued_prompt_count`: 0 when omitted or not a non-negative integer. */
+export function queuedPromptCountOf(summary: SemanticSummary): number {
+  const count = summary.queued_prompt_count;
+  return typeof count === 'number' && Number.isSafeInteger(count) && count > 0 ? count : 0;
+}
+
+/** A copy with `queued_prompt_count` replaced; 0 is omitted, as Kandev does. */
+export function withQueuedPromptCount(summary: SemanticSummary, count: number): SemanticSummary {
+  const next: Record<string, unknown> = { ...summary };
+  if (count > 0) next.queued_prompt_count = count;
+  else delete next.queued_prompt_count;
   return next;
 }
 

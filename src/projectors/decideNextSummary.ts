@@ -7,6 +7,7 @@ import {
   SummaryParseError,
   toPublishedSummary,
   withPendingAction,
+  withQueuedPromptCount,
 } from '../events/statusSummary.js';
 import type { StoredStatusSummary, TaskPendingState } from '../repository/projectionStore.js';
 import { microsToTimestamp, timestampToMicros } from '../timestamps.js';
@@ -22,7 +23,8 @@ export type Decision = { outcome: 'unchanged'; revision: number } | ({ outcome: 
 
 /**
  * The write half of a projection, decided from the stored row the caller locked and read: the
- * summary with only `pending_action` replaced and, when that is a semantic change, the row to
+ * summary with only the fields this worker owns replaced (`pending_action`, and
+ * `queued_prompt_count` when the state carries it) and, when that is a semantic change, the row to
  * compare-and-set at revision+1 and the replacement to publish once it is accepted.
  */
 export function decideNextSummary(logger: Logger, now: string, stored: StoredStatusSummary | undefined, state: TaskPendingState): Decision {
@@ -38,7 +40,8 @@ export function decideNextSummary(logger: Logger, now: string, stored: StoredSta
     corrupt = true;
     logger.warn({ taskId, err: err.message }, 'stored summary is corrupt; replacing it');
   }
-  const next = withPendingAction(current, state.pendingAction);
+  const withAction = withPendingAction(current, state.pendingAction);
+  const next = state.queuedPromptCount === undefined ? withAction : withQueuedPromptCount(withAction, state.queuedPromptCount);
   if (stored && !corrupt && stored.workspaceId === state.workspaceId && semanticallyEqual(current, next)) {
     return { outcome: 'unchanged', revision: stored.revision };
   }

@@ -1,4 +1,4 @@
-import { parseStoredSummary, pendingActionOf } from '../events/statusSummary.js';
+import { parseStoredSummary, pendingActionOf, queuedPromptCountOf } from '../events/statusSummary.js';
 import type { ProjectionStore } from '../repository/projectionStore.js';
 import type { PendingAction } from '../turns/pendingAction.js';
 
@@ -9,6 +9,9 @@ export interface TaskDrift {
   kind: DriftKind;
   stored: PendingAction | null;
   derived: PendingAction | null;
+  /** `queued_prompt_count` as stored (0: omitted) and as derived now. */
+  storedQueuedPromptCount: number;
+  derivedQueuedPromptCount: number;
 }
 
 /**
@@ -21,20 +24,26 @@ export async function findDrift(store: ProjectionStore, taskIds: readonly string
   for (const taskId of taskIds) {
     const state = states.get(taskId);
     if (!state) continue; // deleted meanwhile
+    const derived = { derived: state.pendingAction, derivedQueuedPromptCount: state.queuedPromptCount ?? 0 };
     const stored = summaries.get(taskId);
     if (!stored) {
-      drift.push({ taskId, kind: 'missing', stored: null, derived: state.pendingAction });
+      drift.push({ taskId, kind: 'missing', stored: null, storedQueuedPromptCount: 0, ...derived });
       continue;
     }
     let storedAction: PendingAction | null;
+    let storedCount: number;
     try {
-      storedAction = pendingActionOf(parseStoredSummary(stored.summary));
+      const summary = parseStoredSummary(stored.summary);
+      storedAction = pendingActionOf(summary);
+      storedCount = queuedPromptCountOf(summary);
     } catch {
-      drift.push({ taskId, kind: 'corrupt', stored: null, derived: state.pendingAction });
+      drift.push({ taskId, kind: 'corrupt', stored: null, storedQueuedPromptCount: 0, ...derived });
       continue;
     }
-    if (storedAction !== state.pendingAction || stored.workspaceId !== state.workspaceId) {
-      drift.push({ taskId, kind: 'stale', stored: storedAction, derived: state.pendingAction });
+    // A count not read (a store without queue tables) is not drift: the projection carries it through.
+    const countDiffers = state.queuedPromptCount !== undefined && storedCount !== state.queuedPromptCount;
+    if (storedAction !== state.pendingAction || stored.workspaceId !== state.workspaceId || countDiffers) {
+      drift.push({ taskId, kind: 'stale', stored: storedAction, storedQueuedPromptCount: storedCount, ...derived });
     }
   }
   return drift;

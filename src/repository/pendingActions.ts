@@ -3,6 +3,8 @@ import { currentTurnAuthority } from './currentTurnAuthority.js';
 import type { SqlDialect, SqlFragment } from './dialect.js';
 import { isInputCapableSessionState, taskPendingAction, type PendingAction } from '../turns/pendingAction.js';
 import { CLARIFICATION_TYPE, PERMISSION_TYPE, TERMINAL_STATES_SQL, pendingStatusPredicate } from './clarificationSql.js';
+import { countQueuedPromptsByTask } from './queuedPrompts.js';
+import type { QueuedPromptTables } from './schema/queueTables.js';
 
 /**
  * The windowed pending-action statement for `sessionIds`, exactly as `getPendingActionsBySessionIds`
@@ -88,15 +90,22 @@ export interface TaskPendingState {
   workspaceId: string;
   sessions: SessionPendingState[];
   pendingAction: PendingAction | null;
+  /**
+   * The summary's `queued_prompt_count` (queuedPrompts.ts: waiting queued prompts of every session),
+   * read when the caller named the queue tables; undefined when it did not (not read, not 0).
+   */
+  queuedPromptCount?: number;
 }
 
 /**
  * The authoritative pending state of many tasks: two statements whatever the batch size (sessions,
- * then the windowed per-session query over the input-capable ones). Unknown task ids are absent.
+ * then the windowed per-session query over the input-capable ones), and a third, the queued prompt
+ * counts, when `queue` names where the queued prompts are. Unknown task ids are absent.
  */
 export async function loadTaskPendingStates(
   ctx: RepositoryContext,
   taskIds: readonly string[],
+  queue?: QueuedPromptTables,
 ): Promise<Map<string, TaskPendingState>> {
   const states = new Map<string, TaskPendingState>();
   if (taskIds.length === 0) return states;
@@ -129,7 +138,9 @@ export async function loadTaskPendingStates(
     if (isInputCapableSessionState(session.state)) capable.push(session.sessionId);
   }
   const actions = await getPendingActionsBySessionIds(ctx, capable);
+  const queued = queue ? await countQueuedPromptsByTask(ctx, queue, [...states.keys()]) : undefined;
   for (const state of states.values()) {
+    if (queued) state.queuedPromptCount = queued.get(state.taskId) ?? 0;
     for (const session of state.sessions) {
       if (isInputCapableSessionState(session.state)) session.pendingAction = actions.get(session.sessionId) ?? null;
     }

@@ -33,7 +33,10 @@ export type Conflict =
   | { ok: false; code: 'conflict'; reason: 'plan_comments_changed'; message: string; snapshot: PlanCommentSnapshot }
   /** Run: the task's primary is not the session the preflight resolved (null: it has none now). */
   | { ok: false; code: 'conflict'; reason: 'primary_session_changed'; message: string; primarySessionId: string | null }
-  /** The target session is not promptable (IDLE or WAITING_FOR_INPUT), or changed state since the preflight. */
+  /**
+   * A direct prompt: the target session is not promptable (IDLE or WAITING_FOR_INPUT), or changed
+   * state since the preflight. A queued one: the session is not active (terminal, or a state unknown here).
+   */
   | { ok: false; code: 'conflict'; reason: 'session_unavailable'; message: string; state: string }
   /** The task is archived. */
   | { ok: false; code: 'conflict'; reason: 'task_inactive'; message: string }
@@ -45,6 +48,8 @@ export type Conflict =
   | { ok: false; code: 'conflict'; reason: 'comment_id_conflict'; message: string }
   /** An attachment id staged with other metadata, or a storage key another attachment holds. */
   | { ok: false; code: 'conflict'; reason: 'attachment_id_conflict'; message: string }
+  /** `queue.enqueue`: the session already has `max` waiting queued prompts (QUEUE_MAX_PER_SESSION). */
+  | { ok: false; code: 'conflict'; reason: 'queue_full'; message: string; count: number; max: number }
   /** The collection is at PLAN_COMMENT_LIMITS.commentsPerPlan. */
   | { ok: false; code: 'conflict'; reason: 'plan_comments_full'; message: string; limit: number; snapshot: PlanCommentSnapshot };
 

@@ -19,8 +19,11 @@ import type { PlanCommentSnapshot } from './planCommentRows.js';
 import { acceptPrompt, type AcceptPromptInput, type AcceptPromptResult } from './promptAcceptance.js';
 import { detectPlanCommentSchema, type PlanCommentSchema } from './schema/planCommentTables.js';
 import { readPlanCommentSnapshot } from './taskPlans.js';
+import { listWaitingQueuedPrompts } from './queuedPrompts.js';
+import type { PromptReceiptRecord } from './planCommentRows.js';
 
-export type { AcceptedPrompt, AcceptPromptInput, AcceptPromptResult, PlanCommentRef, PromptDelivery, PromptTarget } from './promptAcceptance.js';
+export type { AcceptedPrompt, AcceptPromptInput, AcceptPromptResult, DeliveryKind, PlanCommentRef, PromptDelivery, PromptTarget } from './promptAcceptance.js';
+export type { PromptReceiptRecord } from './planCommentRows.js';
 export type { CreatePlanCommentInput, CreatePlanCommentResult, DeletePlanCommentInput, DeletePlanCommentResult, DeletePlanResult, UpdatePlanCommentInput, UpdatePlanCommentResult } from './planComments.js';
 export type { ImportLegacyResult, LegacyPlanDraft, LegacySkipReason } from './legacyPlanCommentImport.js';
 export type { StageAttachmentInput, StageAttachmentResult } from './attachments.js';
@@ -29,6 +32,9 @@ export type { BadRequest, BadRequestReason, Conflict, ConflictReason, NotFound, 
 export type { PlanCommentSchema } from './schema/planCommentTables.js';
 
 export type SnapshotResult = { ok: true; snapshot: PlanCommentSnapshot } | NotFound | Unavailable;
+
+/** A session's waiting queued prompts (queuedPrompts.ts), in queue order. */
+export type QueueListResult = { ok: true; taskId: string; entries: PromptReceiptRecord[] } | NotFound | Unavailable;
 
 /**
  * Every read and write of task-owned plan comments and prompt acceptance (ADR 0002), for the
@@ -58,8 +64,10 @@ export interface PlanCommentStore {
   importLegacy(input: { taskId: string; drafts: readonly LegacyPlanDraft[] }): Promise<ImportLegacyResult | Unavailable>;
   /** Records a staged attachment's metadata, idempotent by id. */
   stageAttachment(input: StageAttachmentInput): Promise<StageAttachmentResult | Unavailable>;
-  /** The accepting transaction (promptAcceptance.ts). */
+  /** The accepting transaction (promptAcceptance.ts), for both delivery kinds. */
   acceptPrompt(input: AcceptPromptInput): Promise<AcceptPromptResult>;
+  /** The session's waiting queued prompts; an unknown session is `session_not_found`. */
+  listQueue(sessionId: string): Promise<QueueListResult>;
 }
 
 /** The store over `ctx`, for a database whose tables `schema` describes (`detectPlanCommentSchema`). */
@@ -81,6 +89,12 @@ export function createPlanCommentStore(ctx: RepositoryContext, schema: PlanComme
     stageAttachment: (input) =>
       schema.missingForAttachments.length > 0 ? Promise.resolve(unavailable('attachments', schema.missingForAttachments)) : stageAttachment(ctx, input),
     acceptPrompt: (input) => acceptPrompt(ctx, schema, input),
+    async listQueue(sessionId) {
+      if (!schema.receiptTable) return unavailable('the prompt queue', schema.missingForPrompts);
+      const session = await ctx.knex('task_sessions').select('task_id').where({ id: sessionId }).first();
+      if (!session) return notFound('session_not_found', `session ${sessionId} does not exist`);
+      return { ok: true, taskId: String(session.task_id), entries: await listWaitingQueuedPrompts(ctx, schema.receiptTable, sessionId) };
+    },
   };
 }
 

@@ -10,6 +10,7 @@ import {
   type StoredStatusSummary,
 } from './statusSummaries.js';
 import { listTaskIdsAfter, taskIdOfSession } from './tasks.js';
+import { detectQueuedPromptTables, type QueuedPromptTables } from './schema/queueTables.js';
 
 export type { StoredStatusSummary, TaskPendingState };
 
@@ -25,7 +26,7 @@ export interface ProjectionCapabilities {
 export interface ProjectionTransaction {
   /** Stored summaries of the tasks, row-locked in task id order where the dialect can (readStatusSummariesForUpdate). */
   readSummariesForUpdate(taskIds: readonly string[]): Promise<Map<string, StoredStatusSummary>>;
-  /** The authoritative pending state of the tasks; unknown task ids are absent. */
+  /** The authoritative pending state of the tasks, queued prompt counts included; unknown task ids are absent. */
   loadPendingStates(taskIds: readonly string[]): Promise<Map<string, TaskPendingState>>;
   /** Kandev's compare-and-set of every row in one go; resolves to the task ids whose row was written. */
   compareAndSet(rows: readonly StoredStatusSummary[]): Promise<Set<string>>;
@@ -56,22 +57,45 @@ export interface ProjectionStore {
   listStatusSummariesAfter(afterTaskId: string | null, limit: number): Promise<StoredStatusSummary[]>;
 }
 
-export function createProjectionStore(ctx: RepositoryContext): ProjectionStore {
+export interface ProjectionStoreOptions {
+  /** Where queued prompts are; detected from the catalog once, at the first read, when not given. */
+  queue?: QueuedPromptTables;
+}
+
+/**
+ * The projection store over `ctx`. Every pending state it reads carries `queuedPromptCount`, which
+ * the projector owns (design Q5, C1): so every store knows where the queued prompts are, from the
+ * options or from one catalog read (on whichever context reads first: inside a projection
+ * transaction that is the transaction, as SQLite's single connection requires).
+ */
+export function createProjectionStore(ctx: RepositoryContext, options: ProjectionStoreOptions = {}): ProjectionStore {
+  let queue: Promise<QueuedPromptTables> | undefined = options.queue ? Promise.resolve(options.queue) : undefined;
+  const queueTables = (on: RepositoryContext) => {
+    queue ??= detectQueuedPromptTables(on).catch((err: unknown) => {
+      queue = undefined;
+      throw err;
+    });
+    return queue;
+  };
+  const pendingStates = async (on: RepositoryContext, taskIds: readonly string[]) => loadTaskPendingStates(on, taskIds, await queueTables(on));
   return {
     capabilities: { singleWriter: ctx.dialect.singleWriter, releasesSlotBeforeCommit: ctx.dialect.releasesSlotBeforeCommit },
-    withTransaction: (fn) => withTransaction(ctx, (tx) => fn(projectionTransaction(tx))),
+    withTransaction: (fn) => withTransaction(ctx, (tx) => fn(projectionTransaction(tx, pendingStates))),
     taskIdOfSession: (sessionId) => taskIdOfSession(ctx, sessionId),
     listTaskIdsAfter: (afterTaskId, limit) => listTaskIdsAfter(ctx, afterTaskId, limit),
-    loadPendingStates: (taskIds) => loadTaskPendingStates(ctx, taskIds),
+    loadPendingStates: (taskIds) => pendingStates(ctx, taskIds),
     loadStatusSummaries: (taskIds) => loadStatusSummaries(ctx, taskIds),
     listStatusSummariesAfter: (afterTaskId, limit) => listStatusSummariesAfter(ctx, afterTaskId, limit),
   };
 }
 
-function projectionTransaction(tx: RepositoryContext): ProjectionTransaction {
+function projectionTransaction(
+  tx: RepositoryContext,
+  pendingStates: (on: RepositoryContext, taskIds: readonly string[]) => Promise<Map<string, TaskPendingState>>,
+): ProjectionTransaction {
   return {
     readSummariesForUpdate: (taskIds) => readStatusSummariesForUpdate(tx, taskIds),
-    loadPendingStates: (taskIds) => loadTaskPendingStates(tx, taskIds),
+    loadPendingStates: (taskIds) => pendingStates(tx, taskIds),
     compareAndSet: (rows) => compareAndSetStatusSummaries(tx, rows),
     overwriteLocked: (rows) => overwriteLockedStatusSummaries(tx, rows),
     restore: (restores) => restoreStatusSummaries(tx, restores),

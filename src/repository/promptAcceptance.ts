@@ -15,7 +15,8 @@ import {
   type Unavailable,
 } from './planCommentOutcomes.js';
 import { toPlanCommentRecord, writtenNow, type AttachmentRecord, type PlanCommentRecord, type PlanCommentSnapshot } from './planCommentRows.js';
-import { attachmentSummaries, insertDirectReceipt } from './promptReceipts.js';
+import { attachmentSummaries, insertPromptReceipt } from './promptReceipts.js';
+import { countWaitingQueuedPrompts } from './queuedPrompts.js';
 import { priorAcceptance, replayOutcome } from './promptReplay.js';
 import { promptRequestFingerprint } from './requestFingerprint.js';
 import type { PlanCommentSchema } from './schema/planCommentTables.js';
@@ -23,14 +24,32 @@ import { lockSessionTurnWrites } from './sessionLocks.js';
 import { bumpCommentsRevision, forUpdate, planCommentsOf } from './taskPlans.js';
 import { startTurn } from './turns.js';
 import { formatPlanCommentPrompt, PLAN_COMMENT_LIMITS, utf8Length } from '../turns/planCommentPrompt.js';
+import {
+  PROMPTABLE_SESSION_STATES,
+  QUEUEABLE_SESSION_STATES,
+  type AcceptPromptInput,
+  type AcceptPromptResult,
+  type PlanCommentRef,
+} from './acceptedPrompt.js';
+import { nextPromptSeq } from './promptSeq.js';
 
 /**
- * The accepting transaction (seed 004; design sketch R8-R13, R22-R24, R28-R29, R34): ONE
- * transaction that re-validates the task, the target session and the referenced comments, expands
- * exactly those comment rows (read inside it) into the visible prompt, consumes them at their
- * versions, claims the attachments, and writes the prompt's reserved turn, its user message and
- * its durable receipt. Any failure writes nothing: an expected one is decided before the first
- * write or, after it, by throwing inside the transaction so it rolls back (never by compensating).
+ * The accepting transaction (seed 004; design sketch R8-R13, R22-R29, R34): ONE transaction that
+ * re-validates the task, the target session and the referenced comments, expands exactly those
+ * comment rows (read inside it) into the visible prompt, consumes them at their versions, claims the
+ * attachments, and writes the prompt's durable receipt. Any failure writes nothing: an expected one
+ * is decided before the first write or, after it, by throwing inside the transaction so it rolls
+ * back (never by compensating). Two delivery kinds share it ("a common conditional-consumption
+ * boundary"):
+ *
+ * - **direct** (`message.send`, Run): the session must be PROMPTABLE and in the state the preflight
+ *   saw; the transaction also writes the prompt's reserved turn and its user message (id = caller
+ *   id, next `prompt_seq`), linked from the receipt.
+ * - **queued** (`queue.enqueue`): the session must be ACTIVE (not terminal); the session may hold at
+ *   most `queueMaxPerSession` waiting queued prompts; the receipt (`delivery_kind = 'queued'`, the
+ *   session's next position) is the queue entry, and the attachments are claimed with its id as
+ *   `queue_id`. No turn, message or `prompt_seq`: the dispatcher writes those at reservation, with
+ *   message id = receipt id.
  *
  * Locks, in Kandev's order: the task row, then the session's turn-write lock
  * (`lockSessionTurnWrites`), then rows (the session, the plan, the comments, the attachments);
@@ -40,68 +59,14 @@ import { formatPlanCommentPrompt, PLAN_COMMENT_LIMITS, utf8Length } from '../tur
  * lease's lock connection). On a context that already is a transaction it runs in a savepoint, so
  * a refusal after its first write undoes exactly its own writes.
  *
- * Caller-id replay: the prompt's message and receipt both take the caller id as primary key. An
- * earlier acceptance found under that id (before the locks, and again under the task row lock, so
- * a concurrent duplicate on the same task is seen once it committed) is compared by request
- * fingerprint: the same request is `replayed` (nothing written), another is `caller_id_conflict`.
+ * Caller-id replay: the prompt's receipt (and a direct prompt's message) take the caller id as
+ * primary key. An earlier acceptance found under that id (before the locks, and again under the
+ * task row lock, so a concurrent duplicate on the same task is seen once it committed) is compared
+ * by request fingerprint: the same request is `replayed` (nothing written), another is
+ * `caller_id_conflict`. A queued prompt delivered since answers from its transcript message.
  */
 
-/** Session states a direct prompt may be accepted in (Kandev's PROMPTABLE). */
-export const PROMPTABLE_SESSION_STATES: readonly string[] = ['IDLE', 'WAITING_FOR_INPUT'];
-
-export interface PlanCommentRef {
-  id: string;
-  version: number;
-}
-
-export type PromptTarget =
-  /** Send: exactly this session, primary or not. `taskId`, when given, must be the session's task. */
-  | { kind: 'session'; sessionId: string; taskId?: string }
-  /** Run: the task's primary session; `expectedSessionId` is the one the preflight resolved. */
-  | { kind: 'primary'; taskId: string; expectedSessionId?: string };
-
-export interface AcceptPromptInput {
-  /** The caller's id for this prompt: the transcript message id and the receipt id, and the replay key. */
-  callerId: string;
-  target: PromptTarget;
-  /** The text the user typed (may be empty when comments are carried). */
-  content: string;
-  planCommentRefs?: readonly PlanCommentRef[];
-  attachmentIds?: readonly string[];
-  /** Who staged the attachments; required with attachment ids. */
-  attachmentOwnerId?: string;
-  /** The session state the preflight saw: a change since then refuses the prompt (`session_unavailable`). */
-  expectedSessionState?: string;
-  model?: string;
-  planMode?: boolean;
-  authorId?: string;
-}
-
-export type PromptDelivery = 'pending' | 'acknowledged' | 'unconfirmed';
-
-export interface AcceptedPrompt {
-  ok: true;
-  /** True when this caller id was accepted before for the same request: nothing was written now. */
-  replayed: boolean;
-  taskId: string;
-  sessionId: string;
-  callerId: string;
-  receiptId: string;
-  messageId: string;
-  turnId: string | null;
-  promptSeq: number | null;
-  deliveryKind: 'direct';
-  /** `pending` until issue #17's dispatcher settles the receipt; a replay reports the current value. */
-  delivery: PromptDelivery;
-  /** The visible prompt as stored. */
-  content: string;
-  consumedCommentIds: string[];
-  attachmentIds: string[];
-  /** The task's collection after the acceptance (null where the database has no plan-comment tables). */
-  snapshot: PlanCommentSnapshot | null;
-}
-
-export type AcceptPromptResult = AcceptedPrompt | NotFound | BadRequest | Conflict | Unavailable;
+export * from './acceptedPrompt.js';
 
 /** An expected refusal decided after the first write: thrown so the transaction rolls back, then returned. */
 class AcceptanceRefused extends Error {
@@ -116,27 +81,22 @@ function duplicates(values: readonly string[]): boolean {
   return new Set(values).size !== values.length;
 }
 
-
 function isUniqueViolation(err: unknown): boolean {
   const code = (err as { code?: unknown }).code;
   return code === '23505' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY' || code === 'SQLITE_CONSTRAINT_UNIQUE';
 }
 
 /**
- * Allocates the session's next prompt sequence number (Kandev's `task_session_prompt_seq`), under the
- * session's turn-write lock. A missing counter starts after the highest `prompt_seq` the session's
- * messages already carry.
+ * The writes keyed by the caller id. Its id taken although no acceptance under it was found under
+ * the task lock means a row of another task's request (a reused caller id), committed meanwhile.
  */
-async function nextPromptSeq(tx: RepositoryContext, sessionId: string): Promise<number> {
-  const rows = await rawRows<{ last_seq: number | string }>(
-    tx,
-    `INSERT INTO task_session_prompt_seq (task_session_id, last_seq)
-     VALUES (?, (SELECT COALESCE(MAX(m.prompt_seq), 0) + 1 FROM task_session_messages m WHERE m.task_session_id = ?))
-     ON CONFLICT (task_session_id) DO UPDATE SET last_seq = task_session_prompt_seq.last_seq + 1
-     RETURNING last_seq`,
-    [sessionId, sessionId],
-  );
-  return Number(rows[0]!.last_seq);
+async function underCallerId<T>(callerId: string, write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (err) {
+    if (isUniqueViolation(err)) throw new AcceptanceRefused(conflict('caller_id_conflict', `caller id ${callerId} is taken by another request`, {}));
+    throw err;
+  }
 }
 
 /**
@@ -183,7 +143,7 @@ async function afterAcceptance(
   return { taskId, planId: plan.id, revision, comments: await planCommentsOf(tx, taskId, plan.id) };
 }
 
-/** Accepts one direct prompt, or says why not; see the module comment for what it checks and writes. */
+/** Accepts one prompt of either kind, or says why not; see the module comment for what it checks and writes. */
 export async function acceptPrompt(ctx: RepositoryContext, schema: PlanCommentSchema, input: AcceptPromptInput): Promise<AcceptPromptResult> {
   const refs = input.planCommentRefs ?? [];
   const attachmentIds = input.attachmentIds ?? [];
@@ -199,10 +159,12 @@ export async function acceptPrompt(ctx: RepositoryContext, schema: PlanCommentSc
   const receiptTable = schema.receiptTable;
   const model = input.model ?? '';
   const planMode = input.planMode ?? false;
+  const kind = input.deliveryKind ?? 'direct';
+  if (kind === 'queued' && input.queueMaxPerSession === undefined) throw new TypeError('a queued prompt needs queueMaxPerSession');
   const fingerprint = promptRequestFingerprint({
     callerId: input.callerId,
     target: input.target.kind === 'session' ? { sessionId: input.target.sessionId } : { taskId: input.target.taskId, requirePrimary: true },
-    deliveryKind: 'direct',
+    deliveryKind: kind,
     content: input.content,
     refs,
     attachmentIds,
@@ -266,9 +228,11 @@ export async function acceptPrompt(ctx: RepositoryContext, schema: PlanCommentSc
         return conflict('primary_session_changed', `session ${sessionId} stopped being the primary of task ${taskId}`, { primarySessionId: now ?? null });
       }
       const state = String(session.state);
-      if (!PROMPTABLE_SESSION_STATES.includes(state) || (input.expectedSessionState !== undefined && state !== input.expectedSessionState)) {
-        return conflict('session_unavailable', `session ${sessionId} is ${state}`, { state });
-      }
+      const eligible =
+        kind === 'queued'
+          ? QUEUEABLE_SESSION_STATES.includes(state)
+          : PROMPTABLE_SESSION_STATES.includes(state) && (input.expectedSessionState === undefined || state === input.expectedSessionState);
+      if (!eligible) return conflict('session_unavailable', `session ${sessionId} is ${state}`, { state });
 
       // 3. The referenced comments, read here and only here.
       let plan: { id: string; taskId: string } | undefined;
@@ -297,6 +261,15 @@ export async function acceptPrompt(ctx: RepositoryContext, schema: PlanCommentSc
         return badRequest('prompt_too_large', `the expanded prompt is over ${PLAN_COMMENT_LIMITS.promptMaxBytes} bytes`);
       }
 
+      // The limit, under the session's turn-write lock (every acceptance into the session takes it),
+      // so two enqueues cannot both take the last place.
+      let waiting = 0;
+      if (kind === 'queued') {
+        waiting = await countWaitingQueuedPrompts(tx, receiptTable, sessionId);
+        const max = input.queueMaxPerSession!;
+        if (waiting >= max) return conflict('queue_full', `session ${sessionId} already has ${waiting} queued prompts (at most ${max})`, { count: waiting, max });
+      }
+
       // 5. Writes. From here an expected refusal throws, so everything rolls back.
       // The new revision, so the reply's snapshot needs only the comments re-read, not the plan.
       const revision = plan ? await consumeComments(tx, plan, refs) : undefined;
@@ -308,17 +281,58 @@ export async function acceptPrompt(ctx: RepositoryContext, schema: PlanCommentSc
           workspaceId: String(task.workspace_id),
           taskId,
           sessionId,
-          messageId: input.callerId,
-          queueId: '',
+          // A queued prompt's message does not exist yet: the dispatcher fills it in at reservation.
+          messageId: kind === 'direct' ? input.callerId : '',
+          queueId: kind === 'queued' ? input.callerId : '',
         });
         if (!claim.ok) {
           throw new AcceptanceRefused(conflict('attachments_unavailable', `attachments ${claim.unavailable.join(', ')} cannot be claimed`, { attachmentIds: claim.unavailable }));
         }
         claimed = claim.claimed;
       }
+      const refList = refs.map((r) => ({ id: r.id, version: r.version }));
+      const accepted = {
+        ok: true as const,
+        replayed: false,
+        taskId,
+        sessionId,
+        callerId: input.callerId,
+        receiptId: input.callerId,
+        deliveryKind: kind,
+        delivery: 'pending' as const,
+        content: prompt,
+        consumedCommentIds: refs.map((r) => r.id),
+        attachmentIds: claimed.map((a) => a.id),
+      };
+      if (kind === 'queued') {
+        const receipt = await underCallerId(input.callerId, () =>
+          insertPromptReceipt(tx, receiptTable, {
+            id: input.callerId,
+            deliveryKind: 'queued',
+            sessionId,
+            taskId,
+            content: prompt,
+            model,
+            planMode,
+            attachments: claimed,
+            metadata: { client_queue_id: input.callerId, plan_comment_refs: refList, plan_comment_request_fingerprint: fingerprint },
+            transcriptMessageId: null,
+            transcriptTurnId: null,
+          }),
+        );
+        return {
+          ...accepted,
+          messageId: null,
+          turnId: null,
+          promptSeq: null,
+          queueId: input.callerId,
+          position: receipt.position,
+          queueCount: waiting + 1,
+          snapshot: await afterAcceptance(tx, schema, taskId, plan, revision),
+        };
+      }
       const turn = await startTurn(tx, sessionId, { taskId, metadata: { [TURN_META_PROMPT_DISPATCH_PENDING]: true } });
       const promptSeq = await nextPromptSeq(tx, sessionId);
-      const refList = refs.map((r) => ({ id: r.id, version: r.version }));
       const now = writtenNow(tx);
       const messageMetadata: Record<string, unknown> = {
         client_message_id: input.callerId,
@@ -328,7 +342,7 @@ export async function acceptPrompt(ctx: RepositoryContext, schema: PlanCommentSc
         plan_comment_request_fingerprint: fingerprint,
         ...(claimed.length > 0 ? { attachments: attachmentSummaries(claimed) } : {}),
       };
-      try {
+      await underCallerId(input.callerId, async () => {
         await tx.knex('task_session_messages').insert({
           id: input.callerId,
           task_session_id: sessionId,
@@ -344,8 +358,9 @@ export async function acceptPrompt(ctx: RepositoryContext, schema: PlanCommentSc
           updated_at: now,
           prompt_seq: promptSeq,
         });
-        await insertDirectReceipt(tx, receiptTable, {
+        await insertPromptReceipt(tx, receiptTable, {
           id: input.callerId,
+          deliveryKind: 'direct',
           sessionId,
           taskId,
           content: prompt,
@@ -356,27 +371,15 @@ export async function acceptPrompt(ctx: RepositoryContext, schema: PlanCommentSc
           transcriptMessageId: input.callerId,
           transcriptTurnId: turn.id,
         });
-      } catch (err) {
-        // The id is taken although no acceptance under it was found under the task lock: a row of
-        // another task's request (a reused caller id), committed meanwhile.
-        if (isUniqueViolation(err)) throw new AcceptanceRefused(conflict('caller_id_conflict', `caller id ${input.callerId} is taken by another request`, {}));
-        throw err;
-      }
+      });
       return {
-        ok: true,
-        replayed: false,
-        taskId,
-        sessionId,
-        callerId: input.callerId,
-        receiptId: input.callerId,
+        ...accepted,
         messageId: input.callerId,
         turnId: turn.id,
         promptSeq,
-        deliveryKind: 'direct',
-        delivery: 'pending',
-        content: prompt,
-        consumedCommentIds: refs.map((r) => r.id),
-        attachmentIds: claimed.map((a) => a.id),
+        queueId: null,
+        position: null,
+        queueCount: null,
         snapshot: await afterAcceptance(tx, schema, taskId, plan, revision),
       };
     });

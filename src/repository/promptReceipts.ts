@@ -11,8 +11,10 @@ import type { ReceiptTable } from './schema/planCommentTables.js';
  * is one text over the table's name (a constant of ours, never input).
  */
 
-export interface DirectReceiptInput {
+export interface ReceiptInput {
   id: string;
+  /** `direct`: a send, its transcript already written; `queued`: a queue entry, its transcript written at reservation. */
+  deliveryKind: 'direct' | 'queued';
   sessionId: string;
   taskId: string;
   /** The visible prompt, already expanded. */
@@ -21,8 +23,9 @@ export interface DirectReceiptInput {
   planMode: boolean;
   attachments: readonly AttachmentRecord[];
   metadata: Record<string, unknown>;
-  transcriptMessageId: string;
-  transcriptTurnId: string;
+  /** The transcript a direct receipt links from the start; null for a queued one. */
+  transcriptMessageId: string | null;
+  transcriptTurnId: string | null;
 }
 
 /** The attachment list a receipt and its transcript carry: what a dispatcher needs to send them. */
@@ -31,18 +34,20 @@ export function attachmentSummaries(attachments: readonly AttachmentRecord[]): A
 }
 
 /**
- * Inserts the receipt of a direct prompt (`delivery_kind = 'direct'`, unreserved, unattempted) with
- * its transcript already linked. Its position follows the session's other rows; a dispatcher takes
- * direct rows before queued ones whatever their position.
+ * Inserts the receipt of an accepted prompt, unreserved and unattempted: a direct one with its
+ * transcript already linked, a queued one without. Its position follows every other row of the
+ * session (direct or queued), so it is the session's next place in the queue; a dispatcher takes
+ * direct rows before queued ones whatever their position. Callers hold the session's turn-write
+ * lock, which keeps two positions of a session apart.
  */
-export async function insertDirectReceipt(tx: RepositoryContext, table: ReceiptTable, input: DirectReceiptInput): Promise<PromptReceiptRecord> {
+export async function insertPromptReceipt(tx: RepositoryContext, table: ReceiptTable, input: ReceiptInput): Promise<PromptReceiptRecord> {
   const rows = await rawRows<Record<string, unknown>>(
     tx,
     `INSERT INTO ${table} (id, session_id, task_id, position, content, model, plan_mode, attachments_json, metadata_json,
                            queued_at, queued_by, delivery_kind, delivery_attempts, last_error,
                            durable_transcript_message_id, durable_transcript_turn_id)
      VALUES (?, ?, ?, (SELECT COALESCE(MAX(q.position), 0) + 1 FROM ${table} q WHERE q.session_id = ?), ?, ?, ?, ?, ?,
-             ?, 'user', 'direct', 0, '', ?, ?)
+             ?, 'user', ?, 0, '', ?, ?)
      RETURNING *`,
     [
       input.id,
@@ -56,6 +61,7 @@ export async function insertDirectReceipt(tx: RepositoryContext, table: ReceiptT
       JSON.stringify(input.metadata),
       // Always canonical: owned mode's queued_messages and our own table are this service's text.
       tx.clock(),
+      input.deliveryKind,
       input.transcriptMessageId,
       input.transcriptTurnId,
     ],

@@ -1,7 +1,7 @@
 import { rawRows, type RepositoryContext } from './context.js';
 import { snapshotIn } from './planComments.js';
 import { conflict, type Conflict } from './planCommentOutcomes.js';
-import type { AcceptedPrompt, AcceptPromptInput, PromptDelivery } from './promptAcceptance.js';
+import type { AcceptedPrompt, AcceptPromptInput, DeliveryKind, PromptDelivery } from './acceptedPrompt.js';
 import { getPromptReceipt } from './promptReceipts.js';
 import { parseMetadata } from './rowMapping.js';
 import type { PlanCommentSchema } from './schema/planCommentTables.js';
@@ -23,6 +23,11 @@ export interface PriorAcceptance {
   turnId: string | null;
   promptSeq: number | null;
   receiptPresent: boolean;
+  deliveryKind: DeliveryKind;
+  /** A queued prompt's position while its receipt exists; null otherwise (a direct prompt has none). */
+  position: number | null;
+  /** Whether the transcript message exists (a queued prompt has none until its reservation). */
+  messagePresent: boolean;
   delivery: PromptDelivery;
   refs: string[];
   attachmentIds: string[];
@@ -65,6 +70,9 @@ export async function priorAcceptance(tx: RepositoryContext, schema: PlanComment
   const fingerprint = receipt && messageRow ? (fromReceipt === fromMessage ? fromReceipt : undefined) : (fromReceipt ?? fromMessage);
   const label = message.prompt_delivery;
   const metadata = receipt?.metadata ?? message;
+  // The receipt's column, else the transcript's metadata (the dispatcher's transcript of a queued
+  // prompt says `delivery_kind: 'queued'`): a fingerprint of another kind never matches anyway.
+  const kind = receipt ? receipt.deliveryKind : message.delivery_kind;
   return {
     sessionId: receipt?.sessionId ?? String(messageRow!.task_session_id),
     taskId: receipt?.taskId ?? String(messageRow!.task_id ?? ''),
@@ -73,6 +81,9 @@ export async function priorAcceptance(tx: RepositoryContext, schema: PlanComment
     turnId: messageRow ? String(messageRow.turn_id) : (receipt?.transcriptTurnId ?? null),
     promptSeq: messageRow ? Number(messageRow.prompt_seq) : null,
     receiptPresent: receipt !== undefined,
+    deliveryKind: kind === 'queued' ? 'queued' : 'direct',
+    position: receipt && kind === 'queued' ? receipt.position : null,
+    messagePresent: messageRow !== undefined,
     delivery: receipt ? 'pending' : label === 'acknowledged' || label === 'unconfirmed' ? label : 'pending',
     refs: stringList(metadata.plan_comment_refs, (r) => r.id),
     attachmentIds: stringList(message.attachments ?? receipt?.attachments, (a) => a.id),
@@ -90,10 +101,13 @@ export async function replayOutcome(tx: RepositoryContext, schema: PlanCommentSc
     sessionId: prior.sessionId,
     callerId: input.callerId,
     receiptId: input.callerId,
-    messageId: input.callerId,
+    messageId: prior.messagePresent ? input.callerId : null,
     turnId: prior.turnId,
     promptSeq: prior.promptSeq,
-    deliveryKind: 'direct',
+    deliveryKind: prior.deliveryKind,
+    queueId: prior.deliveryKind === 'queued' ? input.callerId : null,
+    position: prior.position,
+    queueCount: null,
     delivery: prior.delivery,
     content: prior.content,
     consumedCommentIds: prior.refs,

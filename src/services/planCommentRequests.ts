@@ -10,12 +10,12 @@ import { PLAN_COMMENT_LIMITS } from '../turns/planCommentPrompt.js';
 
 /**
  * A caller id: the client's id for one prompt, reused on a retry (it becomes the message id and the
- * receipt id, and keys the admission lock `message:<caller id>`). ASCII letters, digits and `. _ : -`
- * only, 1 to 256 characters: no spaces, no `>` or `*`, nothing a subject, a log line or a lock key
- * could misread.
+ * receipt id, keys the admission lock `message:<caller id>`, and goes into the prompt's
+ * `Nats-Msg-Id` and headers). ASCII letters, digits and `. _ : -` only, 1 to 128 characters (design
+ * §4): no spaces, no `>` or `*`, nothing a subject, a header, a log line or a lock key could misread.
  */
-export const CALLER_ID_PATTERN = /^[A-Za-z0-9._:-]{1,256}$/;
-export const callerIdSchema = z.string().regex(CALLER_ID_PATTERN, { message: 'caller_id must be 1 to 256 of A-Z a-z 0-9 . _ : - (no spaces, no wildcards)' });
+export const CALLER_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+export const callerIdSchema = z.string().regex(CALLER_ID_PATTERN, { message: 'caller_id must be 1 to 128 of A-Z a-z 0-9 . _ : - (no spaces, no wildcards)' });
 
 const codePoints = (s: string) => [...s].length;
 const body = storableTextSchema.refine((s) => s.trim().length > 0 && codePoints(s.trim()) <= PLAN_COMMENT_LIMITS.bodyMaxCodePoints, {
@@ -84,6 +84,22 @@ export const messageSendSchema = z
   })
   .strict();
 
+/** `queue.enqueue`: a send's body, plus the model and plan mode the dispatcher delivers the prompt with. */
+export const queueEnqueueSchema = z
+  .object({
+    session_id: idSchema,
+    caller_id: callerIdSchema,
+    content: content.default(''),
+    plan_comment_refs: refs.optional(),
+    attachment_ids: attachmentIds.optional(),
+    attachment_owner_id: idSchema.optional(),
+    model: storableTextSchema.refine((s) => s.length <= 256, { message: 'model must be at most 256 characters' }).optional(),
+    plan_mode: z.boolean().optional(),
+  })
+  .strict();
+
+export const queueListSchema = z.object({ session_id: idSchema }).strict();
+
 export const planCommentRunSchema = z
   .object({
     task_id: idSchema,
@@ -122,4 +138,6 @@ export type PlanDeleteRequest = z.input<typeof planDeleteSchema>;
 export type ImportLegacyRequest = z.input<typeof importLegacySchema>;
 export type MessageSendRequest = z.input<typeof messageSendSchema>;
 export type PlanCommentRunRequest = z.input<typeof planCommentRunSchema>;
+export type QueueEnqueueRequest = z.input<typeof queueEnqueueSchema>;
+export type QueueListRequest = z.input<typeof queueListSchema>;
 export type AttachmentStageRequest = z.input<typeof attachmentStageSchema>;

@@ -14,8 +14,13 @@ import type {
   planCommentRunSchema,
   planCommentUpdateSchema,
   planDeleteSchema,
+  queueEnqueueSchema,
+  queueListSchema,
 } from './planCommentRequests.js';
-import { attachmentPayload, commentPayload, reasoned, snapshotPayload, storeFailure, type PlanCommentsPayload, type ReasonedFailure } from './planCommentWire.js';
+import { createPromptQueue } from './promptQueue.js';
+import type { SummaryPorts } from './publishOrRefresh.js';
+import type { PromptTargets } from './promptTargets.js';
+import { admissionPayload, attachmentPayload, commentPayload, lockTimeoutFailure, reasoned, snapshotPayload, storeFailure, type PlanCommentsPayload, type ReasonedFailure } from './planCommentWire.js';
 import type { PromptDispatch } from './promptDispatch.js';
 import type { TurnStartHook } from './turnStartHook.js';
 
@@ -38,16 +43,7 @@ import type { TurnStartHook } from './turnStartHook.js';
  *   (the worker calls it on stop, after the endpoints stopped taking requests).
  */
 
-/** What the service reads of sessions and tasks before taking a lease (the target; the lease is per task). */
-export interface PromptTargets {
-  session(sessionId: string): Promise<{ taskId: string; state: string; promptable: boolean } | undefined>;
-  /** The task's current primary session, or none; undefined when the task does not exist. */
-  task(taskId: string): Promise<{ archived: boolean; primary: { sessionId: string; state: string; promptable: boolean } | null } | undefined>;
-  /** Whether the task is archived (a send needs no primary session); undefined when it does not exist. */
-  archived(taskId: string): Promise<boolean | undefined>;
-  /** Whether a prompt was accepted under this caller id before (then the hook is not run again). */
-  callerIdUsed(callerId: string): Promise<boolean>;
-}
+export type { PromptTargets } from './promptTargets.js';
 
 /** Publishes `task_plan.comments_updated` with the given message id (its JetStream `Nats-Msg-Id`). */
 export interface PlanCommentEvents {
@@ -65,6 +61,10 @@ export interface PlanCommentServiceDeps {
   events: PlanCommentEvents;
   /** Kicked after every newly accepted prompt, so this replica delivers it without waiting for a poll. */
   dispatch: PromptDispatch;
+  /** Publishes `message.queue.status_changed` after a new queue entry (refreshing the summary when the bus refuses it). */
+  queueEvents: SummaryPorts;
+  /** QUEUE_MAX_PER_SESSION: the most waiting queued prompts a session may hold. */
+  queueMaxPerSession: number;
   logger: Logger;
 }
 
@@ -82,6 +82,10 @@ export interface PlanCommentService {
   run(request: Req<typeof planCommentRunSchema>): Promise<AnyReply>;
   /** Resolves once every collection event issued so far was acknowledged or logged as failed. */
   eventsSettled(): Promise<void>;
+  /** `queue.enqueue` (promptQueue.ts). */
+  enqueue(request: Req<typeof queueEnqueueSchema>): Promise<AnyReply>;
+  /** `queue.list` (promptQueue.ts). */
+  listQueue(request: Req<typeof queueListSchema>): Promise<AnyReply>;
 }
 
 /** The message id of a collection event: one per (task, plan, revision). */
@@ -89,10 +93,7 @@ export function commentsMsgId(snapshot: PlanCommentsPayload): string {
   return `${snapshot.task_id}:${snapshot.plan_id ?? ''}:${snapshot.revision}`;
 }
 
-const lockTimeout = (outcome: { lockTimeoutMs: number }, taskId: string): ReasonedFailure =>
-  reasoned('unavailable', 'lock_timeout', `the admission lease of task ${taskId} stayed held for ${outcome.lockTimeoutMs} ms; nothing was written, send the same request again`, {
-    lock_timeout_ms: outcome.lockTimeoutMs,
-  });
+const lockTimeout = lockTimeoutFailure;
 
 export function createPlanCommentService(deps: PlanCommentServiceDeps): PlanCommentService {
   const { store, admission, targets } = deps;
@@ -177,20 +178,10 @@ export function createPlanCommentService(deps: PlanCommentServiceDeps): PlanComm
       accepted = await store.acceptPrompt(acceptInput(a.target(resolved.sessionId), resolved.state));
     }
     if (!accepted.ok) return storeFailure(accepted);
-    const plan = accepted.snapshot ? snapshotPayload(accepted.snapshot) : null;
-    if (!accepted.replayed && accepted.consumedCommentIds.length > 0 && plan) publish(plan);
+    const reply = admissionPayload(accepted);
+    if (!accepted.replayed && accepted.consumedCommentIds.length > 0 && reply.plan_comments) publish(reply.plan_comments);
     if (!accepted.replayed) deps.dispatch.kick(accepted.sessionId);
-    return {
-      ok: true,
-      task_id: accepted.taskId,
-      session_id: accepted.sessionId,
-      caller_id: accepted.callerId,
-      receipt_id: accepted.receiptId,
-      message_id: accepted.messageId,
-      replayed: accepted.replayed,
-      delivery: accepted.delivery,
-      plan_comments: plan,
-    } as AnyReply;
+    return reply as unknown as AnyReply;
   }
 
   async function leased(a: Admit): Promise<AnyReply> {
@@ -200,12 +191,15 @@ export function createPlanCommentService(deps: PlanCommentServiceDeps): PlanComm
   }
 
   const notFound = (reason: string, message: string) => reasoned('not_found', reason, message);
+  const queue = createPromptQueue({ ...deps, publishComments: publish });
 
   return {
     async eventsSettled() {
       while (inFlight.size > 0) await Promise.all(inFlight);
     },
 
+    enqueue: queue.enqueue,
+    listQueue: queue.list,
     async list({ task_id }) {
       const snap = await store.getSnapshot(task_id);
       return snap.ok ? { ok: true, plan_comments: snapshotPayload(snap.snapshot) } as AnyReply : storeFailure(snap);

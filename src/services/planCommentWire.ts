@@ -1,4 +1,4 @@
-import type { AttachmentRecord, PlanCommentRecord, PlanCommentSnapshot, StoreFailure } from '../repository/planCommentStore.js';
+import type { AcceptedPrompt, AttachmentRecord, PlanCommentRecord, PlanCommentSnapshot, PromptReceiptRecord, StoreFailure } from '../repository/planCommentStore.js';
 import type { ReplyFailure } from './endpoint.js';
 
 /**
@@ -86,6 +86,56 @@ export function attachmentPayload(a: AttachmentRecord): AttachmentPayload {
   };
 }
 
+/**
+ * The reply of an accepted prompt (design §4's Admission), sent after COMMIT, before any delivery:
+ * `message_id` is null for a queued prompt until the dispatcher wrote its transcript; `queue_id`
+ * and `position` are a queued prompt's (null for a direct one, and `position` once the entry is gone).
+ */
+export interface AdmissionPayload {
+  ok: true;
+  task_id: string;
+  session_id: string;
+  caller_id: string;
+  receipt_id: string;
+  message_id: string | null;
+  queue_id: string | null;
+  position: number | null;
+  delivery_kind: 'direct' | 'queued';
+  replayed: boolean;
+  delivery: 'pending' | 'acknowledged' | 'unconfirmed';
+  plan_comments: PlanCommentsPayload | null;
+}
+
+export function admissionPayload(accepted: AcceptedPrompt): AdmissionPayload {
+  return {
+    ok: true,
+    task_id: accepted.taskId,
+    session_id: accepted.sessionId,
+    caller_id: accepted.callerId,
+    receipt_id: accepted.receiptId,
+    message_id: accepted.messageId,
+    queue_id: accepted.queueId,
+    position: accepted.position,
+    delivery_kind: accepted.deliveryKind,
+    replayed: accepted.replayed,
+    delivery: accepted.delivery,
+    plan_comments: accepted.snapshot ? snapshotPayload(accepted.snapshot) : null,
+  };
+}
+
+/** A waiting queue entry as `queue.list` shows it. */
+export interface QueueEntryPayload {
+  id: string;
+  position: number;
+  content: string;
+  queued_at: string;
+  attachments: unknown[];
+}
+
+export function queueEntryPayload(r: PromptReceiptRecord): QueueEntryPayload {
+  return { id: r.id, position: r.position, content: r.content, queued_at: r.queuedAt, attachments: r.attachments };
+}
+
 /** A failure reply with its machine-readable `reason` and details beside `error` (top level). */
 export type ReasonedFailure = ReplyFailure & { reason: string } & Record<string, unknown>;
 
@@ -104,4 +154,11 @@ export function storeFailure(outcome: StoreFailure): ReasonedFailure {
 
 export function reasoned(code: ReplyFailure['error']['code'], reason: string, message: string, details: Record<string, unknown> = {}): ReasonedFailure {
   return { ok: false, error: { code, message }, reason, ...details };
+}
+
+/** The admission lease (or mutation lock) of the task stayed held past its budget: nothing ran. */
+export function lockTimeoutFailure(outcome: { lockTimeoutMs: number }, taskId: string): ReasonedFailure {
+  return reasoned('unavailable', 'lock_timeout', `the admission lease of task ${taskId} stayed held for ${outcome.lockTimeoutMs} ms; nothing was written, send the same request again`, {
+    lock_timeout_ms: outcome.lockTimeoutMs,
+  });
 }

@@ -27,6 +27,8 @@ export const ENDPOINTS = {
   planCommentRun: 'plan_comment.run',
   planDelete: 'plan.delete',
   messageSend: 'message.send',
+  queueEnqueue: 'queue.enqueue',
+  queueList: 'queue.list',
   attachmentStage: 'attachment.stage',
 } as const;
 

@@ -18,6 +18,8 @@ import {
   planCommentRunSchema,
   planCommentUpdateSchema,
   planDeleteSchema,
+  queueEnqueueSchema,
+  queueListSchema,
 } from './planCommentRequests.js';
 
 export interface ServiceEndpointsOptions {
@@ -25,7 +27,7 @@ export interface ServiceEndpointsOptions {
   topology: Topology;
   clarifications: ClarificationService;
   tasks: TaskService;
-  /** Absent: the plan-comment, message and attachment endpoints are not served (embedders without them). */
+  /** Absent: the plan-comment, message, queue and attachment endpoints are not served (embedders without them). */
   planComments?: PlanCommentService;
   logger: Logger;
   maxRequestBytes: number;
@@ -59,6 +61,8 @@ export async function startServiceEndpoints(options: ServiceEndpointsOptions): P
           serve(ENDPOINTS.planCommentRun, planCommentRunSchema, (request) => plans.run(request)),
           serve(ENDPOINTS.planDelete, planDeleteSchema, (request) => plans.deletePlan(request)),
           serve(ENDPOINTS.messageSend, messageSendSchema, (request) => plans.send(request)),
+          serve(ENDPOINTS.queueEnqueue, queueEnqueueSchema, (request) => plans.enqueue(request)),
+          serve(ENDPOINTS.queueList, queueListSchema, (request) => plans.listQueue(request)),
           serve(ENDPOINTS.attachmentStage, attachmentStageSchema, (request) => plans.stageAttachment(request)),
         ]
       : []),

@@ -61,7 +61,7 @@ describeEachSchemaAndDialect('verify, reconcile and replay commands on %s', (dia
     expect(before.stderr).toMatch(/verified 3 tasks: 3 drifted/);
 
     const json = await cli(['verify', '--database-url', t.url, '--json', '--task', tasks[0]!]);
-    expect(JSON.parse(json.stdout.trim())).toEqual({ task_id: tasks[0], kind: 'missing', stored: null, derived: 'clarification' });
+    expect(JSON.parse(json.stdout.trim())).toEqual({ task_id: tasks[0], kind: 'missing', stored: null, derived: 'clarification', stored_queued_prompt_count: 0, derived_queued_prompt_count: 0 });
 
     const repaired = await cli(['reconcile', '--database-url', t.url, '--nats-url', natsUrl(), '--subject-prefix', prefix]);
     expect(repaired.stderr).toMatch(/reconcile: 3\/3 tasks, 3 drifted, 3 repaired, 0 failed/);

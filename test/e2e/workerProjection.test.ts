@@ -104,18 +104,20 @@ describeEachSchemaAndDialect('the worker over a real NATS on %s', (dialect, sche
     expect((await projections()) - before).toBe(1);
   });
 
-  it('preserves summary fields it does not own and only replaces pending_action', async () => {
+  it('preserves summary fields it does not own and replaces only the ones it owns (pending_action, queued_prompt_count)', async () => {
     const { taskId, sessionId, workspaceId } = await w.session();
     await w.summary({
       taskId,
       workspaceId,
       revision: 7,
-      summary: JSON.stringify({ git: { additions: 3, deletions: 1 }, queued_prompt_count: 2, pending_action: 'permission' }),
+      summary: JSON.stringify({ git: { additions: 3, deletions: 1 }, active_subagent_count: 2, queued_prompt_count: 2, pending_action: 'permission' }),
       updatedAt: '2026-01-01T00:00:00.000000000Z',
     });
     publish('task_session.state_changed', { task_id: taskId, session_id: sessionId, state: 'RUNNING' });
     const next = await eventually(() => summaries.latest(taskId));
-    expect(next.status_summary).toMatchObject({ revision: 8, git: { additions: 3, deletions: 1 }, queued_prompt_count: 2 });
+    expect(next.status_summary).toMatchObject({ revision: 8, git: { additions: 3, deletions: 1 }, active_subagent_count: 2 });
+    // Nothing is queued for the task: the count the worker owns is omitted at 0 (queuedPromptCount.test.ts counts).
+    expect(next.status_summary.queued_prompt_count).toBeUndefined();
     expect(next.status_summary.pending_action).toBeUndefined();
   });
 
