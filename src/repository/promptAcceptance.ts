@@ -127,7 +127,7 @@ function isUniqueViolation(err: unknown): boolean {
  * session's turn-write lock. A missing counter starts after the highest `prompt_seq` the session's
  * messages already carry.
  */
-async function nextPromptSeq(tx: RepositoryContext, sessionId: string): Promise<number> {
+export async function nextPromptSeq(tx: RepositoryContext, sessionId: string): Promise<number> {
   const rows = await rawRows<{ last_seq: number | string }>(
     tx,
     `INSERT INTO task_session_prompt_seq (task_session_id, last_seq)
