@@ -121,13 +121,45 @@ export function persistPromptTranscript(ctx: RepositoryContext, table: ReceiptTa
   });
 }
 
-/** Why W4 released the receipt instead of marking it: the task or the session is not eligible now. */
+/** Why a receipt may not be delivered now: the task or the session is not eligible. */
 export type MarkRefusal = 'task_inactive' | 'session_unavailable' | 'live_clarification';
+
+export type Eligibility = { ok: true; state: string; passthrough: boolean } | { ok: false; reason: MarkRefusal; state?: string };
+
+/**
+ * Whether a receipt of `deliveryKind` may be delivered to the session now (design Q6): the task
+ * exists and is not archived; for a queued receipt, the session's current turn holds no live
+ * clarification (the guard's rule, `isLiveClarification`: detached ones do not block); the session
+ * is promptable. W4 decides it under its locks; the dispatcher also asks before writing a queued
+ * row's transcript, so a busy session never gets a second prompt's turn while it works on one.
+ */
+export async function promptEligibility(ctx: RepositoryContext, taskId: string, sessionId: string, deliveryKind: string): Promise<Eligibility> {
+  const task = (await rawRows<Row>(ctx, `SELECT archived_at FROM tasks WHERE id = ?${forUpdate(ctx)}`, [taskId]))[0];
+  if (!task || (task.archived_at !== null && task.archived_at !== undefined)) return { ok: false, reason: 'task_inactive' };
+  if (deliveryKind !== 'direct' && (await findActiveClarificationMessages(ctx, sessionId)).some(isLiveClarification)) return { ok: false, reason: 'live_clarification' };
+  const session = (await rawRows<Row>(ctx, `SELECT state, is_passthrough FROM task_sessions WHERE id = ? AND task_id = ?`, [sessionId, taskId]))[0];
+  const state = session ? String(session.state) : '';
+  if (!session || !PROMPTABLE_SESSION_STATES.includes(state)) return { ok: false, reason: 'session_unavailable', state };
+  return { ok: true, state, passthrough: Number(session.is_passthrough ?? 0) === 1 };
+}
+
+/** W4's eligibility check outside W4: the receipt's reservation must be live, then `promptEligibility`. */
+export async function checkPromptEligibility(ctx: RepositoryContext, table: ReceiptTable, id: string, token: string): Promise<Eligibility | ReservationLost> {
+  const rows = await rawRows<Row>(
+    ctx,
+    `SELECT task_id, session_id, delivery_kind FROM ${table}
+      WHERE id = ? AND delivery_reservation_token = ? AND delivery_reservation_expires_at > ? AND delivery_attempted_at IS NULL`,
+    [id, token, ctx.clock()],
+  );
+  const row = rows[0];
+  if (!row) return RESERVATION_LOST;
+  return promptEligibility(ctx, String(row.task_id), String(row.session_id), String(row.delivery_kind));
+}
 
 export type MarkResult =
   | { ok: true; receipt: PromptReceiptRecord; previousState: string; passthrough: boolean }
   | ReservationLost
-  /** Not eligible: released in the same transaction (W5) with `retryAfterMs`; nothing else written. */
+  /** Not eligible: released in the same transaction (W5) with `retryAfterMs`, not counted as an attempt; nothing else written. */
   | { ok: false; reason: MarkRefusal; state?: string };
 
 export interface MarkOptions {
@@ -137,10 +169,9 @@ export interface MarkOptions {
 
 /**
  * W4, the at-most-once delivery marker (R30), in one transaction immediately before the publish:
- * the task is not archived (nor deleted), else released `task_inactive`; for a queued receipt, the
- * session's current turn holds no live clarification (the guard's rule), else released
- * `live_clarification`; the session is claimed `RUNNING` only from a promptable state (so the
- * next queued row waits for the agent's next IDLE), else released `session_unavailable`; then
+ * the task row lock, the session's turn-write lock, the receipt under its live reservation, then
+ * `promptEligibility` (else a release with the refusal as `last_error`), the session claimed
+ * `RUNNING` only from a promptable state (so the next queued row waits for the agent's next IDLE),
  * `delivery_attempted_at` (fenced: token, live expiry, not attempted) and the turn's
  * `prompt_dispatch_attempted`. After it commits the receipt is never reserved again.
  */
@@ -150,26 +181,24 @@ export function markPromptDeliveryAttempted(ctx: RepositoryContext, table: Recei
     if (!head) return RESERVATION_LOST;
     const taskId = String(head.task_id);
     const sessionId = String(head.session_id);
-    const task = (await rawRows<Row>(tx, `SELECT archived_at FROM tasks WHERE id = ?${forUpdate(tx)}`, [taskId]))[0];
+    // The task row first (the accepting transaction's order), locked by promptEligibility's read on PostgreSQL.
+    await rawRows(tx, `SELECT id FROM tasks WHERE id = ?${forUpdate(tx)}`, [taskId]);
     await lockSessionTurnWrites(tx, [sessionId]);
     const receipt = await fencedReceipt(tx, table, id, token);
     if (!receipt) return RESERVATION_LOST;
     const refuse = async (reason: MarkRefusal, state?: string): Promise<MarkResult> => {
-      await releaseReservation(tx, table, id, token, { retryAfterMs: options.retryAfterMs, error: reason });
+      await releaseReservation(tx, table, id, token, { retryAfterMs: options.retryAfterMs, error: reason, countsAsAttempt: false });
       return state === undefined ? { ok: false, reason } : { ok: false, reason, state };
     };
-    if (!task || (task.archived_at !== null && task.archived_at !== undefined)) return refuse('task_inactive');
-    if (receipt.deliveryKind !== 'direct' && (await findActiveClarificationMessages(tx, sessionId)).some(isLiveClarification)) return refuse('live_clarification');
-    const session = (await rawRows<Row>(tx, `SELECT state, is_passthrough FROM task_sessions WHERE id = ? AND task_id = ?${forUpdate(tx)}`, [sessionId, taskId]))[0];
-    const previousState = session ? String(session.state) : '';
-    if (!session || !PROMPTABLE_SESSION_STATES.includes(previousState)) return refuse('session_unavailable', previousState);
+    const eligible = await promptEligibility(tx, taskId, sessionId, receipt.deliveryKind);
+    if (!eligible.ok) return refuse(eligible.reason, eligible.state);
     const states = tx.dialect.inList('state', PROMPTABLE_SESSION_STATES);
     const claimed = await rawRows(
       tx,
       `UPDATE task_sessions SET state = 'RUNNING', updated_at = ? WHERE id = ? AND task_id = ? AND ${states.sql} RETURNING id`,
       [storedNow(tx), sessionId, taskId, ...states.bindings],
     );
-    if (claimed.length !== 1) return refuse('session_unavailable', previousState);
+    if (claimed.length !== 1) return refuse('session_unavailable', eligible.state);
     const now = tx.clock();
     const marked = await rawRows<Row>(
       tx,
@@ -179,7 +208,7 @@ export function markPromptDeliveryAttempted(ctx: RepositoryContext, table: Recei
     );
     if (marked.length !== 1) throw new Error(`receipt ${id} changed under its own row lock`);
     if (receipt.transcriptTurnId !== null) await patchTurnMetadata(tx, receipt.transcriptTurnId, { [TURN_META_PROMPT_DISPATCH_ATTEMPTED]: true });
-    return { ok: true, receipt: toPromptReceiptRecord(marked[0]!), previousState, passthrough: Number(session.is_passthrough ?? 0) === 1 };
+    return { ok: true, receipt: toPromptReceiptRecord(marked[0]!), previousState: eligible.state, passthrough: eligible.passthrough };
   });
 }
 

@@ -1,10 +1,12 @@
 import type { RepositoryContext } from './context.js';
 import type { PromptReceiptRecord } from './planCommentRows.js';
 import {
+  checkPromptEligibility,
   markPromptDeliveryAttempted,
   persistPromptTranscript,
   removeAttemptedPromptReceipt,
   settlePromptReceipt,
+  type Eligibility,
   type MarkOptions,
   type MarkResult,
   type PromptDeliveryLabel,
@@ -30,9 +32,8 @@ import {
 import type { PlanCommentSchema, ReceiptTable } from './schema/planCommentTables.js';
 import type { CanonicalTimestamp } from '../timestamps.js';
 
-export type { MarkOptions, MarkRefusal, MarkResult, PromptDeliveryLabel, PromptTranscript, SettledPrompt, SettleResult, TranscriptResult } from './promptDeliveryWrites.js';
+export type { Eligibility, MarkOptions, MarkRefusal, MarkResult, PromptDeliveryLabel, PromptTranscript, SettledPrompt, SettleResult, TranscriptResult } from './promptDeliveryWrites.js';
 export type { ReconcilableReceipt, ReconcileClass, ReleaseInput, Reservation, ReservationLost } from './promptReservations.js';
-export { releaseBackoffMs } from './promptReservations.js';
 export type { PromptReceiptRecord } from './planCommentRows.js';
 
 /**
@@ -55,6 +56,8 @@ export interface PromptReceiptStore {
   reserveHead(sessionId: string, owner: string, ttlMs: number): Promise<Reservation | undefined>;
   /** W2: the owner's heartbeat. */
   renew(id: string, token: string, ttlMs: number): Promise<{ ok: true } | ReservationLost>;
+  /** W4's eligibility rule, read without writing: asked before a queued receipt's transcript is written. */
+  checkEligibility(id: string, token: string): Promise<Eligibility | ReservationLost>;
   /** W3: the deterministic transcript (written for a queued receipt, read for a direct one). */
   persistTranscript(id: string, token: string): Promise<TranscriptResult>;
   /** W4: the at-most-once marker, or a release when the task or session is not eligible. */
@@ -90,6 +93,7 @@ export function createPromptReceiptStore(ctx: RepositoryContext, schema: PlanCom
     listDispatchableSessions: (limit) => (table ? listDispatchableSessions(ctx, table, limit) : Promise.resolve([])),
     reserveHead: (sessionId, owner, ttlMs) => reserveHead(ctx, need(), sessionId, owner, ttlMs),
     renew: (id, token, ttlMs) => renewReservation(ctx, need(), id, token, ttlMs),
+    checkEligibility: (id, token) => checkPromptEligibility(ctx, need(), id, token),
     persistTranscript: (id, token) => persistPromptTranscript(ctx, need(), id, token, attachments),
     markAttempted: (id, token, options) => markPromptDeliveryAttempted(ctx, need(), id, token, options),
     release: (id, token, input) => releaseReservation(ctx, need(), id, token, input),

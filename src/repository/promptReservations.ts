@@ -90,16 +90,17 @@ export async function renewReservation(ctx: RepositoryContext, table: ReceiptTab
   return rows.length > 0 ? { ok: true } : RESERVATION_LOST;
 }
 
-/** Backoff of the next attempt after `attempts` failed ones: min(60 s, 250 ms · 2^attempts). */
-export function releaseBackoffMs(attempts: number): number {
-  return Math.min(60_000, 250 * 2 ** Math.max(0, Math.min(attempts, 20)));
-}
-
 export interface ReleaseInput {
   /** Milliseconds from now before the receipt may be reserved again (0: at once). */
   retryAfterMs: number;
   /** Why it was released (`last_error`); '' for none. */
   error: string;
+  /**
+   * False for a target that was merely not eligible yet (a busy session, a live clarification):
+   * the reservation is then not counted in `delivery_attempts`, whose count drives the failure
+   * backoff. Default true.
+   */
+  countsAsAttempt?: boolean;
 }
 
 /**
@@ -114,9 +115,10 @@ export async function releaseReservation(ctx: RepositoryContext, table: ReceiptT
     ctx,
     `UPDATE ${table}
         SET delivery_reservation_token = NULL, delivery_reservation_owner = NULL, delivery_reservation_expires_at = NULL,
-            next_attempt_at = ?, last_error = ?
+            next_attempt_at = ?, last_error = ?,
+            delivery_attempts = CASE WHEN ? = 1 OR delivery_attempts = 0 THEN delivery_attempts ELSE delivery_attempts - 1 END
       WHERE id = ? AND delivery_reservation_token = ? AND delivery_attempted_at IS NULL RETURNING id`,
-    [input.retryAfterMs > 0 ? instantAfter(now, input.retryAfterMs) : null, input.error.slice(0, 2000), id, token],
+    [input.retryAfterMs > 0 ? instantAfter(now, input.retryAfterMs) : null, input.error.slice(0, 2000), input.countsAsAttempt === false ? 0 : 1, id, token],
   );
   return rows.length > 0 ? { ok: true } : RESERVATION_LOST;
 }

@@ -16,6 +16,7 @@ import type {
   planDeleteSchema,
 } from './planCommentRequests.js';
 import { attachmentPayload, commentPayload, reasoned, snapshotPayload, storeFailure, type PlanCommentsPayload, type ReasonedFailure } from './planCommentWire.js';
+import type { Failpoints } from '../failpoints.js';
 import type { PromptDispatch } from './promptDispatch.js';
 import type { TurnStartHook } from './turnStartHook.js';
 
@@ -61,6 +62,8 @@ export interface PlanCommentServiceDeps {
   events: PlanCommentEvents;
   /** Kicked after every newly accepted prompt, so this replica delivers it without waiting for a poll. */
   dispatch: PromptDispatch;
+  /** Test-only boundaries (after_accept_commit); none unless PENDING_PROJECTOR_FAILPOINTS arms them. */
+  failpoints?: Failpoints;
   logger: Logger;
 }
 
@@ -170,7 +173,10 @@ export function createPlanCommentService(deps: PlanCommentServiceDeps): PlanComm
     if (!accepted.ok) return storeFailure(accepted);
     const plan = accepted.snapshot ? snapshotPayload(accepted.snapshot) : null;
     if (!accepted.replayed && accepted.consumedCommentIds.length > 0 && plan) await publish(plan);
-    if (!accepted.replayed) deps.dispatch.kick(accepted.sessionId);
+    if (!accepted.replayed) {
+      await deps.failpoints?.reach('after_accept_commit');
+      deps.dispatch.kick(accepted.sessionId);
+    }
     return {
       ok: true,
       task_id: accepted.taskId,
