@@ -182,7 +182,7 @@ export type PromptDispatchConfig = PlanCommentsConfig & Partial<Pick<Config, 're
 
 export interface PromptDelivery {
   dispatcher: PromptDispatcher;
-  reconcile(): Promise<{ report: PromptReconcileReport; sessions: string[] }>;
+  reconcile(options?: { initial?: boolean }): Promise<{ report: PromptReconcileReport; sessions: string[] }>;
 }
 
 /**
@@ -210,7 +210,7 @@ export async function createPromptDelivery(parts: Parts, deps: { nc: NatsConnect
     queueMax,
     ineligibleRetryMs: deps.config.dispatchPollMs ?? 1_000,
   });
-  return { dispatcher, reconcile: () => reconcilePromptReceipts({ store, delivery, events, refreshSummary, logger: deps.logger, queueMax }) };
+  return { dispatcher, reconcile: (options) => reconcilePromptReceipts({ store, delivery, events, refreshSummary, logger: deps.logger, queueMax }, options) };
 }
 
 /**

@@ -47,7 +47,7 @@ export type { PromptReceiptRecord } from './planCommentRows.js';
  * `pending_projector_prompt_receipts` beside Kandev's tables; the same columns).
  */
 export interface PromptReceiptStore {
-  /** Whether this database can hold receipts at all; every operation below needs it. */
+  /** Whether this database can hold and deliver receipts at all (a receipt table, the prompt-sequence counter); every write below needs it. */
   readonly available: boolean;
   now(): CanonicalTimestamp;
   /** Sessions with a reservable receipt that is due (the dispatcher's poll). */
@@ -88,7 +88,7 @@ export function createPromptReceiptStore(ctx: RepositoryContext, schema: PlanCom
     return table;
   };
   return {
-    available: table !== null,
+    available: table !== null && schema.missingForPrompts.length === 0,
     now: () => ctx.clock(),
     listDispatchableSessions: (limit) => (table ? listDispatchableSessions(ctx, table, limit) : Promise.resolve([])),
     reserveHead: (sessionId, owner, ttlMs) => reserveHead(ctx, need(), sessionId, owner, ttlMs),

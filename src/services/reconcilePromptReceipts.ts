@@ -35,11 +35,12 @@ export interface PromptReconcileReport {
  * then every RESERVATION_TTL_MS (always: a replica can die at any time). Resumes what never reached
  * the marker, and removes without dispatch what did: after the marker the prompt may be with the
  * agent, so it is never sent again, even when the stream lacks it (an explicit resend by the user
- * is a new caller id). This is the opposite of clarification recovery, which restores a claim
+ * is a new caller id). The first pass (`initial`) always logs its counts, later ones only when they
+ * changed something. This is the opposite of clarification recovery, which restores a claim
  * whose resume the stream lacks: a claim stays restorable until its acceptance, a prompt's marker
  * is written before its I/O. Returns the sessions to kick.
  */
-export async function reconcilePromptReceipts(deps: PromptReconcileDeps): Promise<{ report: PromptReconcileReport; sessions: string[] }> {
+export async function reconcilePromptReceipts(deps: PromptReconcileDeps, options: { initial?: boolean } = {}): Promise<{ report: PromptReconcileReport; sessions: string[] }> {
   const log = deps.logger.child({ component: 'prompt-reconciliation' });
   const report: PromptReconcileReport = { resumed: 0, removed_acknowledged: 0, removed_unconfirmed: 0, deferred: 0, orphaned: 0, failed: 0 };
   const sessions = new Set<string>();
@@ -92,8 +93,9 @@ export async function reconcilePromptReceipts(deps: PromptReconcileDeps): Promis
     const count = await store.countWaiting(session.sessionId).catch(() => undefined);
     if (count !== undefined) await publishOrRefresh(deps, log, session.taskId, [queueStatusChanged(session, count, deps.queueMax, `${session.receiptId}:reconciled`)]);
   }
-  // Every RESERVATION_TTL_MS: a pass that found nothing to do is not news.
-  const quiet = Object.values(report).every((n) => n === 0);
+  // Every RESERVATION_TTL_MS: a pass that changed nothing (receipts merely waiting for a busy
+  // session are handed over again each time) is not news.
+  const quiet = !options.initial && changed.size === 0 && report.orphaned === 0 && report.failed === 0;
   log[quiet ? 'debug' : 'info'](report, 'prompt receipt reconciliation finished');
   return { report, sessions: [...sessions] };
 }

@@ -6,7 +6,7 @@ import type { WorkerComponent } from './component.js';
 export interface PromptDispatcherComponentDeps {
   dispatcher: PromptDispatcher;
   /** One reconciliation pass (R33); returns the sessions it handed to the dispatcher. */
-  reconcile(): Promise<{ report: PromptReconcileReport; sessions: string[] }>;
+  reconcile(options?: { initial?: boolean }): Promise<{ report: PromptReconcileReport; sessions: string[] }>;
   /** Between reconciliation passes: RESERVATION_TTL_MS, the longest a dead owner's receipt can look alive. */
   reconcileEveryMs: number;
   /** Between polls for due receipts (DISPATCH_POLL_MS), the safety net under the kicks. */
@@ -27,8 +27,8 @@ export function promptDispatcherComponent(deps: PromptDispatcherComponentDeps): 
   let reconcileTimer: NodeJS.Timeout | undefined;
   const passes = new Set<Promise<unknown>>();
 
-  const reconcile = async () => {
-    const { sessions } = await deps.reconcile();
+  const reconcile = async (initial = false) => {
+    const { sessions } = await deps.reconcile({ initial });
     for (const sessionId of sessions) deps.dispatcher.kick(sessionId);
   };
   const every = (ms: number, what: string, run: () => Promise<void>, set: (t: NodeJS.Timeout) => void) => {
@@ -55,9 +55,9 @@ export function promptDispatcherComponent(deps: PromptDispatcherComponentDeps): 
     async start() {
       deps.dispatcher.start();
       // A failed first pass does not keep the worker from starting: the timer tries again.
-      await reconcile().catch((err: unknown) => log.error({ err }, 'prompt receipt reconciliation failed'));
+      await reconcile(true).catch((err: unknown) => log.error({ err }, 'prompt receipt reconciliation failed'));
       every(deps.pollEveryMs, 'prompt dispatch poll', () => deps.dispatcher.poll(), (t) => (pollTimer = t));
-      every(deps.reconcileEveryMs, 'prompt receipt reconciliation', reconcile, (t) => (reconcileTimer = t));
+      every(deps.reconcileEveryMs, 'prompt receipt reconciliation', () => reconcile(), (t) => (reconcileTimer = t));
     },
     async stop() {
       stopped = true;
