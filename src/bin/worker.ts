@@ -114,9 +114,11 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
   let serving = false;
 
   // A session that went idle or finished a turn may take its next prompt now, not at the next poll.
+  // The dispatcher's own RUNNING claim comes back here too; it cannot make a prompt due.
   const handler = {
-    handleEvent(eventType: string, data: { session_id?: string }) {
-      if ((eventType === TASK_SESSION_STATE_CHANGED || eventType === 'turn.completed') && data.session_id) prompts.dispatcher.kick(data.session_id);
+    handleEvent(eventType: string, data: { session_id?: string; new_state?: unknown }) {
+      const wakes = eventType === 'turn.completed' || (eventType === TASK_SESSION_STATE_CHANGED && data.new_state !== 'RUNNING');
+      if (wakes && data.session_id) prompts.dispatcher.kick(data.session_id);
       return projector.handleEvent(eventType, data);
     },
   };
