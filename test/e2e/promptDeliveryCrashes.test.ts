@@ -202,4 +202,40 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
     expect(await countPromptsOnStream(h.nc, h.prefix, task.sessionId)).toBe(1);
     expect(await h.label(id)).toBe('acknowledged');
   });
+
+  it('11: two worker processes on one session with five queued rows: FIFO, each published once, never two reserved or attempted at once', async () => {
+    const h = await harness(dialect);
+    await h.start();
+    await h.start();
+    const task = await seedPlanTask(h.t.ctx);
+    // The agent: takes each prompt and finishes its turn, so the session is IDLE for the next one
+    // (the workers' polls pick it up).
+    const sub = h.nc.subscribe(`${h.prefix}agent.${task.sessionId}.prompt`);
+    cleanups.push(() => sub.unsubscribe());
+    void (async () => {
+      for await (const m of sub) {
+        const receiptId = (m.json() as { data: { receipt_id: string } }).data.receipt_id;
+        await eventually(async () => ((await h.receipt(receiptId)) === undefined ? true : undefined), 20_000, 'the settlement');
+        await h.t.ctx.knex('task_sessions').where({ id: task.sessionId }).update({ state: 'IDLE' });
+      }
+    })();
+    let sampling = true;
+    let maxBusy = 0;
+    const sampler = (async () => {
+      while (sampling) {
+        const busy = await h.t.ctx.knex('queued_messages').where({ session_id: task.sessionId }).where((q) => q.whereNotNull('delivery_attempted_at').orWhereNotNull('delivery_reservation_token'));
+        maxBusy = Math.max(maxBusy, busy.length);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push(await h.queued(task));
+    for (const id of ids) await h.settled(id);
+    sampling = false;
+    await sampler;
+    const stored = await promptsOnStream(h.nc, h.prefix, task.sessionId);
+    expect(stored.map((p) => p.receiptId)).toEqual(ids);
+    expect(maxBusy).toBe(1);
+    for (const id of ids) expect(await h.label(id)).toBe('acknowledged');
+  });
 });
