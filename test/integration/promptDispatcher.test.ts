@@ -11,12 +11,15 @@ import { NO_FAILPOINTS } from '../../src/failpoints.js';
 import { createRepositoryContext, rawRows, type RepositoryContext } from '../../src/repository/context.js';
 import type { Database } from '../../src/repository/database.js';
 import { createPromptReceiptStore } from '../../src/repository/promptReceiptStore.js';
-import { COMPLETE_PLAN_COMMENT_SCHEMA } from '../../src/repository/schema/planCommentTables.js';
+import { COMPLETE_PLAN_COMMENT_SCHEMA, OWN_RECEIPT_TABLE, type PlanCommentSchema } from '../../src/repository/schema/planCommentTables.js';
+import { migrateSchema } from '../../src/repository/migrate.js';
+import { openPlanCommentStore } from '../../src/repository/planCommentStore.js';
+import { createSession, createTask } from '../../src/repository/tasks.js';
 import { setSessionState } from '../../src/repository/tasks.js';
 import { createPromptDispatcher, type PromptDispatcher } from '../../src/services/promptDispatcher.js';
 import { NO_TURN_START_HOOK } from '../../src/services/turnStartHook.js';
 import { collectEvents } from '../support/busEvents.js';
-import { describeEachDialect, openSecondPool, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, openKandevDatabase, openSecondPool, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, eventually, uniquePrefix } from '../support/nats.js';
 import { ownedStore, seedPlanTask } from '../support/planComments.js';
 import { insertQueuedReceipt, promptsOnStream } from '../support/promptReceipts.js';
@@ -44,10 +47,10 @@ describeEachDialect('the prompt dispatcher over real NATS on %s', (dialect) => {
     await t.close();
   });
 
-  function dispatcher(ctx: RepositoryContext, owner: string, overrides: { reservationTtlMs?: number } = {}): PromptDispatcher {
+  function dispatcher(ctx: RepositoryContext, owner: string, overrides: { reservationTtlMs?: number; schema?: PlanCommentSchema } = {}): PromptDispatcher {
     const topology = topologyFor(prefix);
     const d = createPromptDispatcher({
-      store: createPromptReceiptStore(ctx, COMPLETE_PLAN_COMMENT_SCHEMA),
+      store: createPromptReceiptStore(ctx, overrides.schema ?? COMPLETE_PLAN_COMMENT_SCHEMA),
       delivery: new NatsPromptDelivery(nc, topology, ctx.clock),
       events: new NatsEventPublisher(nc, topology, ctx.clock),
       refreshSummary: async () => undefined,
@@ -168,6 +171,33 @@ describeEachDialect('the prompt dispatcher over real NATS on %s', (dialect) => {
       expect(await promptsOnStream(nc, prefix, task.sessionId)).toHaveLength(0);
     } finally {
       await ensureTopology(nc, { topology, streamMaxAgeMs: 3_600_000, maxDeliver: 5, ackWaitMs: 5000 });
+    }
+  });
+
+  it("beside Kandev's tables: the receipts in this service's own table are delivered, direct and queued", async () => {
+    const k = await openKandevDatabase(dialect);
+    try {
+      await migrateSchema(k.db);
+      const plans = await openPlanCommentStore(k.ctx);
+      expect(plans.schema.receiptTable).toBe(OWN_RECEIPT_TABLE);
+      const d = dispatcher(k.ctx, 'K', { schema: plans.schema });
+      const task = await createTask(k.ctx, { workspaceId: 'ws' });
+      const session = await createSession(k.ctx, { taskId: task.id, state: 'IDLE', isPrimary: true });
+      const callerId = `kandev-${randomUUID()}`;
+      expect(await plans.acceptPrompt({ callerId, target: { kind: 'session', sessionId: session.id }, content: 'direct' })).toMatchObject({ ok: true });
+      const queuedId = await insertQueuedReceipt(k.ctx, { sessionId: session.id, taskId: task.id, content: 'queued' }, OWN_RECEIPT_TABLE);
+      d.kick(session.id);
+      await d.whenIdle();
+      await setSessionState(k.ctx, session.id, 'IDLE');
+      d.kick(session.id);
+      await d.whenIdle();
+      expect(await rawRows(k.ctx, `SELECT id FROM ${OWN_RECEIPT_TABLE}`)).toEqual([]);
+      expect((await promptsOnStream(nc, prefix, session.id)).map((p) => p.receiptId)).toEqual([callerId, queuedId]);
+      const queuedMessage = await k.ctx.knex('task_session_messages').where({ id: queuedId }).first();
+      expect(JSON.parse(String(queuedMessage.metadata))).toMatchObject({ prompt_delivery: 'acknowledged', delivery_kind: 'queued' });
+      expect(Number(queuedMessage.prompt_seq)).toBe(2);
+    } finally {
+      await k.close();
     }
   });
 });
