@@ -38,11 +38,14 @@ export function sessionClaimedRunning(receipt: { id: string; taskId: string; ses
   };
 }
 
-/** The session's waiting queued prompts after a change; `step` names the change (and its message id). */
+/**
+ * The session's waiting queued prompts after a change; `step` names the change. The message id
+ * carries the count too: the same step repeated with the same count says nothing new.
+ */
 export function queueStatusChanged(session: { taskId: string; sessionId: string }, count: number, max: number, step: string): KandevEvent {
   return {
     type: MESSAGE_QUEUE_STATUS_CHANGED,
-    msgId: `message.queue.status_changed:${session.sessionId}:${step}`,
+    msgId: `message.queue.status_changed:${session.sessionId}:${step}:${count}`,
     data: { session_id: session.sessionId, task_id: session.taskId, count, max },
   };
 }
