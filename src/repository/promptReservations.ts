@@ -3,7 +3,7 @@ import { rawRows, withTransaction, type RepositoryContext } from './context.js';
 import { toPromptReceiptRecord, type PromptReceiptRecord } from './planCommentRows.js';
 import type { ReceiptTable } from './schema/planCommentTables.js';
 import { lockSessionTurnWrites } from './sessionLocks.js';
-import { microsToTimestamp, timestampToMicros, type CanonicalTimestamp } from '../timestamps.js';
+import { instantAfter } from '../timestamps.js';
 
 /**
  * The reservation side of durable prompt receipts (design §3.4 W1, W2, W5, and R33's scan): which
@@ -32,11 +32,6 @@ export const RESERVATION_LOST: ReservationLost = { ok: false, reason: 'reservati
 export interface Reservation {
   receipt: PromptReceiptRecord;
   token: string;
-}
-
-/** `now` plus `ms`, as a canonical instant. */
-export function instantAfter(now: CanonicalTimestamp, ms: number): CanonicalTimestamp {
-  return microsToTimestamp(timestampToMicros(now) + Math.round(ms * 1000));
 }
 
 /** The ORDER BY of a session's receipts: direct rows first (they were accepted, not queued), then FIFO. */

@@ -53,3 +53,11 @@ describe('the release backoff', () => {
     expect([0, 1, 2, 3, 7, 8, 100].map(releaseBackoffMs)).toEqual([250, 500, 1000, 2000, 32_000, 60_000, 60_000]);
   });
 });
+
+describe('instantAfter', () => {
+  it('adds milliseconds to a canonical instant, at microsecond precision', async () => {
+    const { instantAfter } = await import('../../src/timestamps.js');
+    expect(instantAfter('2026-12-01T10:00:00.000000000Z', 1500)).toBe('2026-12-01T10:00:01.500000000Z');
+    expect(instantAfter('2026-12-01T23:59:59.999999000Z', 0.001)).toBe('2026-12-02T00:00:00.000000000Z');
+  });
+});
