@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { createFailpoints, NO_FAILPOINTS } from '../../src/failpoints.js';
 import { releaseBackoffMs } from '../../src/services/promptDispatcher.js';
+import { instantAfter } from '../../src/timestamps.js';
 
 const SETTINGS = ['reservationTtlMs', 'promptDeadlineMs', 'dispatchPollMs', 'queueMaxPerSession', 'failpoints'] as const;
 
@@ -55,8 +56,7 @@ describe('the release backoff', () => {
 });
 
 describe('instantAfter', () => {
-  it('adds milliseconds to a canonical instant, at microsecond precision', async () => {
-    const { instantAfter } = await import('../../src/timestamps.js');
+  it('adds milliseconds to a canonical instant, at microsecond precision', () => {
     expect(instantAfter('2026-12-01T10:00:00.000000000Z', 1500)).toBe('2026-12-01T10:00:01.500000000Z');
     expect(instantAfter('2026-12-01T23:59:59.999999000Z', 0.001)).toBe('2026-12-02T00:00:00.000000000Z');
   });
