@@ -64,8 +64,8 @@ async function harness(dialect: DialectName) {
 describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => {
   it('13: kill -9 after the accepting COMMIT, before the reservation: the restart delivers it once, one transcript', async () => {
     const h = await harness(dialect);
-    // No poll before the kill: only the (hung) kick could have reserved it.
-    const first = await h.start({ PENDING_PROJECTOR_FAILPOINTS: 'after_accept_commit=hang', DISPATCH_POLL_MS: '600000' });
+    // No poll and no reconciliation pass (every TTL) before the kill: only the (hung) kick could have reserved it.
+    const first = await h.start({ PENDING_PROJECTOR_FAILPOINTS: 'after_accept_commit=hang', DISPATCH_POLL_MS: '600000', RESERVATION_TTL_MS: '600000' });
     const task = await seedPlanTask(h.t.ctx);
     const client = createPendingProjectorClient(h.nc, { prefix: h.prefix, timeoutMs: 20_000 });
     const callerId = randomUUID();
