@@ -16,6 +16,7 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
 const PREFIX = /^([A-Za-z0-9_-]+\.)*$/;
 /** Empty, or NATS subject tokens: no spaces, no wildcards, no empty token. */
 const HOOK_SUBJECT = /^([^.*>\s]+(\.[^.*>\s]+)*)?$/;
+const FAILPOINTS = /^([a-z_]+=hang(,[a-z_]+=hang)*)?$/;
 
 const intFrom = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 /** A path, or empty for "not set". */
@@ -117,7 +118,7 @@ export const SETTINGS = {
     flag: 'queue-max-per-session',
     schema: intFrom(1, 1000),
     default: 10,
-    help: "the most waiting queued prompts a session may hold (Kandev's default); queue.enqueue past it replies conflict queue_full",
+    help: "the most waiting queued prompts a session may hold (Kandev's default); queue.enqueue past it replies conflict queue_full; the max of message.queue.status_changed",
   },
   summaryBucketStorage: {
     env: 'SUMMARY_BUCKET_STORAGE',
@@ -141,6 +142,34 @@ export const SETTINGS = {
     schema: z.enum(TIMESTAMP_FORM_SETTINGS),
     default: 'auto',
     help: "timestamp text written into Kandev's SQLite tables: auto (the form the newest rows use), canonical (2026-08-20T10:00:00.500000000Z) or kandev (2026-08-20 10:00:00.5+00:00); PostgreSQL stores instants either way",
+  },
+  reservationTtlMs: {
+    env: 'RESERVATION_TTL_MS',
+    flag: 'reservation-ttl-ms',
+    schema: intFrom(100, 3_600_000),
+    default: 30_000,
+    help: "how long a dispatcher owns a prompt receipt it reserved without renewing it (renewed every third of it); a dead owner's receipt is taken over after it. Every replica must use the same value",
+  },
+  promptDeadlineMs: {
+    env: 'PROMPT_DEADLINE_MS',
+    flag: 'prompt-deadline-ms',
+    schema: intFrom(100, 600_000),
+    default: 10_000,
+    help: "how long the one publish of a prompt waits for the prompt stream's acknowledgement; none by then labels the prompt unconfirmed (it is never sent again)",
+  },
+  dispatchPollMs: {
+    env: 'DISPATCH_POLL_MS',
+    flag: 'dispatch-poll-ms',
+    schema: intFrom(10, 3_600_000),
+    default: 1_000,
+    help: 'how often the prompt dispatcher looks for due receipts besides the kicks of admission and session events (the safety net)',
+  },
+  failpoints: {
+    env: 'PENDING_PROJECTOR_FAILPOINTS',
+    flag: 'failpoints',
+    schema: z.string().regex(FAILPOINTS, 'must be empty or name=hang pairs separated by commas, e.g. "after_reserve=hang"'),
+    default: '',
+    help: 'TEST ONLY: comma-separated name=hang pairs (src/failpoints.ts); the worker stops forever at each named boundary, so a test can kill it there. Empty: none',
   },
   respondDeadlineMs: { env: 'RESPOND_DEADLINE_MS', flag: 'respond-deadline-ms', schema: intFrom(100, 600_000), default: 30_000, help: 'how long clarification.respond waits for the live waiter to confirm, or for the resume stream to acknowledge a detached resume' },
 } as const;

@@ -106,6 +106,11 @@ export function microsToTimestamp(micros: number): CanonicalTimestamp {
   return `${base}.${String(rest).padStart(6, '0')}000Z`;
 }
 
+/** `instant` plus `ms` milliseconds (an expiry, a retry time), as a canonical instant. */
+export function instantAfter(instant: CanonicalTimestamp, ms: number): CanonicalTimestamp {
+  return microsToTimestamp(timestampToMicros(instant) + Math.round(ms * 1000));
+}
+
 /** A source of canonical timestamps; injectable so tests can pin time. */
 export type Clock = () => CanonicalTimestamp;
 

@@ -34,7 +34,13 @@ import { createPlanCommentStore, openPlanCommentStore } from '../repository/plan
 import { PROMPTABLE_SESSION_STATES } from '../repository/promptAcceptance.js';
 import { acceptanceRecorded } from '../repository/promptReplay.js';
 import { getPrimarySession, getSession, getTask } from '../repository/tasks.js';
-import { NO_PROMPT_DISPATCH } from '../services/promptDispatch.js';
+import { NO_PROMPT_DISPATCH, type PromptDispatch } from '../services/promptDispatch.js';
+import type { Failpoints } from '../failpoints.js';
+import { NatsPromptDelivery } from '../events/natsPromptDelivery.js';
+import { createPromptReceiptStore } from '../repository/promptReceiptStore.js';
+import { createPromptDispatcher, type PromptDispatcher } from '../services/promptDispatcher.js';
+import { reconcilePromptReceipts, type PromptReconcileReport } from '../services/reconcilePromptReceipts.js';
+import type { TurnStartHook } from '../services/turnStartHook.js';
 import { createPlanCommentService, type PlanCommentService } from '../services/planCommentService.js';
 import { NO_TURN_START_HOOK } from '../services/turnStartHook.js';
 import { ADD_INDEXES_COMMAND } from './addIndexesCommand.js';
@@ -166,21 +172,65 @@ export function createTasks(parts: Parts, logger: Logger): TaskService {
 /** What the plan-comment service reads of the configuration (each with its config.ts default when absent). */
 export type PlanCommentsConfig = Partial<Pick<Config, 'admissionLockTimeoutMs' | 'turnStartHookSubject' | 'turnStartHookTimeoutMs' | 'queueMaxPerSession'>>;
 
+/** The turn-start hook of TURN_START_HOOK_SUBJECT (none when empty): admission's, and the dispatcher's for queued prompts. */
+export function createTurnStartHook(parts: Parts, nc: NatsConnection, config: PlanCommentsConfig): TurnStartHook {
+  const subject = config.turnStartHookSubject ?? '';
+  return subject ? new NatsTurnStartHook(nc, `${parts.topology.prefix}${subject}`, config.turnStartHookTimeoutMs ?? 30_000) : NO_TURN_START_HOOK;
+}
+
+/** What the prompt dispatcher reads of the configuration (each with its config.ts default when absent). */
+export type PromptDispatchConfig = PlanCommentsConfig & Partial<Pick<Config, 'reservationTtlMs' | 'promptDeadlineMs' | 'dispatchPollMs' | 'queueMaxPerSession'>>;
+
+export interface PromptDelivery {
+  dispatcher: PromptDispatcher;
+  reconcile(options?: { initial?: boolean }): Promise<{ report: PromptReconcileReport; sessions: string[] }>;
+}
+
+/**
+ * The one construction of the prompt dispatcher and its reconciliation over this database's
+ * receipt table, delivering through the agent prompt stream. The owner name is unique per process,
+ * so a reservation says which replica holds it.
+ */
+export async function createPromptDelivery(parts: Parts, deps: { nc: NatsConnection; config: PromptDispatchConfig; logger: Logger; failpoints: Failpoints; owner: string }): Promise<PromptDelivery> {
+  const store = createPromptReceiptStore(parts.ctx, (await openPlanCommentStore(parts.ctx)).schema);
+  const delivery = new NatsPromptDelivery(deps.nc, parts.topology, parts.clock);
+  const events = new NatsEventPublisher(deps.nc, parts.topology, parts.clock);
+  const refreshSummary = (taskId: string) => parts.projector.reproject(taskId);
+  const queueMax = deps.config.queueMaxPerSession ?? 10;
+  const dispatcher = createPromptDispatcher({
+    store,
+    delivery,
+    events,
+    refreshSummary,
+    hook: createTurnStartHook(parts, deps.nc, deps.config),
+    failpoints: deps.failpoints,
+    logger: deps.logger,
+    owner: deps.owner,
+    reservationTtlMs: deps.config.reservationTtlMs ?? 30_000,
+    promptDeadlineMs: deps.config.promptDeadlineMs ?? 10_000,
+    queueMax,
+    ineligibleRetryMs: deps.config.dispatchPollMs ?? 1_000,
+  });
+  return { dispatcher, reconcile: (options) => reconcilePromptReceipts({ store, delivery, events, refreshSummary, logger: deps.logger, queueMax }, options) };
+}
+
 /**
  * The one construction of the plan-comment service (the plan-comment, message.send, Run, queue and
  * attachment endpoints): the store over the database's tables, the task admission over the pool
  * (refuses a PostgreSQL pool under 2 connections), the turn-start hook of TURN_START_HOOK_SUBJECT
  * (none when empty), and the collection event publisher.
  */
-export async function createPlanComments(parts: Parts, deps: { nc: NatsConnection; config: PlanCommentsConfig; logger: Logger }): Promise<PlanCommentService> {
+export async function createPlanComments(
+  parts: Parts,
+  deps: { nc: NatsConnection; config: PlanCommentsConfig; logger: Logger; dispatch?: PromptDispatch; failpoints?: Failpoints },
+): Promise<PlanCommentService> {
   const { ctx } = parts;
   const store = await openPlanCommentStore(ctx);
   const admission = createTaskAdmission(parts.db, {
     lockTimeoutMs: deps.config.admissionLockTimeoutMs ?? 5_000,
     onWarning: (message) => deps.logger.warn({ component: 'admission' }, message),
   });
-  const subject = deps.config.turnStartHookSubject ?? '';
-  const hook = subject ? new NatsTurnStartHook(deps.nc, `${parts.topology.prefix}${subject}`, deps.config.turnStartHookTimeoutMs ?? 30_000) : NO_TURN_START_HOOK;
+  const hook = createTurnStartHook(parts, deps.nc, deps.config);
   const promptable = (state: string) => PROMPTABLE_SESSION_STATES.includes(state);
   return createPlanCommentService({
     ctx,
@@ -191,8 +241,9 @@ export async function createPlanComments(parts: Parts, deps: { nc: NatsConnectio
     events: new NatsPlanCommentPublisher(deps.nc, parts.topology, parts.clock),
     queueEvents: { events: new NatsEventPublisher(deps.nc, parts.topology, parts.clock), refreshSummary: (taskId) => parts.projector.reproject(taskId) },
     queueMaxPerSession: deps.config.queueMaxPerSession ?? 10,
-    // Issue #17 wires the worker's dispatcher here; until then receipts wait.
-    dispatch: NO_PROMPT_DISPATCH,
+    // The worker's dispatcher; without one (one-shot commands, tests of admission alone) receipts wait for a worker.
+    dispatch: deps.dispatch ?? NO_PROMPT_DISPATCH,
+    failpoints: deps.failpoints,
     logger: deps.logger,
     targets: {
       async session(sessionId) {

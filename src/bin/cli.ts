@@ -61,7 +61,7 @@ const COMMANDS: Record<string, Command> = {
   worker: {
     summary: 'run the projector: consume events, compare-and-set summaries, publish replacements',
     usage: 'pending-projector worker [flags]',
-    settings: [...STORES, ...BUS, 'schemaMode', 'healthPort', 'shutdownTimeoutMs', 'projectionBatchSize', 'projectionTransactions', 'maxEventBytes', 'maxDeliver', 'ackWaitMs', 'streamMaxAgeMs', 'reconcilePageSize', 'bootReconcile', 'respondDeadlineMs', 'summaryBucketStorage', 'admissionLockTimeoutMs', 'turnStartHookSubject', 'turnStartHookTimeoutMs', 'queueMaxPerSession'],
+    settings: [...STORES, ...BUS, 'schemaMode', 'healthPort', 'shutdownTimeoutMs', 'projectionBatchSize', 'projectionTransactions', 'maxEventBytes', 'maxDeliver', 'ackWaitMs', 'streamMaxAgeMs', 'reconcilePageSize', 'bootReconcile', 'respondDeadlineMs', 'summaryBucketStorage', 'admissionLockTimeoutMs', 'turnStartHookSubject', 'turnStartHookTimeoutMs', 'reservationTtlMs', 'promptDeadlineMs', 'dispatchPollMs', 'queueMaxPerSession', 'failpoints'],
     run: (config) => runWorkerCommand(config),
   },
   reconcile: {

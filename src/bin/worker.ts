@@ -13,11 +13,14 @@ import type { Database } from '../repository/database.js';
 import { acquireLease, releaseLease } from '../repository/leases.js';
 import type { ClarificationService } from '../services/clarificationService.js';
 import type { Clock } from '../timestamps.js';
-import { assembleParts, createClarifications, createPlanComments, createTasks } from './assembly.js';
+import { createFailpoints, type Failpoints } from '../failpoints.js';
+import { TASK_SESSION_STATE_CHANGED } from '../events/kandevEvents.js';
+import { assembleParts, createClarifications, createPlanComments, createPromptDelivery, createTasks } from './assembly.js';
 import { startComponents, type WorkerComponent } from './worker/component.js';
 import { consumerLagProbe } from './worker/consumerLagProbe.js';
 import { deliveryRecoveryLoop } from './worker/deliveryRecoveryLoop.js';
 import { healthServerComponent } from './worker/healthServer.js';
+import { promptDispatcherComponent } from './worker/promptDispatcherComponent.js';
 import { serviceEndpointsComponent } from './worker/serviceEndpointsComponent.js';
 import { summaryBucketRefillerComponent } from './worker/summaryBucketRefiller.js';
 import { workerPermissionNeeds } from './worker/workerPermissionNeeds.js';
@@ -36,7 +39,23 @@ export type WorkerConfig = Pick<
   | 'bootReconcile'
   | 'respondDeadlineMs'
 > &
-  Partial<Pick<Config, 'summaryBucketStorage' | 'schemaMode' | 'timestampForm' | 'admissionLockTimeoutMs' | 'turnStartHookSubject' | 'turnStartHookTimeoutMs' | 'natsInboxPrefix' | 'queueMaxPerSession'>>;
+  Partial<
+    Pick<
+      Config,
+      | 'summaryBucketStorage'
+      | 'schemaMode'
+      | 'timestampForm'
+      | 'admissionLockTimeoutMs'
+      | 'turnStartHookSubject'
+      | 'turnStartHookTimeoutMs'
+      | 'reservationTtlMs'
+      | 'promptDeadlineMs'
+      | 'dispatchPollMs'
+      | 'queueMaxPerSession'
+      | 'failpoints'
+      | 'natsInboxPrefix'
+    >
+  >;
 
 export interface WorkerDeps {
   db: Database;
@@ -44,6 +63,8 @@ export interface WorkerDeps {
   config: WorkerConfig;
   logger: Logger;
   clock?: Clock;
+  /** Test-only boundaries; built from `config.failpoints` when absent. */
+  failpoints?: Failpoints;
   /** Rearranges or extends the component list before it starts (tests of the lifecycle itself). */
   arrangeComponents?: (components: readonly WorkerComponent[]) => readonly WorkerComponent[];
 }
@@ -94,10 +115,21 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
   const parts = await assembleParts({ db: deps.db, nc, config, logger, clock: deps.clock, metrics, inbound: config });
   const { ctx, projector, topology, epoch } = parts;
   const clarifications = createClarifications(parts, { nc, respondDeadlineMs: config.respondDeadlineMs, logger });
-  const planComments = await createPlanComments(parts, { nc, config, logger });
+  const failpoints = deps.failpoints ?? createFailpoints(config.failpoints ?? '', logger);
+  const prompts = await createPromptDelivery(parts, { nc, config, logger, failpoints, owner: `${epoch}:${randomUUID()}` });
+  const planComments = await createPlanComments(parts, { nc, config, logger, dispatch: prompts.dispatcher, failpoints });
   let serving = false;
 
-  const consumer = new EventConsumer({ nc, topology, handler: projector, logger, metrics, maxEventBytes: config.maxEventBytes, maxDeliver: config.maxDeliver });
+  // A session that went idle or finished a turn may take its next prompt now, not at the next poll.
+  // The dispatcher's own RUNNING claim comes back here too; it cannot make a prompt due.
+  const handler = {
+    handleEvent(eventType: string, data: { session_id?: string; new_state?: unknown }) {
+      const wakes = eventType === 'turn.completed' || (eventType === TASK_SESSION_STATE_CHANGED && data.new_state !== 'RUNNING');
+      if (wakes && data.session_id) prompts.dispatcher.kick(data.session_id);
+      return projector.handleEvent(eventType, data);
+    },
+  };
+  const consumer = new EventConsumer({ nc, topology, handler, logger, metrics, maxEventBytes: config.maxEventBytes, maxDeliver: config.maxDeliver });
   const reconcile = bootReconcile({
     store: parts.store,
     enabled: config.bootReconcile,
@@ -139,6 +171,7 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
     refiller,
     { name: 'projections', start: async () => undefined, stop: () => projector.whenIdle() },
     { name: 'event-consumer', start: () => consumer.start(), stop: () => consumer.stop() },
+    promptDispatcherComponent({ dispatcher: prompts.dispatcher, reconcile: prompts.reconcile, reconcileEveryMs: config.reservationTtlMs ?? 30_000, pollEveryMs: config.dispatchPollMs ?? 1_000, logger }),
     deliveryRecoveryLoop({ recover: (options) => clarifications.recoverPendingDeliveries(options), graceMs: config.respondDeadlineMs + RECOVERY_MARGIN_MS, logger }),
     // Stopped after the endpoints: the collection events of the last requests they answered go out.
     { name: 'plan-comment-events', start: async () => undefined, stop: () => planComments.eventsSettled() },

@@ -1,12 +1,18 @@
 import { MESSAGE_QUEUE_STATUS_CHANGED } from './subjects.js';
 
+export { MESSAGE_QUEUE_STATUS_CHANGED };
+
 /**
- * The Kandev events this service publishes when the clarification endpoints change state. Each is
- * sent as the standard envelope on `<prefix><type>`, where the worker's own events stream captures
- * it and reprojects the task like it would for any other producer.
+ * The Kandev events this service publishes when the clarification endpoints or the prompt
+ * dispatcher change state. Each is sent as the standard envelope on `<prefix><type>`, where the
+ * worker's own events stream captures it and reprojects the task like it would for any other
+ * producer.
  */
 
 export const MESSAGE_UPDATED = 'message.updated';
+export const MESSAGE_ADDED = 'message.added';
+export const TURN_STARTED = 'turn.started';
+export const TASK_SESSION_STATE_CHANGED = 'task_session.state_changed';
 export const CLARIFICATION_PRIMARY_ANSWERED = 'clarification.primary_answered';
 export const CLARIFICATION_STALE_DISMISSED = 'clarification.stale_dismissed';
 
@@ -44,7 +50,27 @@ export interface StaleDismissedData {
   reject_reason: string;
 }
 
-/** Kandev's queue event: the session's waiting queued prompts (`count`) and its limit (`max`). */
+/** A turn opened (the prompt dispatcher publishes its reserved turn once the prompt was acknowledged). */
+export interface TurnStartedData {
+  id: string;
+  turn_id: string;
+  session_id: string;
+  task_id: string;
+  started_at: string;
+  created_at: string;
+  updated_at: string;
+  metadata: Record<string, unknown>;
+}
+
+/** A session moved from `old_state` to `new_state` (the dispatcher's RUNNING claim at its delivery marker). */
+export interface SessionStateChangedData {
+  task_id: string;
+  session_id: string;
+  old_state: string;
+  new_state: string;
+}
+
+/** Kandev's queue event: `count` queued prompts of the session are waiting, of at most `max`. */
 export interface QueueStatusChangedData {
   session_id: string;
   task_id: string;
@@ -52,13 +78,18 @@ export interface QueueStatusChangedData {
   max: number;
 }
 
-/**
- * One event to publish. `msgId`, when given, is its JetStream `Nats-Msg-Id`, so the events stream
- * drops a repeat of that very event within its duplicate window.
- */
 export type KandevEvent = (
   | { type: typeof MESSAGE_UPDATED; data: MessageEventData }
+  | { type: typeof MESSAGE_ADDED; data: MessageEventData }
+  | { type: typeof TURN_STARTED; data: TurnStartedData }
+  | { type: typeof TASK_SESSION_STATE_CHANGED; data: SessionStateChangedData }
+  | { type: typeof MESSAGE_QUEUE_STATUS_CHANGED; data: QueueStatusChangedData }
   | { type: typeof CLARIFICATION_PRIMARY_ANSWERED; data: PrimaryAnsweredData }
   | { type: typeof CLARIFICATION_STALE_DISMISSED; data: StaleDismissedData }
-  | { type: typeof MESSAGE_QUEUE_STATUS_CHANGED; data: QueueStatusChangedData }
-) & { msgId?: string };
+) & {
+  /**
+   * The JetStream message id (`Nats-Msg-Id`) of an event whose repeat must be dropped within the
+   * events stream's duplicate window (a retried step of the prompt dispatcher); none by default.
+   */
+  msgId?: string;
+};

@@ -31,8 +31,8 @@ export class NatsEventPublisher implements EventPublisher {
     await Promise.all(
       events.map((event) => {
         const subject = this.topology.eventSubject(event.type);
-        const envelope = createEnvelope(event.type, subject, { ...event.data }, randomUUID(), this.clock());
-        return this.js.publish(subject, encoder.encode(JSON.stringify(envelope)), event.msgId ? { msgID: event.msgId } : undefined);
+        const envelope = createEnvelope(event.type, subject, { ...event.data }, event.msgId ?? randomUUID(), this.clock());
+        return this.js.publish(subject, encoder.encode(JSON.stringify(envelope)), event.msgId !== undefined ? { msgID: event.msgId } : undefined);
       }),
     );
   }

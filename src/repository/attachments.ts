@@ -1,7 +1,7 @@
 import { withTransaction, type RepositoryContext } from './context.js';
 import type { Conflict } from './planCommentOutcomes.js';
 import { instantColumn, toAttachmentRecord, writtenInstant, writtenNow, type AttachmentRecord } from './planCommentRows.js';
-import { microsToTimestamp, timestampToMicros } from '../timestamps.js';
+import { instantAfter } from '../timestamps.js';
 
 /**
  * Attachment metadata (`task_message_attachments`): staged by the uploader (this service never
@@ -76,7 +76,7 @@ export function stageAttachment(ctx: RepositoryContext, input: StageAttachmentIn
       size_bytes: input.sizeBytes,
       storage_key: input.storageKey,
       state: 'staged',
-      expires_at: writtenInstant(tx, microsToTimestamp(timestampToMicros(now) + input.ttlMs * 1000)),
+      expires_at: writtenInstant(tx, instantAfter(now, input.ttlMs)),
       created_at: writtenInstant(tx, now),
       updated_at: writtenInstant(tx, now),
     };

@@ -1,5 +1,5 @@
 import { rawRows, type RepositoryContext } from './context.js';
-import { microsToTimestamp, timestampToMicros } from '../timestamps.js';
+import { instantAfter } from '../timestamps.js';
 
 /**
  * Acquires or renews the named lease for `owner` until now + ttlMs. True when `owner` holds it:
@@ -7,7 +7,7 @@ import { microsToTimestamp, timestampToMicros } from '../timestamps.js';
  */
 export async function acquireLease(ctx: RepositoryContext, name: string, owner: string, ttlMs: number): Promise<boolean> {
   const now = ctx.clock();
-  const expiresAt = microsToTimestamp(timestampToMicros(now) + ttlMs * 1000);
+  const expiresAt = instantAfter(now, ttlMs);
   const rows = await rawRows(
     ctx,
     `INSERT INTO pending_projector_leases (name, owner, expires_at) VALUES (?, ?, ?)

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { UnresolvedBundle } from '../repository/clarifications.js';
 import type { MessageRecord, TurnRecord } from '../repository/rowMapping.js';
-import { isTruthyFlag } from '../turns/lifecycleTurn.js';
+import { isLiveClarification } from '../turns/liveClarification.js';
 import { messageUpdatedEvents } from './messageUpdatedEvents.js';
 import { publishOrRefresh } from './publishOrRefresh.js';
 import { recoverPendingDeliveries, type RecoveryOptions, type RecoveryReport } from './recoverPendingDeliveries.js';
@@ -150,8 +150,7 @@ export function createClarificationService(deps: ClarificationServiceDeps): Clar
           return { ...failure('not_found', `session ${sessionId} does not exist`), blocked: true, live: true };
         }
         const rows = await store.findActiveClarificationMessages(sessionId);
-        // Unreadable metadata counts as live: the guard never under-reports.
-        const live = rows.some((r) => !r.metadataValid || !isTruthyFlag(r.metadata.agent_disconnected));
+        const live = rows.some(isLiveClarification);
         return { ok: true, session_id: sessionId, blocked: rows.length > 0, live, pending_ids: pendingIdsOf(rows) };
       } catch (err) {
         log.warn({ sessionId, err }, 'guard failed closed');

@@ -21,6 +21,7 @@ import { createPromptQueue } from './promptQueue.js';
 import type { SummaryPorts } from './publishOrRefresh.js';
 import type { PromptTargets } from './promptTargets.js';
 import { admissionPayload, attachmentPayload, commentPayload, lockTimeoutFailure, reasoned, snapshotPayload, storeFailure, type PlanCommentsPayload, type ReasonedFailure } from './planCommentWire.js';
+import type { Failpoints } from '../failpoints.js';
 import type { PromptDispatch } from './promptDispatch.js';
 import type { TurnStartHook } from './turnStartHook.js';
 
@@ -65,6 +66,8 @@ export interface PlanCommentServiceDeps {
   queueEvents: SummaryPorts;
   /** QUEUE_MAX_PER_SESSION: the most waiting queued prompts a session may hold. */
   queueMaxPerSession: number;
+  /** Test-only boundaries (after_accept_commit); none unless PENDING_PROJECTOR_FAILPOINTS arms them. */
+  failpoints?: Failpoints;
   logger: Logger;
 }
 
@@ -180,7 +183,10 @@ export function createPlanCommentService(deps: PlanCommentServiceDeps): PlanComm
     if (!accepted.ok) return storeFailure(accepted);
     const reply = admissionPayload(accepted);
     if (!accepted.replayed && accepted.consumedCommentIds.length > 0 && reply.plan_comments) publish(reply.plan_comments);
-    if (!accepted.replayed) deps.dispatch.kick(accepted.sessionId);
+    if (!accepted.replayed) {
+      await deps.failpoints?.reach('after_accept_commit');
+      deps.dispatch.kick(accepted.sessionId);
+    }
     return reply as unknown as AnyReply;
   }
 

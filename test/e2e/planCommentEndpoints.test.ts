@@ -11,7 +11,7 @@ import { collectEvents } from '../support/busEvents.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { createGate, type Gate } from '../support/gate.js';
 import { connectTestNats, deleteTopology, eventually, uniquePrefix } from '../support/nats.js';
-import { acceptanceState, seedPlanTask } from '../support/planComments.js';
+import { seedPlanTask, settledAcceptanceState } from '../support/planComments.js';
 import { testWorkerConfig } from '../support/workerConfig.js';
 
 const HOOK_SUBJECT = 'test.turn_start';
@@ -158,12 +158,12 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     const body = { session_id: task.sessionId, caller_id: callerId, content: 'go', plan_comment_refs: [{ id: task.comments[0]!.id, version: 1 }] };
     const first = await client.sendMessage(body);
     expect(first).toMatchObject({ ok: true, replayed: false });
-    const before = await acceptanceState(t.ctx, task.taskId);
+    const before = await settledAcceptanceState(t.ctx, task.taskId);
     const again = await client.sendMessage(body);
     expect(again).toMatchObject({ ok: true, replayed: true, message_id: callerId, receipt_id: callerId });
     const other = await client.sendMessage({ ...body, content: 'something else' });
     expect(other).toMatchObject({ ok: false, error: { code: 'conflict' }, reason: 'caller_id_conflict' });
-    expect(await acceptanceState(t.ctx, task.taskId)).toEqual(before);
+    expect(await settledAcceptanceState(t.ctx, task.taskId)).toEqual(before);
   });
 
   it('Run goes to the primary session, Send to exactly the session named; a session_id in Run is bad_request', async () => {
@@ -171,10 +171,10 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     const other = await createSession(t.ctx, { taskId: task.taskId, state: 'IDLE', isPrimary: false });
     const send = await client.sendMessage({ session_id: other.id, caller_id: randomUUID(), content: 'to the side', plan_comment_refs: [{ id: task.comments[0]!.id, version: 1 }] });
     expect(send).toMatchObject({ ok: true, session_id: other.id });
-    const before = await acceptanceState(t.ctx, task.taskId);
+    const before = await settledAcceptanceState(t.ctx, task.taskId);
     const refused = await client.runPlanComments({ task_id: task.taskId, caller_id: randomUUID(), plan_comment_refs: [{ id: task.comments[1]!.id, version: 1 }], session_id: other.id } as never);
     expect(refused).toMatchObject({ ok: false, error: { code: 'bad_request' } });
-    expect(await acceptanceState(t.ctx, task.taskId)).toEqual(before);
+    expect(await settledAcceptanceState(t.ctx, task.taskId)).toEqual(before);
     const run = await client.runPlanComments({ task_id: task.taskId, caller_id: randomUUID(), plan_comment_refs: [{ id: task.comments[1]!.id, version: 1 }] });
     expect(run).toMatchObject({ ok: true, session_id: task.sessionId, plan_comments: { comments: [] } });
   });
@@ -228,10 +228,10 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     try {
       const silentClient = createPendingProjectorClient(nc, { prefix: silentPrefix, timeoutMs: 30_000 });
       const task = await seedComments(1);
-      const before = await acceptanceState(t.ctx, task.taskId);
+      const before = await settledAcceptanceState(t.ctx, task.taskId);
       const body = { session_id: task.sessionId, caller_id: randomUUID(), content: 'x', plan_comment_refs: [{ id: task.comments[0]!.id, version: 1 }] };
       expect(await silentClient.sendMessage(body)).toMatchObject({ ok: false, error: { code: 'unavailable' }, reason: 'turn_start_hook_failed', hook_reason: 'timeout' });
-      expect(await acceptanceState(t.ctx, task.taskId)).toEqual(before);
+      expect(await settledAcceptanceState(t.ctx, task.taskId)).toEqual(before);
       // The lease was released: an edit on the task goes through at once.
       expect(await silentClient.updatePlanComment({ task_id: task.taskId, plan_id: task.planId, comment_id: task.comments[0]!.id, version: 1, body: 'edited' })).toMatchObject({ ok: true });
     } finally {
@@ -245,10 +245,10 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     const task = await seedComments(1);
     const callerId = randomUUID();
     refusedByHook.add(callerId);
-    const before = await acceptanceState(t.ctx, task.taskId);
+    const before = await settledAcceptanceState(t.ctx, task.taskId);
     const body = { session_id: task.sessionId, caller_id: callerId, content: 'x', plan_comment_refs: [{ id: task.comments[0]!.id, version: 1 }] };
     expect(await client.sendMessage(body)).toMatchObject({ ok: false, error: { code: 'unavailable' }, reason: 'turn_start_hook_failed', hook_reason: 'rejected' });
-    expect(await acceptanceState(t.ctx, task.taskId)).toEqual(before);
+    expect(await settledAcceptanceState(t.ctx, task.taskId)).toEqual(before);
     refusedByHook.delete(callerId);
     expect(await client.sendMessage(body)).toMatchObject({ ok: true, replayed: false });
   });
@@ -262,10 +262,10 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     await hook.reached.opened;
     await t.ctx.knex('task_sessions').where({ id: task.sessionId }).update({ is_primary: 0 });
     await t.ctx.knex('task_sessions').where({ id: other.id }).update({ is_primary: 1 });
-    const before = await acceptanceState(t.ctx, task.taskId);
+    const before = await settledAcceptanceState(t.ctx, task.taskId);
     hook.gate.open();
     expect(await running).toMatchObject({ ok: false, error: { code: 'conflict' }, reason: 'primary_session_changed', primary_session_id: other.id });
-    expect(await acceptanceState(t.ctx, task.taskId)).toEqual(before);
+    expect(await settledAcceptanceState(t.ctx, task.taskId)).toEqual(before);
     expect(await client.listPlanComments({ task_id: task.taskId })).toMatchObject({ ok: true, plan_comments: { revision: 2, comments: [{ id: task.comments[0]!.id }, { id: task.comments[1]!.id }] } });
   });
 
@@ -280,10 +280,10 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
       const hook = holdHook(callerId);
       const sending = shortClient.sendMessage({ session_id: task.sessionId, caller_id: callerId, content: 'x', plan_comment_refs: [{ id: task.comments[0]!.id, version: 1 }] });
       await hook.reached.opened;
-      const before = await acceptanceState(t.ctx, task.taskId);
+      const before = await settledAcceptanceState(t.ctx, task.taskId);
       const edit = await shortClient.updatePlanComment({ task_id: task.taskId, plan_id: task.planId, comment_id: task.comments[0]!.id, version: 1, body: 'too late' });
       expect(edit).toMatchObject({ ok: false, error: { code: 'unavailable' }, reason: 'lock_timeout', lock_timeout_ms: 200 });
-      expect(await acceptanceState(t.ctx, task.taskId)).toEqual(before);
+      expect(await settledAcceptanceState(t.ctx, task.taskId)).toEqual(before);
       hook.gate.open();
       expect(await sending).toMatchObject({ ok: true });
     } finally {
@@ -302,9 +302,9 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     await hook.reached.opened;
     hook.gate.open();
     await eventually(async () => (await t.ctx.knex('task_session_messages').where({ id: callerId }).first()) ?? undefined, 10_000, 'the accepted message');
-    const after = await acceptanceState(t.ctx, task.taskId);
+    const after = await settledAcceptanceState(t.ctx, task.taskId);
     expect(await client.sendMessage(body)).toMatchObject({ ok: true, replayed: true, message_id: callerId, plan_comments: { revision: 3 } });
-    expect(await acceptanceState(t.ctx, task.taskId)).toEqual(after);
+    expect(await settledAcceptanceState(t.ctx, task.taskId)).toEqual(after);
   });
 
   it('a second request under one caller id sent while the hook of the first is held replays the first: one message', async () => {
@@ -346,11 +346,11 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     const stage = await client.stageAttachment({ id: `att-${randomUUID()}`, owner_id: owner, workspace_id: task.workspaceId, name: 'a.png', mime_type: 'image/png', size_bytes: 10, storage_key: `key-${randomUUID()}` });
     if (!stage.ok) throw new Error(JSON.stringify(stage));
     expect(stage.attachment.state).toBe('staged');
-    const before = await acceptanceState(t.ctx, task.taskId);
+    const before = await settledAcceptanceState(t.ctx, task.taskId);
     const refs = [{ id: task.comments[0]!.id, version: 1 }];
     const unknown = await client.sendMessage({ session_id: task.sessionId, caller_id: randomUUID(), plan_comment_refs: refs, attachment_ids: ['no-such-attachment'], attachment_owner_id: owner });
     expect(unknown).toMatchObject({ ok: false, error: { code: 'conflict' }, reason: 'attachments_unavailable' });
-    expect(await acceptanceState(t.ctx, task.taskId)).toEqual(before);
+    expect(await settledAcceptanceState(t.ctx, task.taskId)).toEqual(before);
     const sent = await client.sendMessage({ session_id: task.sessionId, caller_id: randomUUID(), plan_comment_refs: refs, attachment_ids: [stage.attachment.id], attachment_owner_id: owner });
     expect(sent).toMatchObject({ ok: true });
     const row = await t.ctx.knex('task_message_attachments').where({ id: stage.attachment.id }).first();
@@ -380,7 +380,7 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     const [c1] = task.comments;
     const subject = (name: string) => `${prefix}pending_projector.v1.${name}`;
     const raw = async (name: string, data: Uint8Array) => (await nc.request(subject(name), data, { timeout: 10_000 })).json<Record<string, unknown>>();
-    const before = await acceptanceState(t.ctx, task.taskId);
+    const before = await settledAcceptanceState(t.ctx, task.taskId);
     const send = (over: Record<string, unknown>) => client.sendMessage({ session_id: task.sessionId, caller_id: randomUUID(), content: 'x', plan_comment_refs: [{ id: c1!.id, version: 1 }], ...over } as never);
 
     expect(await raw('message.send', encoder.encode('{not json'))).toMatchObject({ ok: false, error: { code: 'bad_request' } });
@@ -405,15 +405,15 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     });
     expect(await client.createPlanComment({ task_id: task.taskId, plan_id: 'other-plan', comment_id: `c-${randomUUID()}`, body: 'x' })).toMatchObject({ error: { code: 'not_found' }, reason: 'plan_not_found' });
     expect(await client.createPlanComment({ task_id: task.taskId, plan_id: task.planId, comment_id: `c-${randomUUID()}`, body: '   ' })).toMatchObject({ error: { code: 'bad_request' } });
-    expect(await acceptanceState(t.ctx, task.taskId)).toEqual(before);
+    expect(await settledAcceptanceState(t.ctx, task.taskId)).toEqual(before);
 
     await t.ctx.knex('tasks').where({ id: task.taskId }).update({ archived_at: '2026-09-01T00:00:00.000000Z' });
-    const archived = await acceptanceState(t.ctx, task.taskId);
+    const archived = await settledAcceptanceState(t.ctx, task.taskId);
     expect(await send({})).toMatchObject({ error: { code: 'conflict' }, reason: 'task_inactive' });
     expect(await client.runPlanComments({ task_id: task.taskId, caller_id: randomUUID(), plan_comment_refs: [{ id: c1!.id, version: 1 }] })).toMatchObject({
       error: { code: 'conflict' },
       reason: 'task_inactive',
     });
-    expect(await acceptanceState(t.ctx, task.taskId)).toEqual(archived);
+    expect(await settledAcceptanceState(t.ctx, task.taskId)).toEqual(archived);
   });
 });

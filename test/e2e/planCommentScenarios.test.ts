@@ -10,7 +10,8 @@ import { advisoryLockWaiters } from '../support/advisoryLocks.js';
 import { describeEachDialect, isAvailable, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { createGate, type Gate } from '../support/gate.js';
 import { connectTestNats, deleteTopology, envelope, eventually, natsUrl, uniquePrefix } from '../support/nats.js';
-import { acceptanceState, seedPlanTask } from '../support/planComments.js';
+import { acceptanceState, acceptedOnce, seedPlanTask, settledAcceptanceState } from '../support/planComments.js';
+import { promptsOnStream } from '../support/promptReceipts.js';
 import { spawnWorker, type WorkerProcess } from '../support/workerProcess.js';
 
 const HOOK_SUBJECT = 'test.turn_start';
@@ -162,11 +163,11 @@ describeEachDialect('plan-comment scenarios through worker processes on %s', (di
     const revision = await h.revisionOf(task.taskId);
     const retried = await survivor.client.sendMessage(body);
     expect(retried).toMatchObject({ ok: true, replayed: false, message_id: callerId, receipt_id: callerId, plan_comments: { revision: revision + 1 } });
-    const accepted = await acceptanceState(h.t.ctx, task.taskId);
+    const accepted = await settledAcceptanceState(h.t.ctx, task.taskId);
     expect(await survivor.client.sendMessage(body)).toMatchObject({ ok: true, replayed: true, message_id: callerId });
     expect(await acceptanceState(h.t.ctx, task.taskId)).toEqual(accepted);
     expect(await h.rowsWithId('task_session_messages', callerId)).toBe(1);
-    expect(await h.rowsWithId('queued_messages', callerId)).toBe(1);
+    expect(await acceptedOnce(h.t.ctx, callerId)).toBe(1);
     expect(await h.rowsWithId('task_plan_comments', target!.id)).toBe(0);
     expect(await h.revisionOf(task.taskId)).toBe(revision + 1);
   });
@@ -181,8 +182,8 @@ describeEachDialect('plan-comment scenarios through worker processes on %s', (di
     expect(await client.sendMessage(body, { timeoutMs: 300 })).toMatchObject({ ok: false, error: { code: 'unavailable' } });
     await hook.reached.opened;
     hook.release();
-    await eventually(async () => ((await h.rowsWithId('queued_messages', callerId)) === 1 ? true : undefined), 20_000, 'the accepted send');
-    const after = await acceptanceState(h.t.ctx, task.taskId);
+    await eventually(async () => ((await acceptedOnce(h.t.ctx, callerId)) === 1 ? true : undefined), 20_000, 'the accepted send');
+    const after = await settledAcceptanceState(h.t.ctx, task.taskId);
     expect(await client.sendMessage(body)).toMatchObject({ ok: true, replayed: true, message_id: callerId, receipt_id: callerId, plan_comments: { revision: 3 } });
     expect(await acceptanceState(h.t.ctx, task.taskId)).toEqual(after);
     expect(await h.rowsWithId('task_session_messages', callerId)).toBe(1);
@@ -244,14 +245,17 @@ describe.skipIf(!isAvailable('postgres'))('plan-comment load through worker proc
     for (const [i, reply] of replies.entries()) {
       const { body } = sends[i]!;
       if (!reply.ok) {
-        expect(reply).toMatchObject({ error: { code: 'conflict' }, reason: 'plan_comments_changed' });
+        // A delivered send claims its session RUNNING until the agent's next IDLE, so a later send
+        // to it may also fail closed as session_unavailable; either way nothing is written.
+        expect(reply).toMatchObject({ error: { code: 'conflict' } });
+        expect(['plan_comments_changed', 'session_unavailable']).toContain((reply as { reason?: string }).reason);
         expect(await h.rowsWithId('task_session_messages', body.caller_id)).toBe(0);
         expect(await h.rowsWithId('queued_messages', body.caller_id)).toBe(0);
         continue;
       }
       expect(reply).toMatchObject({ replayed: false, message_id: body.caller_id });
       expect(await h.rowsWithId('task_session_messages', body.caller_id)).toBe(1);
-      expect(await h.rowsWithId('queued_messages', body.caller_id)).toBe(1);
+      expect(await acceptedOnce(h.t.ctx, body.caller_id)).toBe(1);
       for (const ref of body.plan_comment_refs) {
         expect(consumed.get(ref.id)).toBeUndefined();
         consumed.set(ref.id, body.caller_id);
@@ -269,6 +273,13 @@ describe.skipIf(!isAvailable('postgres'))('plan-comment load through worker proc
       expect(await h.revisionOf(task.taskId)).toBe(30 + acceptedHere);
       const remaining = await h.t.ctx.knex('task_plan_comments').where({ task_id: task.taskId });
       expect(remaining).toHaveLength(30 - task.comments.filter((c) => consumed.has(c.id)).length);
+      // Delivered (by either worker, each under its own prefix) or still waiting for the session's
+      // next IDLE: never a prompt twice, never one that was not accepted.
+      const prompted: Array<string | undefined> = [];
+      for (const w of workers) prompted.push(...(await promptsOnStream(h.nc, w.prefix, task.sessionId)).map((p) => p.receiptId));
+      expect(new Set(prompted).size).toBe(prompted.length);
+      const acceptedIds = new Set<string>(sends.filter((s, i) => replies[i]!.ok && s.task === task).map((s) => s.body.caller_id));
+      for (const id of prompted) expect(acceptedIds.has(id!)).toBe(true);
     }
   });
 

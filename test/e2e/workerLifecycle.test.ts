@@ -15,6 +15,7 @@ const COMPONENTS_IN_START_ORDER = [
   'summary-bucket-refiller',
   'projections',
   'event-consumer',
+  'prompt-dispatcher',
   'delivery-recovery',
   'plan-comment-events',
   'service-endpoints',

@@ -4,6 +4,7 @@ import { createPlanCommentStore, type PlanCommentStore } from '../../src/reposit
 import { COMPLETE_PLAN_COMMENT_SCHEMA, type PlanCommentSchema } from '../../src/repository/schema/planCommentTables.js';
 import { upsertTaskPlan } from '../../src/repository/taskPlans.js';
 import { createSession, createTask } from '../../src/repository/tasks.js';
+import { eventually } from './nats.js';
 
 export interface PlanTask {
   taskId: string;
@@ -53,4 +54,31 @@ export async function acceptanceState(ctx: RepositoryContext, taskId: string, re
     seq: seq.map((s: Record<string, unknown>) => ({ ...s, last_seq: Number(s.last_seq) })),
     taskUpdatedAt: task?.updated_at,
   };
+}
+
+/**
+ * `acceptanceState` once every receipt was delivered: a worker's prompt dispatcher settles
+ * (deletes) an accepted prompt's receipt right after the reply, so a snapshot taken while one is
+ * in flight would differ from a later one by that deletion alone (the snapshot's counts and
+ * receipts span every task). A receipt of an archived task is never delivered, so it is not waited
+ * for; every session the tests address is otherwise promptable, so each receipt is settled soon.
+ */
+export async function settledAcceptanceState(ctx: RepositoryContext, taskId: string, receiptTable = 'queued_messages'): Promise<Record<string, unknown>> {
+  const inFlight = () => rawRows(ctx, `SELECT q.id FROM ${receiptTable} q JOIN tasks tk ON tk.id = q.task_id WHERE tk.archived_at IS NULL`);
+  await eventually(async () => ((await inFlight()).length === 0 ? true : undefined), 20_000, 'every receipt settled');
+  return acceptanceState(ctx, taskId, receiptTable);
+}
+
+/**
+ * 1 when a prompt was accepted under `id` and is still a receipt, or was delivered (its transcript
+ * carries `prompt_delivery`); 0 when nothing was accepted; 2 would be a duplicate. One statement,
+ * so a settlement cannot fall between the two counts.
+ */
+export async function acceptedOnce(ctx: RepositoryContext, id: string, receiptTable = 'queued_messages'): Promise<number> {
+  const rows = await rawRows<{ n: number | string }>(
+    ctx,
+    `SELECT (SELECT COUNT(*) FROM ${receiptTable} WHERE id = ?) + (SELECT COUNT(*) FROM task_session_messages WHERE id = ? AND metadata LIKE '%"prompt_delivery"%') AS n`,
+    [id, id],
+  );
+  return Number(rows[0]!.n);
 }

@@ -1,0 +1,288 @@
+import type { Logger } from 'pino';
+import type { KandevEvent } from '../events/kandevEvents.js';
+import type { Failpoints } from '../failpoints.js';
+import type { PromptDeliveryLabel, PromptReceiptRecord, PromptReceiptStore, PromptTranscript } from '../repository/promptReceiptStore.js';
+import type { AgentPromptDelivery, PromptAttachmentPayload, PromptPayload } from './agentPromptDelivery.js';
+import type { EventPublisher, RefreshSummary } from './clarificationPorts.js';
+import type { PromptDispatch } from './promptDispatch.js';
+import { queueStatusChanged, reservedTurnStarted, sessionClaimedRunning, transcriptAdded, transcriptLabelled } from './promptEvents.js';
+import { publishOrRefresh } from './publishOrRefresh.js';
+import type { TurnStartHook } from './turnStartHook.js';
+
+/**
+ * The prompt dispatcher (design §3.3): delivers each session's durable prompt receipts to its
+ * agent, at most once, in order: direct prompts first, then the queue in FIFO order, one receipt
+ * of a session at a time.
+ *
+ * Per session, one pass:
+ * 1. W1 reserve the head (a token, until now + RESERVATION_TTL_MS); nothing reservable: done.
+ * 2. Eligibility (task active, session promptable, for a queued row no live clarification): if not,
+ *    release without counting an attempt, and retry after the poll interval.
+ * 3. W3 transcript (written for a queued row, read for a direct one) and `message.added`.
+ * 4. For a queued row, the turn-start hook (a direct prompt ran it under the admission lease).
+ *    From step 1 to settlement a heartbeat renews the reservation (W2) every TTL/3.
+ * 5. W4 the at-most-once marker (re-checks eligibility; releases if it no longer holds).
+ * 6. Exactly one publish of the prompt.
+ * 7. W6 settle: delete the receipt, label the transcript `acknowledged` (PubAck) or `unconfirmed`
+ *    (no PubAck and the stream's last prompt of the session is not this one).
+ * 8. Events: `task_session.state_changed`, `message.updated`, `turn.started` (acknowledged only),
+ *    `message.queue.status_changed`.
+ *
+ * A failure before step 5 releases the receipt with a backoff of min(60 s, 250 ms · 2^attempts).
+ * A lost reservation (a fenced write matched nothing, or the heartbeat found the token gone) is
+ * logged as `reservation lost`, and nothing further is written or published by this pass. After
+ * step 5 nothing is ever retried: a failure leaves the attempted receipt to its expiry, and
+ * reconciliation removes it without dispatch.
+ */
+
+export interface PromptDispatcherDeps {
+  store: PromptReceiptStore;
+  delivery: AgentPromptDelivery;
+  events: EventPublisher;
+  refreshSummary: RefreshSummary;
+  hook: TurnStartHook;
+  failpoints: Failpoints;
+  logger: Logger;
+  /** This dispatcher's name in `delivery_reservation_owner`. */
+  owner: string;
+  reservationTtlMs: number;
+  promptDeadlineMs: number;
+  /** The queue limit, the `max` of `message.queue.status_changed`. */
+  queueMax: number;
+  /** How long a receipt whose session is busy waits before it is reserved again (the poll interval). */
+  ineligibleRetryMs: number;
+  /** Sessions delivered at once by this process (default 4). */
+  maxConcurrentSessions?: number;
+}
+
+export interface PromptDispatcher extends PromptDispatch {
+  /** Starts taking kicks; before it (and after `stop`) a kick is ignored: the receipt waits for the poll. */
+  start(): void;
+  /** Kicks every session that has a due receipt; resolves once they were scheduled. */
+  poll(): Promise<void>;
+  /** Resolves once no pass runs or is scheduled. */
+  whenIdle(): Promise<void>;
+  /** Stops taking kicks and waits for the passes in flight. Idempotent. */
+  stop(): Promise<void>;
+}
+
+/** Backoff of the next attempt after a failure of attempt number `attempts`: min(60 s, 250 ms · 2^attempts). */
+export function releaseBackoffMs(attempts: number): number {
+  return Math.min(60_000, 250 * 2 ** Math.max(0, Math.min(attempts, 20)));
+}
+
+type Outcome = 'delivered' | 'nothing' | 'released' | 'lost' | 'failed';
+
+function attachmentPayloads(attachments: readonly unknown[]): PromptAttachmentPayload[] {
+  return attachments.flatMap((a) => {
+    if (a === null || typeof a !== 'object') return [];
+    const r = a as Record<string, unknown>;
+    if (typeof r.id !== 'string') return [];
+    return [{ id: r.id, name: String(r.name ?? ''), mime_type: String(r.mime_type ?? ''), size_bytes: Number(r.size_bytes ?? 0), storage_key: String(r.storage_key ?? '') }];
+  });
+}
+
+function promptPayload(receipt: PromptReceiptRecord, transcript: PromptTranscript, passthrough: boolean): PromptPayload {
+  return {
+    receipt_id: receipt.id,
+    caller_id: receipt.id,
+    task_id: receipt.taskId,
+    session_id: receipt.sessionId,
+    turn_id: transcript.turnId,
+    message_id: transcript.message.id,
+    delivery_kind: receipt.deliveryKind === 'direct' ? 'direct' : 'queued',
+    content: receipt.content,
+    attachments: attachmentPayloads(receipt.attachments),
+    model: receipt.model,
+    plan_mode: receipt.planMode,
+    passthrough,
+    prompt_seq: transcript.promptSeq,
+  };
+}
+
+export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispatcher {
+  const { store } = deps;
+  const log = deps.logger.child({ component: 'prompt-dispatcher' });
+  const maxConcurrent = deps.maxConcurrentSessions ?? 4;
+  const running = new Map<string, Promise<void>>();
+  const again = new Set<string>();
+  const waiting: string[] = [];
+  let accepting = false;
+  let idleWaiters: Array<() => void> = [];
+
+  const publish = (taskId: string, events: KandevEvent[]) => publishOrRefresh(deps, log, taskId, events);
+  const queueStatus = async (receipt: PromptReceiptRecord, step: string) => {
+    const count = await store.countWaiting(receipt.sessionId);
+    return queueStatusChanged(receipt, count, deps.queueMax, `${receipt.id}:${step}`);
+  };
+
+  /** Renews the reservation every TTL/3 until stopped; `lost` turns true once a renewal found the token gone. */
+  function heartbeat(receipt: PromptReceiptRecord, token: string) {
+    const state = { lost: false };
+    const timer = setInterval(() => {
+      store.renew(receipt.id, token, deps.reservationTtlMs).then(
+        (renewed) => {
+          if (!renewed.ok) state.lost = true;
+        },
+        (err: unknown) => log.warn({ receiptId: receipt.id, err }, 'could not renew a prompt reservation; it expires unless a later renewal succeeds'),
+      );
+    }, Math.max(1, Math.floor(deps.reservationTtlMs / 3)));
+    timer.unref();
+    return { state, stop: () => clearInterval(timer) };
+  }
+
+  /** One pass over the session's head receipt. */
+  async function deliverHead(sessionId: string): Promise<Outcome> {
+    const reservation = await store.reserveHead(sessionId, deps.owner, deps.reservationTtlMs);
+    if (!reservation) return 'nothing';
+    const { receipt, token } = reservation;
+    const rlog = log.child({ receiptId: receipt.id, sessionId, taskId: receipt.taskId, deliveryKind: receipt.deliveryKind });
+    const lost = (step: string): Outcome => {
+      rlog.warn({ step }, 'reservation lost');
+      return 'lost';
+    };
+    let marked = false;
+    const beat = heartbeat(receipt, token);
+    try {
+      await deps.failpoints.reach('after_reserve');
+      const eligible = await store.checkEligibility(receipt.id, token);
+      if (!eligible.ok) {
+        if (eligible.reason === 'reservation_lost') return lost('eligibility');
+        // Not a failure: the session is busy (or its task archived); the receipt waits, uncounted.
+        const released = await store.release(receipt.id, token, { retryAfterMs: deps.ineligibleRetryMs, error: eligible.reason, countsAsAttempt: false });
+        if (!released.ok) return lost('release');
+        rlog.debug({ reason: eligible.reason }, 'prompt receipt not eligible yet');
+        return 'released';
+      }
+      await publish(receipt.taskId, [await queueStatus(receipt, `reserved:${receipt.deliveryAttempts}`)]);
+
+      const transcript = await store.persistTranscript(receipt.id, token);
+      if (!transcript.ok) {
+        if (transcript.reason === 'reservation_lost') return lost('transcript');
+        throw new Error(`the transcript message of receipt ${receipt.id} is gone`);
+      }
+      await publish(receipt.taskId, transcriptAdded(transcript.message));
+      await deps.failpoints.reach('after_transcript');
+
+      if (receipt.deliveryKind !== 'direct') {
+        const hook = await deps.hook.beforePrompt({ task_id: receipt.taskId, session_id: sessionId, caller_id: receipt.id, delivery_kind: 'queued' });
+        if (!hook.ok) throw new Error(`the turn-start hook failed (${hook.reason}): ${hook.detail}`);
+      }
+      if (beat.state.lost) return lost('hook');
+
+      const mark = await store.markAttempted(receipt.id, token, { retryAfterMs: deps.ineligibleRetryMs });
+      if (!mark.ok) {
+        if (mark.reason === 'reservation_lost') return lost('marker');
+        rlog.info({ reason: mark.reason }, 'prompt receipt released at its delivery marker');
+        await publish(receipt.taskId, [await queueStatus(receipt, `released:${receipt.deliveryAttempts}`)]);
+        return 'released';
+      }
+      marked = true;
+      await deps.failpoints.reach('after_marker_commit');
+
+      // The one publish of this receipt, ever.
+      const published = await deps.delivery.publishPrompt(promptPayload(receipt, transcript, mark.passthrough), deps.promptDeadlineMs);
+      await deps.failpoints.reach('after_publish');
+      let label: PromptDeliveryLabel = 'acknowledged';
+      if (!published.acknowledged) {
+        const stored = await deps.delivery.wasPromptStored(sessionId, receipt.id).catch((err: unknown) => {
+          rlog.warn({ err }, 'could not ask the prompt stream whether it holds the prompt');
+          return false;
+        });
+        label = stored ? 'acknowledged' : 'unconfirmed';
+        rlog.warn({ reason: published.reason, label }, 'the prompt publish was not acknowledged; it is not sent again');
+      }
+      await publish(receipt.taskId, [sessionClaimedRunning(receipt, mark.previousState)]);
+
+      const settled = await store.settle(receipt.id, token, label, transcript.message.id);
+      if (!settled.ok) {
+        if (settled.upgraded) await publish(receipt.taskId, transcriptLabelled(settled.upgraded, 'acknowledged'));
+        return lost('settle');
+      }
+      const events: KandevEvent[] = [];
+      if (settled.message) events.push(...transcriptLabelled(settled.message, label));
+      if (label === 'acknowledged') events.push(reservedTurnStarted(transcript.message, { id: transcript.turnId }));
+      events.push(await queueStatus(receipt, 'settled'));
+      await publish(receipt.taskId, events);
+      rlog.debug({ label }, 'prompt delivered');
+      return 'delivered';
+    } catch (err) {
+      if (marked) {
+        // After the marker nothing is retried: reconciliation removes the receipt once its reservation expired.
+        rlog.error({ err }, 'prompt delivery failed after its at-most-once marker; reconciliation settles it without resending');
+        return 'failed';
+      }
+      rlog.warn({ err }, 'prompt delivery failed before its marker; released for retry');
+      await store
+        .release(receipt.id, token, { retryAfterMs: releaseBackoffMs(receipt.deliveryAttempts), error: (err as Error).message ?? String(err) })
+        .then(async (released) => {
+          if (released.ok) await publish(receipt.taskId, [await queueStatus(receipt, `released:${receipt.deliveryAttempts}`)]);
+        })
+        .catch((releaseErr: unknown) => rlog.warn({ err: releaseErr }, 'could not release the prompt receipt; its reservation expires instead'));
+      return 'failed';
+    } finally {
+      beat.stop();
+    }
+  }
+
+  function settleIdle() {
+    if (running.size > 0 || waiting.length > 0) return;
+    const waiters = idleWaiters;
+    idleWaiters = [];
+    for (const w of waiters) w();
+  }
+
+  function launch(sessionId: string): void {
+    const run = (async () => {
+      do {
+        again.delete(sessionId);
+        try {
+          await deliverHead(sessionId);
+        } catch (err) {
+          log.error({ sessionId, err }, 'prompt dispatch pass failed');
+        }
+      } while (again.has(sessionId) && accepting);
+    })().finally(() => {
+      running.delete(sessionId);
+      const next = waiting.shift();
+      if (next !== undefined && accepting) launch(next);
+      settleIdle();
+    });
+    running.set(sessionId, run);
+  }
+
+  function kick(sessionId: string): void {
+    if (!accepting || !store.available) return;
+    if (running.has(sessionId)) {
+      again.add(sessionId);
+      return;
+    }
+    if (waiting.includes(sessionId)) return;
+    if (running.size >= maxConcurrent) {
+      waiting.push(sessionId);
+      return;
+    }
+    launch(sessionId);
+  }
+
+  return {
+    kick,
+    start() {
+      accepting = true;
+    },
+    async poll() {
+      if (!accepting) return;
+      for (const sessionId of await store.listDispatchableSessions(100)) kick(sessionId);
+    },
+    whenIdle() {
+      if (running.size === 0 && waiting.length === 0) return Promise.resolve();
+      return new Promise<void>((resolve) => idleWaiters.push(resolve));
+    },
+    async stop() {
+      accepting = false;
+      waiting.length = 0;
+      again.clear();
+      await Promise.all([...running.values()]);
+    },
+  };
+}

@@ -1,0 +1,63 @@
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config.js';
+import { createFailpoints, NO_FAILPOINTS } from '../../src/failpoints.js';
+import { releaseBackoffMs } from '../../src/services/promptDispatcher.js';
+import { instantAfter } from '../../src/timestamps.js';
+
+const SETTINGS = ['reservationTtlMs', 'promptDeadlineMs', 'dispatchPollMs', 'queueMaxPerSession', 'failpoints'] as const;
+
+describe('the prompt dispatcher settings', () => {
+  it('default to a 30 s reservation, a 10 s prompt deadline, a 1 s poll, 10 queued prompts and no failpoints', () => {
+    expect(loadConfig({}, {}, SETTINGS)).toEqual({ reservationTtlMs: 30_000, promptDeadlineMs: 10_000, dispatchPollMs: 1_000, queueMaxPerSession: 10, failpoints: '' });
+  });
+
+  it('read their env names and flags, the flag winning', () => {
+    const env = { RESERVATION_TTL_MS: '1500', PROMPT_DEADLINE_MS: '2000', DISPATCH_POLL_MS: '50', QUEUE_MAX_PER_SESSION: '3', PENDING_PROJECTOR_FAILPOINTS: 'after_reserve=hang' };
+    expect(loadConfig({ 'dispatch-poll-ms': '75' }, env, SETTINGS)).toEqual({ reservationTtlMs: 1500, promptDeadlineMs: 2000, dispatchPollMs: 75, queueMaxPerSession: 3, failpoints: 'after_reserve=hang' });
+  });
+
+  it('refuse a queue limit outside 1..1000 and a failpoint setting that is not name=hang pairs, naming both ways to set them', () => {
+    let problems = '';
+    try {
+      loadConfig({}, { QUEUE_MAX_PER_SESSION: '0', PENDING_PROJECTOR_FAILPOINTS: 'after_reserve=crash' }, SETTINGS);
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      problems = (err as ConfigError).problems.join('\n');
+    }
+    expect(problems).toContain('QUEUE_MAX_PER_SESSION / --queue-max-per-session');
+    expect(problems).toContain('PENDING_PROJECTOR_FAILPOINTS / --failpoints');
+  });
+});
+
+describe('failpoints', () => {
+  const silent = pino({ level: 'silent' });
+
+  it('are a no-op unless armed', async () => {
+    expect(createFailpoints('', silent)).toBe(NO_FAILPOINTS);
+    await expect(createFailpoints('after_publish=hang', silent).reach('after_reserve')).resolves.toBeUndefined();
+  });
+
+  it('refuse an unknown name, so a typo never passes silently', () => {
+    expect(() => createFailpoints('after_reserv=hang', silent)).toThrow(/unknown failpoint/);
+  });
+
+  it('hang at an armed name: the promise stays pending', async () => {
+    const reached = createFailpoints('after_reserve=hang', silent).reach('after_reserve');
+    const state = await Promise.race([reached.then(() => 'resolved'), Promise.resolve('pending')]);
+    expect(state).toBe('pending');
+  });
+});
+
+describe('the release backoff', () => {
+  it('is min(60 s, 250 ms * 2^attempts)', () => {
+    expect([0, 1, 2, 3, 7, 8, 100].map(releaseBackoffMs)).toEqual([250, 500, 1000, 2000, 32_000, 60_000, 60_000]);
+  });
+});
+
+describe('instantAfter', () => {
+  it('adds milliseconds to a canonical instant, at microsecond precision', () => {
+    expect(instantAfter('2026-12-01T10:00:00.000000000Z', 1500)).toBe('2026-12-01T10:00:01.500000000Z');
+    expect(instantAfter('2026-12-01T23:59:59.999999000Z', 0.001)).toBe('2026-12-02T00:00:00.000000000Z');
+  });
+});
