@@ -4,7 +4,7 @@ import { TURN_META_PROMPT_DISPATCH_ATTEMPTED, TURN_META_PROMPT_DISPATCH_PENDING 
 import { toPromptReceiptRecord, writtenNow, type PromptReceiptRecord } from './planCommentRows.js';
 import { PROMPTABLE_SESSION_STATES } from './acceptedPrompt.js';
 import { nextPromptSeq } from './promptSeq.js';
-import { RESERVATION_LOST, releaseReservation, type ReservationLost } from './promptReservations.js';
+import { HEAD_ORDER, RESERVATION_LOST, releaseReservation, type ReservationLost } from './promptReservations.js';
 import { toMessageRecord, type MessageRecord } from './rowMapping.js';
 import type { ReceiptTable } from './schema/planCommentTables.js';
 import { lockSessionTurnWrites } from './sessionLocks.js';
@@ -142,6 +142,22 @@ export async function promptEligibility(ctx: RepositoryContext, taskId: string, 
   const state = session ? String(session.state) : '';
   if (!session || !PROMPTABLE_SESSION_STATES.includes(state)) return { ok: false, reason: 'session_unavailable', state };
   return { ok: true, state, passthrough: Number(session.is_passthrough ?? 0) === 1 };
+}
+
+/**
+ * Whether the session's head receipt could be delivered now, read without writing: asked before a
+ * reservation, so a busy session or a live clarification costs a read per poll, not a reserve and
+ * a release (which would also flap the waiting count and its events). Undefined: no unattempted
+ * receipt. W4 decides again under its locks.
+ */
+export async function headEligibility(ctx: RepositoryContext, table: ReceiptTable, sessionId: string): Promise<Eligibility | undefined> {
+  const rows = await rawRows<Row>(
+    ctx,
+    `SELECT h.task_id, h.delivery_kind FROM ${table} h WHERE h.session_id = ? AND h.delivery_attempted_at IS NULL ORDER BY ${HEAD_ORDER} LIMIT 1`,
+    [sessionId],
+  );
+  const head = rows[0];
+  return head ? promptEligibility(ctx, String(head.task_id), sessionId, String(head.delivery_kind)) : undefined;
 }
 
 /** W4's eligibility check outside W4: the receipt's reservation must be live, then `promptEligibility`. */

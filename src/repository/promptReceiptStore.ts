@@ -3,6 +3,7 @@ import type { RepositoryContext } from './context.js';
 import type { PromptReceiptRecord } from './planCommentRows.js';
 import {
   checkPromptEligibility,
+  headEligibility,
   markPromptDeliveryAttempted,
   persistPromptTranscript,
   removeAttemptedPromptReceipt,
@@ -56,6 +57,8 @@ export interface PromptReceiptStore {
   reserveHead(sessionId: string, owner: string, ttlMs: number): Promise<Reservation | undefined>;
   /** W2: the owner's heartbeat. */
   renew(id: string, token: string, ttlMs: number): Promise<{ ok: true } | ReservationLost>;
+  /** W4's eligibility rule for the session's head receipt, read without writing, before reserving it; undefined: nothing to deliver. */
+  headEligibility(sessionId: string): Promise<Eligibility | undefined>;
   /** W4's eligibility rule, read without writing: asked before a queued receipt's transcript is written. */
   checkEligibility(id: string, token: string): Promise<Eligibility | ReservationLost>;
   /** W3: the deterministic transcript (written for a queued receipt, read for a direct one). */
@@ -93,6 +96,7 @@ export function createPromptReceiptStore(ctx: RepositoryContext, schema: PlanCom
     listDispatchableSessions: (limit) => (table ? listDispatchableSessions(ctx, table, limit) : Promise.resolve([])),
     reserveHead: (sessionId, owner, ttlMs) => reserveHead(ctx, need(), sessionId, owner, ttlMs),
     renew: (id, token, ttlMs) => renewReservation(ctx, need(), id, token, ttlMs),
+    headEligibility: (sessionId) => (table ? headEligibility(ctx, table, sessionId) : Promise.resolve(undefined)),
     checkEligibility: (id, token) => checkPromptEligibility(ctx, need(), id, token),
     persistTranscript: (id, token) => persistPromptTranscript(ctx, need(), id, token, attachments),
     markAttempted: (id, token, options) => markPromptDeliveryAttempted(ctx, need(), id, token, options),

@@ -15,9 +15,11 @@ import type { TurnStartHook } from './turnStartHook.js';
  * of a session at a time.
  *
  * Per session, one pass:
- * 1. W1 reserve the head (a token, until now + RESERVATION_TTL_MS); nothing reservable: done.
- * 2. Eligibility (task active, session promptable, for a queued row no live clarification): if not,
- *    release without counting an attempt, and retry after the poll interval.
+ * 1. Eligibility of the head (task active, session promptable, for a queued row no live
+ *    clarification), read without writing; not eligible: done, nothing written. Then W1 reserve the
+ *    head (a token, until now + RESERVATION_TTL_MS); nothing reservable: done.
+ * 2. Eligibility again under the reservation (it may have changed in between): if not, release
+ *    without counting an attempt, and retry after the poll interval.
  * 3. W3 transcript (written for a queued row, read for a direct one) and `message.added`.
  * 4. For a queued row, the turn-start hook (a direct prompt ran it under the admission lease).
  *    From step 1 to settlement a heartbeat renews the reservation (W2) every TTL/3.
@@ -133,6 +135,14 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
 
   /** One pass over the session's head receipt. */
   async function deliverHead(sessionId: string): Promise<Outcome> {
+    // Read first: a busy session or a live clarification is the common case between prompts, and
+    // must cost no write (a reserve and release would also flap the waiting count and its events).
+    const ready = await store.headEligibility(sessionId);
+    if (!ready) return 'nothing';
+    if (!ready.ok) {
+      log.debug({ sessionId, reason: ready.reason }, 'head prompt receipt not eligible yet');
+      return 'nothing';
+    }
     const reservation = await store.reserveHead(sessionId, deps.owner, deps.reservationTtlMs);
     if (!reservation) return 'nothing';
     const { receipt, token } = reservation;
