@@ -69,7 +69,7 @@ export interface AcceptedPrompt {
   position: number | null;
   /** Queued and new: the session's waiting queued prompts after this one (for `message.queue.status_changed`). */
   queueCount: number | null;
-  /** `pending` until issue #17's dispatcher settles the receipt; a replay reports the current value. */
+  /** `pending` until the dispatcher settles the receipt; a replay reports the current value. */
   delivery: PromptDelivery;
   /** The visible prompt as stored. */
   content: string;

@@ -38,7 +38,7 @@ export type QueueListResult = { ok: true; taskId: string; entries: PromptReceipt
 
 /**
  * Every read and write of task-owned plan comments and prompt acceptance (ADR 0002), for the
- * services of issue #16 and the queue of #17. Every expected outcome is a value carrying a `code`
+ * plan-comment, send and queue services. Every expected outcome is a value carrying a `code`
  * (the reply code) and a machine-readable `reason`; only a failure of the database rejects.
  *
  * Each operation is one transaction. Created on a context that already is a transaction (the task
