@@ -19,7 +19,20 @@ const HOOK_SUBJECT = /^([^.*>\s]+(\.[^.*>\s]+)*)?$/;
 const intFrom = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 
 export const SETTINGS = {
-  databaseUrl: { env: 'DATABASE_URL', flag: 'database-url', schema: z.string().min(1), default: DEFAULT_DATABASE_URL, help: 'sqlite:<path>, sqlite::memory: or postgres://user@host:port/db' },
+  databaseUrl: {
+    env: 'DATABASE_URL',
+    flag: 'database-url',
+    schema: z.string().min(1),
+    default: DEFAULT_DATABASE_URL,
+    help: 'sqlite:<path>, sqlite::memory: or postgres://user@host:port/db; TLS with ?sslmode=require|verify-ca|verify-full&sslrootcert=<CA file> (libpq meaning)',
+  },
+  databasePasswordFile: {
+    env: 'DATABASE_PASSWORD_FILE',
+    flag: 'database-password-file',
+    schema: z.string(),
+    default: '',
+    help: 'file holding the PostgreSQL password (one trailing newline ignored), for a DATABASE_URL without one; empty: the URL\'s password, else PGPASSWORD',
+  },
   natsUrl: { env: 'NATS_URL', flag: 'nats-url', schema: z.string().min(1), default: 'nats://127.0.0.1:4222', help: 'NATS server(s), comma separated' },
   subjectPrefix: { env: 'SUBJECT_PREFIX', flag: 'subject-prefix', schema: z.string().regex(PREFIX, 'must be empty or dot-terminated tokens, e.g. "acme."'), default: '', help: 'prefix for every subject, stream, consumer and bucket (e.g. "acme.")' },
   healthPort: { env: 'HEALTH_PORT', flag: 'health-port', schema: intFrom(0, 65535), default: 9464, help: 'HTTP port for /healthz, /readyz, /metrics (0 picks a free port)' },
