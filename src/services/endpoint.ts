@@ -1,6 +1,7 @@
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
-import { z } from 'zod';
+import type { z } from 'zod';
+import { parseRequest } from './parseRequest.js';
 
 /** Stable error codes of every request/reply endpoint. */
 export const REPLY_ERROR_CODES = ['bad_request', 'not_found', 'conflict', 'retryable', 'unavailable', 'internal'] as const;
@@ -29,7 +30,7 @@ const encoder = new TextEncoder();
  * A request/reply endpoint on a plain subscription in a queue group (every replica serves it; one
  * answers each request). Bodies are JSON validated by zod; every reply is `{ok: true, ...}` or
  * `{ok: false, error: {code, message}}`: the handler's reply value, or a `bad_request` for a body
- * that never reached it. A handler crash becomes `internal` and the endpoint stays up.
+ * that never reached it (parseRequest). A handler crash becomes `internal` and the endpoint stays up.
  */
 export function serveEndpoint<S extends z.ZodType>(options: EndpointOptions<S>): { stop(): Promise<void>; done: Promise<void> } {
   const log = options.logger.child({ component: 'endpoint', subject: options.subject });
@@ -40,25 +41,14 @@ export function serveEndpoint<S extends z.ZodType>(options: EndpointOptions<S>):
   const done = (async () => {
     for await (const msg of sub) {
       const work = (async () => {
-        if (msg.data.byteLength > options.maxRequestBytes) {
-          respond(msg, { ok: false, error: { code: 'bad_request', message: `request of ${msg.data.byteLength} bytes exceeds ${options.maxRequestBytes}` } });
-          return;
-        }
-        let body: unknown;
-        try {
-          body = msg.data.byteLength === 0 ? {} : JSON.parse(new TextDecoder().decode(msg.data));
-        } catch (err) {
-          respond(msg, { ok: false, error: { code: 'bad_request', message: `invalid JSON: ${(err as Error).message}` } });
-          return;
-        }
-        const parsed = options.schema.safeParse(body);
-        if (!parsed.success) {
-          respond(msg, { ok: false, error: { code: 'bad_request', message: z.prettifyError(parsed.error) } });
+        const parsed = parseRequest(msg.data, options.schema, options.maxRequestBytes);
+        if (!parsed.ok) {
+          respond(msg, parsed.reply);
           return;
         }
         let reply: AnyReply;
         try {
-          reply = await options.handler(parsed.data);
+          reply = await options.handler(parsed.request);
         } catch (err) {
           log.error({ err }, 'endpoint handler failed');
           reply = { ok: false, error: { code: 'internal', message: (err as Error).message ?? 'internal error' } };
