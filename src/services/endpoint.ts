@@ -36,8 +36,21 @@ export function serveEndpoint<S extends z.ZodType>(options: EndpointOptions<S>):
   const log = options.logger.child({ component: 'endpoint', subject: options.subject });
   const sub: Subscription = options.nc.subscribe(options.subject, { queue: QUEUE_GROUP });
   const inFlight = new Set<Promise<void>>();
-  const respond = (msg: { respond(data: Uint8Array): boolean }, reply: AnyReply) =>
-    msg.respond(encoder.encode(JSON.stringify(reply)));
+  // A reply the connection will not send (over the server's max_payload, or the connection
+  // closed) throws; unhandled, that rejection would end the worker. The caller gets `internal`
+  // instead, if even that can be sent.
+  const respond = (msg: { respond(data: Uint8Array): boolean }, reply: AnyReply) => {
+    try {
+      msg.respond(encoder.encode(JSON.stringify(reply)));
+    } catch (err) {
+      log.error({ err }, 'endpoint reply could not be sent');
+      try {
+        msg.respond(encoder.encode(JSON.stringify({ ok: false, error: { code: 'internal', message: `the reply could not be sent: ${(err as Error).message}` } })));
+      } catch {
+        // The connection is gone: the caller's request times out, which it handles as unavailable.
+      }
+    }
+  };
   const done = (async () => {
     for await (const msg of sub) {
       const work = (async () => {
