@@ -23,6 +23,16 @@ const PROTOTYPE_KEYS = ['__proto__', 'constructor', 'prototype', 'toString', 'ha
 /** Ids both dialects store: what a caller would normally send. */
 export const plausibleId = fc.oneof(fc.uuid(), fc.stringMatching(/^[A-Za-z0-9._:-]{1,40}$/));
 
+/**
+ * Ids that are valid yet hostile: SQL and format-string text, wide and invisible characters,
+ * exactly MAX_ID_LENGTH long. Bound as parameters, they must find nothing and break nothing.
+ */
+export const hostileValidId = fc.oneof(
+  plausibleId,
+  fc.constantFrom("'; DROP TABLE tasks; --", '" OR 1=1 --', '😀', 'a'.repeat(MAX_ID_LENGTH), '${x}', '%s%n', '%00', '\\u0000', '\u2028', '\u200b', 'b64.x', '*', '>', 'a.b.c', ' '),
+  fc.string({ minLength: 1, maxLength: 40 }),
+);
+
 /** Strings no id may be: too long (up to 10 KB), with a NUL, with a lone surrogate, or empty. */
 export const invalidIdString = fc.oneof(
   fc.integer({ min: MAX_ID_LENGTH + 1, max: 10 * 1024 }).map((n) => 'i'.repeat(n)),
@@ -121,11 +131,14 @@ export function bodyFor(fields: readonly string[]): fc.Arbitrary<JsonText> {
 }
 
 /**
- * The bytes of anything a caller might send to an endpoint whose body has `fields`: bodies aimed
- * at its schema, any JSON value, deep nesting, text that is not JSON, bytes that are not UTF-8.
+ * The bytes of anything a caller might send to an endpoint with `schema`: bodies of its shape with
+ * hostile but valid values, bodies aimed at its fields, any JSON value, deep nesting, text that is
+ * not JSON, bytes that are not UTF-8.
  */
-export function requestBytes(fields: readonly string[]): fc.Arbitrary<Uint8Array> {
+export function requestBytes(schema: z.ZodType): fc.Arbitrary<Uint8Array> {
+  const fields = fieldsOf(schema);
   const text = fc.oneof(
+    { arbitrary: plausibleBodyOf(schema), weight: 4 },
     { arbitrary: bodyFor(fields), weight: 6 },
     { arbitrary: hostileJson, weight: 2 },
     { arbitrary: deeplyNested, weight: 1 },
@@ -143,11 +156,20 @@ const ENVELOPE_FIELDS = ['id', 'type', 'subject', 'source', 'timestamp', 'data']
 const DATA_FIELDS = ['task_id', 'session_id', 'type', 'requests_input'];
 
 /** A `data` object: the fields the worker reads (plausible or hostile) and strangers. */
-const eventData: fc.Arbitrary<JsonText> = fc.oneof({ arbitrary: bodyFor(DATA_FIELDS), weight: 5 }, { arbitrary: hostileJson, weight: 1 }, { arbitrary: deeplyNested, weight: 1 });
+const plausibleData: fc.Arbitrary<JsonText> = fc
+  .tuple(fc.option(hostileValidId, { nil: undefined }), fc.option(hostileValidId, { nil: undefined }), fc.option(fc.constantFrom('clarification_request', 'permission_request', 'message'), { nil: undefined }))
+  .map(([taskId, sessionId, type]) =>
+    objectText([
+      ...(taskId === undefined ? [] : [['task_id', JSON.stringify(taskId)] as const]),
+      ...(sessionId === undefined ? [] : [['session_id', JSON.stringify(sessionId)] as const]),
+      ...(type === undefined ? [] : [['type', JSON.stringify(type)] as const]),
+    ]),
+  );
+const eventData: fc.Arbitrary<JsonText> = fc.oneof({ arbitrary: plausibleData, weight: 5 }, { arbitrary: bodyFor(DATA_FIELDS), weight: 5 }, { arbitrary: hostileJson, weight: 1 }, { arbitrary: deeplyNested, weight: 1 });
 
-/** An envelope whose fields are mostly well formed, its `data` anything from plausible to hostile. */
+/** A well-formed envelope (plus strangers and prototype keys), its `data` anything from plausible to hostile. */
 const envelopeText: fc.Arbitrary<JsonText> = fc
-  .tuple(plausibleId, fc.constantFrom('task.updated', 'message.added', 'message.updated', 'turn.started'), eventData, fc.array(fc.tuple(fc.constantFrom(...ENVELOPE_FIELDS, ...PROTOTYPE_KEYS), hostileJson), { maxLength: 3 }))
+  .tuple(plausibleId, fc.constantFrom('task.updated', 'message.added', 'message.updated', 'turn.started'), eventData, fc.array(fc.tuple(fc.constantFrom(...PROTOTYPE_KEYS, 'x-extra'), hostileJson), { maxLength: 3 }))
   .map(([id, type, data, extra]) => objectText([['id', JSON.stringify(id)], ['type', JSON.stringify(type)], ['data', data], ...extra]));
 
 /** The bytes of anything a publisher might put on an inbound subject. */
@@ -198,6 +220,55 @@ interface ZodDef {
   innerType?: { _zod: { def: ZodDef } };
   element?: { _zod: { def: ZodDef } };
   in?: { _zod: { def: ZodDef } };
+  options?: Array<{ _zod: { def: ZodDef } }>;
+  entries?: Record<string, string | number>;
+  values?: unknown[];
+}
+
+const defOf = (schema: z.ZodType): ZodDef => (schema as unknown as { _zod: { def: ZodDef } })._zod.def;
+
+/**
+ * Bodies shaped by the schema itself: every field present with a value of its type (ids valid
+ * but hostile), so many pass the parser and reach the handler, and its SQL, with ids that name
+ * nothing. Optional fields are sometimes left out.
+ */
+export function plausibleBodyOf(schema: z.ZodType): fc.Arbitrary<JsonText> {
+  const build = (def: ZodDef, depth: number): fc.Arbitrary<JsonText> => {
+    switch (def.type) {
+      case 'string':
+        return hostileValidId.map((v) => JSON.stringify(v));
+      case 'number':
+        return fc.integer({ min: 1, max: 500 }).map(String);
+      case 'boolean':
+        return fc.boolean().map(String);
+      case 'enum':
+        return fc.constantFrom(...Object.values(def.entries ?? { x: 'x' })).map((v) => JSON.stringify(v));
+      case 'literal':
+        return fc.constantFrom(...(def.values ?? [null])).map((v) => JSON.stringify(v));
+      case 'object': {
+        const fields = Object.entries(def.shape ?? {}).map(([key, field]) => {
+          const fieldDef = field._zod.def;
+          const value = build(fieldDef, depth + 1).map((v) => [key, v] as const);
+          return fieldDef.type === 'optional' ? fc.option(value, { nil: undefined }) : value.map((entry): readonly [string, JsonText] | undefined => entry);
+        });
+        return fc.tuple(...fields).map((entries) => objectText(entries.filter((e): e is readonly [string, JsonText] => e !== undefined)));
+      }
+      case 'array':
+        return depth > 4 || !def.element ? fc.constant('[]') : fc.array(build(def.element._zod.def, depth + 1), { maxLength: 2 }).map((items) => `[${items.join(',')}]`);
+      case 'union':
+        return fc.oneof(...(def.options ?? []).map((option) => build(option._zod.def, depth + 1)));
+      case 'optional':
+      case 'default':
+      case 'nullable':
+      case 'prefault':
+        return def.innerType ? build(def.innerType._zod.def, depth) : hostileJson;
+      case 'pipe':
+        return def.in ? build(def.in._zod.def, depth) : hostileJson;
+      default:
+        return hostileJson;
+    }
+  };
+  return build(defOf(schema), 0);
 }
 
 /**
@@ -228,7 +299,7 @@ export function stringPathsOf(schema: z.ZodType): BodyPath[] {
         return;
     }
   };
-  walk((schema as unknown as { _zod: { def: ZodDef } })._zod.def, []);
+  walk(defOf(schema), []);
   return paths;
 }
 

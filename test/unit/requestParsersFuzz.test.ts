@@ -38,7 +38,7 @@ describe.each(Object.entries(ENDPOINT_REQUEST_SCHEMAS))('the request parser of %
 
   it('answers any bytes with a request holding only storable ids and text, or a bad_request reply, and never throws', () => {
     fc.assert(
-      fc.property(requestBytes(fields), (bytes) => {
+      fc.property(requestBytes(schema), (bytes) => {
         const parsed = parseRequest(bytes, schema, MAX_REQUEST_BYTES);
         if (parsed.ok) {
           expect(unstorableIn(parsed.request)).toBeUndefined();
