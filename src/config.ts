@@ -27,7 +27,20 @@ const INBOX_PREFIX = /^[^.*>\s]+(\.[^.*>\s]+)*$/;
 const inlineSecret = z.string().regex(/^[^\r\n]*$/, 'must be one line; put a multi-line secret in its _FILE setting');
 
 export const SETTINGS = {
-  databaseUrl: { env: 'DATABASE_URL', flag: 'database-url', schema: z.string().min(1), default: DEFAULT_DATABASE_URL, help: 'sqlite:<path>, sqlite::memory: or postgres://user@host:port/db' },
+  databaseUrl: {
+    env: 'DATABASE_URL',
+    flag: 'database-url',
+    schema: z.string().min(1),
+    default: DEFAULT_DATABASE_URL,
+    help: 'sqlite:<path>, sqlite::memory: or postgres://user@host:port/db; TLS with ?sslmode=require|verify-ca|verify-full&sslrootcert=<CA file> (libpq meaning)',
+  },
+  databasePasswordFile: {
+    env: 'DATABASE_PASSWORD_FILE',
+    flag: 'database-password-file',
+    schema: z.string(),
+    default: '',
+    help: 'file holding the PostgreSQL password (one trailing newline ignored), for a DATABASE_URL without one; empty: the URL\'s password, else PGPASSWORD',
+  },
   natsUrl: {
     env: 'NATS_URL',
     flag: 'nats-url',

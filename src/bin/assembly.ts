@@ -89,10 +89,14 @@ export interface Parts {
   readonly projector: Projector;
 }
 
+/** What opening the database reads; the password file is optional for in-process callers. */
+export type DatabaseConfig = Pick<Config, 'databaseUrl' | 'dbMaxConnections'> & Partial<Pick<Config, 'databasePasswordFile'>>;
+
 /** The database pool of `DATABASE_URL`; Knex's warnings go to `logger` when one is given. */
-export function openDatabase(config: Pick<Config, 'databaseUrl' | 'dbMaxConnections'>, logger?: Logger): Database {
+export function openDatabase(config: DatabaseConfig, logger?: Logger): Database {
   return createDatabase(config.databaseUrl, {
     maxConnections: config.dbMaxConnections,
+    passwordFile: config.databasePasswordFile || undefined,
     onWarning: logger ? (message) => logger.warn({ component: 'knex' }, message) : undefined,
   });
 }
@@ -282,7 +286,7 @@ export async function assembleParts(deps: PartsDeps): Promise<Parts> {
 }
 
 /** What a one-shot command that publishes projections reads. */
-export type CommandConfig = PartsConfig & NatsClientSettings & Pick<Config, 'databaseUrl' | 'dbMaxConnections' | 'logLevel'>;
+export type CommandConfig = PartsConfig & DatabaseConfig & NatsClientSettings & Pick<Config, 'logLevel'>;
 
 /**
  * Runs a one-shot command (reconcile, replay) over its own database pool and NATS connection named

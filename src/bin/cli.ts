@@ -23,7 +23,7 @@ interface Command {
   run(config: Config, args: { values: Record<string, unknown>; positionals: string[] }): Promise<number>;
 }
 
-const DB: SettingName[] = ['databaseUrl', 'logLevel', 'dbMaxConnections'];
+const DB: SettingName[] = ['databaseUrl', 'databasePasswordFile', 'logLevel', 'dbMaxConnections'];
 const BUS: SettingName[] = [...NATS_CLIENT_SETTINGS, 'subjectPrefix'];
 // Commands that read or write Kandev's rows (everything but migrate and dead-letters).
 const STORES: SettingName[] = [...DB, 'timestampForm'];
@@ -44,7 +44,7 @@ const COMMANDS: Record<string, Command> = {
   doctor: {
     summary: 'read the database (never writing) and report whether the worker can run on it: schema mode, columns, indexes, timestamp forms, metadata, open turns (exit 0 ok, 1 warnings, 2 cannot run)',
     usage: 'pending-projector doctor [--database-url URL] [--schema-mode auto|owned|kandev] [--sample N] [--json]',
-    settings: ['databaseUrl', 'schemaMode'],
+    settings: ['databaseUrl', 'databasePasswordFile', 'schemaMode'],
     options: {
       sample: { type: 'string', help: 'newest rows sampled per timestamp column (default 1000)' },
       json: { type: 'boolean', help: 'one JSON document with every finding and the verdict (docs/doctor.md)' },

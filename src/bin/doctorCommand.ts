@@ -9,7 +9,7 @@ import { judgeInspection, unreachableVerdict } from './doctorVerdict.js';
 import { addIndexesCommandLine } from './migrateCommand.js';
 import { createProgressReporter } from './progress.js';
 
-type DoctorConfig = Pick<Config, 'databaseUrl' | 'schemaMode'>;
+type DoctorConfig = Pick<Config, 'databaseUrl' | 'schemaMode'> & Partial<Pick<Config, 'databasePasswordFile'>>;
 
 export interface DoctorOptions {
   readonly json: boolean;
@@ -108,7 +108,7 @@ export async function runDoctorCommand(config: DoctorConfig, options: DoctorOpti
     process.stderr.write(`pending-projector doctor: ${message}\n`);
     return write({ database: config.databaseUrl, dialect: 'sqlite', inspection: null, verdict: unreachableVerdict(message), addIndexesCommand: null });
   }
-  const db = createDatabase(config.databaseUrl, { readOnly: true, maxConnections: 1 });
+  const db = createDatabase(config.databaseUrl, { readOnly: true, maxConnections: 1, passwordFile: config.databasePasswordFile || undefined });
   const progress = slowCheckProgress();
   try {
     try {

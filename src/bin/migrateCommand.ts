@@ -3,9 +3,9 @@ import { addMissingIndexes, type IndexBuildEvent } from '../repository/schema/ad
 import { inspectRequiredIndexes, unservedIndexes, type IndexInspection } from '../repository/schema/indexInspection.js';
 import { migrateSchema } from '../repository/migrate.js';
 import { ADD_INDEXES_COMMAND } from './addIndexesCommand.js';
-import { openDatabase, storesOf } from './assembly.js';
+import { openDatabase, storesOf, type DatabaseConfig } from './assembly.js';
 
-type MigrateConfig = Pick<Config, 'databaseUrl' | 'dbMaxConnections' | 'schemaMode'> & Partial<Pick<Config, 'timestampForm'>>;
+type MigrateConfig = DatabaseConfig & Pick<Config, 'schemaMode'> & Partial<Pick<Config, 'timestampForm'>>;
 
 /** One line per required index that is not there, for a person: what holds its name and what to do. */
 export function describeUnservedIndex(inspection: IndexInspection): string {

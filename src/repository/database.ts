@@ -6,7 +6,8 @@ import { dialectFor, type SqlDialect } from './dialect.js';
 import { ImmediateBetterSQLite3Client } from './driver/sqliteClient.js';
 import { startSqliteCheckpointer, type SqliteCheckpointer, type SqliteCheckpointerOptions } from './driver/sqliteCheckpointer.js';
 import { toCanonicalTimestamp } from '../timestamps.js';
-import { ERROR_CODES, PendingProjectorError } from '../errors.js';
+import { DatabaseUrlError } from './databaseUrlError.js';
+import { postgresConnection, readPasswordFile } from './postgresConnection.js';
 
 /** An open database: the Knex instance plus the dialect capabilities every query is built with. */
 export interface Database {
@@ -36,6 +37,11 @@ export interface DatabaseOptions {
    * PostgreSQL sessions with `default_transaction_read_only`, so a write statement fails.
    */
   readOnly?: boolean;
+  /**
+   * PostgreSQL: a file holding the password (DATABASE_PASSWORD_FILE), read once here. Without it
+   * the password is the URL's, else the driver's own PGPASSWORD.
+   */
+  passwordFile?: string;
 }
 
 function knexLog(options: DatabaseOptions) {
@@ -64,19 +70,20 @@ const pgTypes = {
   },
 };
 
-export class DatabaseUrlError extends PendingProjectorError {
-  override name = 'DatabaseUrlError';
-  constructor(message: string) {
-    super(ERROR_CODES.CONFIG_DATABASE_URL, message);
-  }
-}
+export { DatabaseUrlError };
 
-/** Parses `sqlite:<path>`, `sqlite::memory:` or `postgres://...` and opens a pool. */
+/**
+ * Parses `sqlite:<path>`, `sqlite::memory:` or `postgres://...` and opens a pool. Every command
+ * opens its database here, so each honours the URL's TLS parameters (libpq's `sslmode` and
+ * `sslrootcert`, see postgresConnection.ts) and the password file alike.
+ */
 export function createDatabase(url: string = DEFAULT_DATABASE_URL, options: DatabaseOptions = {}): Database {
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
+    const password = options.passwordFile ? readPasswordFile(options.passwordFile) : undefined;
+    const { connectionString, ssl } = postgresConnection(url, { password });
     const knex = knexFactory({
       client: 'pg',
-      connection: { connectionString: url, types: pgTypes } as Knex.PgConnectionConfig,
+      connection: { connectionString, ssl, types: pgTypes } as Knex.PgConnectionConfig,
       searchPath: options.searchPath ? [options.searchPath] : undefined,
       log: knexLog(options),
       pool: {
@@ -95,6 +102,7 @@ export function createDatabase(url: string = DEFAULT_DATABASE_URL, options: Data
     return wrap(knex, 'postgres', url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@'), options.maxConnections ?? DEFAULT_PG_MAX_CONNECTIONS);
   }
   if (url.startsWith('sqlite:')) {
+    if (options.passwordFile) throw new DatabaseUrlError('DATABASE_PASSWORD_FILE is set, but a SQLite DATABASE_URL takes no password');
     const filename = url.slice('sqlite:'.length);
     if (filename === '') throw new DatabaseUrlError('DATABASE_URL "sqlite:" needs a path, e.g. sqlite:./data/pending-projector.db');
     const memory = filename === ':memory:';

@@ -1,6 +1,7 @@
 import { errors, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
-import { z } from 'zod';
+import type { z } from 'zod';
+import { parseRequest } from './parseRequest.js';
 
 /** Stable error codes of every request/reply endpoint. */
 export const REPLY_ERROR_CODES = ['bad_request', 'not_found', 'conflict', 'retryable', 'unavailable', 'internal'] as const;
@@ -29,14 +30,27 @@ const encoder = new TextEncoder();
  * A request/reply endpoint on a plain subscription in a queue group (every replica serves it; one
  * answers each request). Bodies are JSON validated by zod; every reply is `{ok: true, ...}` or
  * `{ok: false, error: {code, message}}`: the handler's reply value, or a `bad_request` for a body
- * that never reached it. A handler crash becomes `internal` and the endpoint stays up.
+ * that never reached it (parseRequest). A handler crash becomes `internal` and the endpoint stays up.
  */
 export function serveEndpoint<S extends z.ZodType>(options: EndpointOptions<S>): { stop(): Promise<void>; done: Promise<void>; failure(): unknown } {
   const log = options.logger.child({ component: 'endpoint', subject: options.subject });
   const sub: Subscription = options.nc.subscribe(options.subject, { queue: QUEUE_GROUP });
   const inFlight = new Set<Promise<void>>();
-  const respond = (msg: { respond(data: Uint8Array): boolean }, reply: AnyReply) =>
-    msg.respond(encoder.encode(JSON.stringify(reply)));
+  // A reply the connection will not send (over the server's max_payload, or the connection
+  // closed) throws; unhandled, that rejection would end the worker. The caller gets `internal`
+  // instead, if even that can be sent.
+  const respond = (msg: { respond(data: Uint8Array): boolean }, reply: AnyReply) => {
+    try {
+      msg.respond(encoder.encode(JSON.stringify(reply)));
+    } catch (err) {
+      log.error({ err }, 'endpoint reply could not be sent');
+      try {
+        msg.respond(encoder.encode(JSON.stringify({ ok: false, error: { code: 'internal', message: `the reply could not be sent: ${(err as Error).message}` } })));
+      } catch {
+        // The connection is gone: the caller's request times out, which it handles as unavailable.
+      }
+    }
+  };
   let failure: unknown;
   const done = (async () => {
     try {
@@ -51,25 +65,14 @@ export function serveEndpoint<S extends z.ZodType>(options: EndpointOptions<S>):
   async function serve(): Promise<void> {
     for await (const msg of sub) {
       const work = (async () => {
-        if (msg.data.byteLength > options.maxRequestBytes) {
-          respond(msg, { ok: false, error: { code: 'bad_request', message: `request of ${msg.data.byteLength} bytes exceeds ${options.maxRequestBytes}` } });
-          return;
-        }
-        let body: unknown;
-        try {
-          body = msg.data.byteLength === 0 ? {} : JSON.parse(new TextDecoder().decode(msg.data));
-        } catch (err) {
-          respond(msg, { ok: false, error: { code: 'bad_request', message: `invalid JSON: ${(err as Error).message}` } });
-          return;
-        }
-        const parsed = options.schema.safeParse(body);
-        if (!parsed.success) {
-          respond(msg, { ok: false, error: { code: 'bad_request', message: z.prettifyError(parsed.error) } });
+        const parsed = parseRequest(msg.data, options.schema, options.maxRequestBytes);
+        if (!parsed.ok) {
+          respond(msg, parsed.reply);
           return;
         }
         let reply: AnyReply;
         try {
-          reply = await options.handler(parsed.data);
+          reply = await options.handler(parsed.request);
         } catch (err) {
           log.error({ err }, 'endpoint handler failed');
           reply = { ok: false, error: { code: 'internal', message: (err as Error).message ?? 'internal error' } };

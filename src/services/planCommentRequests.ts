@@ -5,7 +5,8 @@ import { PLAN_COMMENT_LIMITS } from '../turns/planCommentPrompt.js';
 /**
  * Request bodies of the plan-comment, message and attachment endpoints (docs/endpoints.md). Every
  * body is `.strict()`: an unknown field is `bad_request`, which is what makes a `session_id` in
- * Run's body a refusal (Run addresses the task's primary session, never a selected tab).
+ * Run's body a refusal (Run addresses the task's primary session, never a selected tab). Every
+ * string is storable text (src/storableText.ts): those that are not ids still reach SQL.
  */
 
 /**
@@ -59,9 +60,9 @@ export const legacyDraftSchema = z
     id: idSchema,
     sessionId: idSchema,
     text: storableTextSchema.refine((s) => codePoints(s.trim()) <= PLAN_COMMENT_LIMITS.bodyMaxCodePoints, { message: 'text is too long' }),
-    createdAt: z.string().max(64),
-    status: z.string().max(64).optional(),
-    source: z.string().max(64).optional(),
+    createdAt: storableTextSchema.max(64),
+    status: storableTextSchema.max(64).optional(),
+    source: storableTextSchema.max(64).optional(),
     selectedText: selectedText.optional(),
     from: anchor.optional(),
     to: anchor.optional(),
@@ -121,11 +122,11 @@ export const attachmentStageSchema = z
     task_id: idSchema.optional(),
     session_id: idSchema.optional(),
     name: storableTextSchema.refine((s) => s.length <= 1024, { message: 'name is too long' }),
-    mime_type: z.string().min(1).max(255),
+    mime_type: storableTextSchema.min(1).max(255),
     size_bytes: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
     storage_key: idSchema,
-    kind: z.string().min(1).max(64).optional(),
-    delivery_mode: z.string().min(1).max(64).optional(),
+    kind: storableTextSchema.min(1).max(64).optional(),
+    delivery_mode: storableTextSchema.min(1).max(64).optional(),
     ttl_ms: z.number().int().min(1000).max(ATTACHMENT_MAX_TTL_MS).default(ATTACHMENT_DEFAULT_TTL_MS),
   })
   .strict();

@@ -5,22 +5,10 @@ import type { Topology } from '../events/subjects.js';
 import { NatsPermissionError, subscriptionDenial } from '../events/natsPermissions.js';
 import type { ClarificationService } from './clarificationService.js';
 import { serveEndpoint, type AnyReply } from './endpoint.js';
-import { ENDPOINTS, listPendingRequestSchema, respondRequestSchema, sessionRequestSchema, taskRequestSchema } from './requests.js';
+import { ENDPOINT_REQUEST_SCHEMAS, type EndpointName, type EndpointRequest } from './endpointRequestSchemas.js';
+import { ENDPOINTS } from './requests.js';
 import type { TaskService } from './taskService.js';
 import type { PlanCommentService } from './planCommentService.js';
-import {
-  attachmentStageSchema,
-  importLegacySchema,
-  messageSendSchema,
-  planCommentCreateSchema,
-  planCommentDeleteSchema,
-  planCommentListSchema,
-  planCommentRunSchema,
-  planCommentUpdateSchema,
-  planDeleteSchema,
-  queueEnqueueSchema,
-  queueListSchema,
-} from './planCommentRequests.js';
 
 export interface ServiceEndpointsOptions {
   nc: NatsConnection;
@@ -39,31 +27,34 @@ export interface ServiceEndpointsOptions {
  */
 export async function startServiceEndpoints(options: ServiceEndpointsOptions): Promise<{ stop(): Promise<void> }> {
   const { nc, topology, logger, maxRequestBytes, clarifications, tasks, planComments: plans } = options;
-  const serve = <S extends z.ZodType>(name: string, schema: S, handler: (request: z.output<S>) => Promise<AnyReply>) =>
-    serveEndpoint({ nc, logger, maxRequestBytes, subject: topology.serviceSubject(name), schema, handler });
+  // Each endpoint's body is validated by its schema in ENDPOINT_REQUEST_SCHEMAS, the table the fuzz
+  // tests walk. The handler is typed by that schema's output at each call below; the cast only
+  // hides it from serveEndpoint, as TypeScript does not carry the table's indexed type through.
+  const serve = <N extends EndpointName>(name: N, handler: (request: EndpointRequest<N>) => Promise<AnyReply>) =>
+    serveEndpoint({ nc, logger, maxRequestBytes, subject: topology.serviceSubject(name), schema: ENDPOINT_REQUEST_SCHEMAS[name] as z.ZodType, handler: handler as (request: unknown) => Promise<AnyReply> });
   const endpoints = [
-    serve(ENDPOINTS.summaryGet, taskRequestSchema, (request) => tasks.getSummary(request)),
-    serve(ENDPOINTS.taskReproject, taskRequestSchema, (request) => tasks.reproject(request)),
-    serve(ENDPOINTS.clarificationRespond, respondRequestSchema, (request) => clarifications.respond(request)),
-    serve(ENDPOINTS.clarificationListPending, listPendingRequestSchema, (request) => clarifications.listPending(request)),
-    serve(ENDPOINTS.clarificationDetach, sessionRequestSchema, (request) => clarifications.detach(request)),
-    serve(ENDPOINTS.clarificationExpire, sessionRequestSchema, (request) => clarifications.expire(request)),
-    serve(ENDPOINTS.sessionGuard, sessionRequestSchema, (request) => clarifications.guard(request)),
-    serve(ENDPOINTS.sessionTurns, sessionRequestSchema, (request) => clarifications.turns(request)),
-    serve(ENDPOINTS.taskPendingActions, taskRequestSchema, (request) => clarifications.pendingActions(request)),
+    serve(ENDPOINTS.summaryGet, (request) => tasks.getSummary(request)),
+    serve(ENDPOINTS.taskReproject, (request) => tasks.reproject(request)),
+    serve(ENDPOINTS.clarificationRespond, (request) => clarifications.respond(request)),
+    serve(ENDPOINTS.clarificationListPending, (request) => clarifications.listPending(request)),
+    serve(ENDPOINTS.clarificationDetach, (request) => clarifications.detach(request)),
+    serve(ENDPOINTS.clarificationExpire, (request) => clarifications.expire(request)),
+    serve(ENDPOINTS.sessionGuard, (request) => clarifications.guard(request)),
+    serve(ENDPOINTS.sessionTurns, (request) => clarifications.turns(request)),
+    serve(ENDPOINTS.taskPendingActions, (request) => clarifications.pendingActions(request)),
     ...(plans
       ? [
-          serve(ENDPOINTS.planCommentList, planCommentListSchema, (request) => plans.list(request)),
-          serve(ENDPOINTS.planCommentCreate, planCommentCreateSchema, (request) => plans.create(request)),
-          serve(ENDPOINTS.planCommentUpdate, planCommentUpdateSchema, (request) => plans.update(request)),
-          serve(ENDPOINTS.planCommentDelete, planCommentDeleteSchema, (request) => plans.remove(request)),
-          serve(ENDPOINTS.planCommentImportLegacy, importLegacySchema, (request) => plans.importLegacy(request)),
-          serve(ENDPOINTS.planCommentRun, planCommentRunSchema, (request) => plans.run(request)),
-          serve(ENDPOINTS.planDelete, planDeleteSchema, (request) => plans.deletePlan(request)),
-          serve(ENDPOINTS.messageSend, messageSendSchema, (request) => plans.send(request)),
-          serve(ENDPOINTS.queueEnqueue, queueEnqueueSchema, (request) => plans.enqueue(request)),
-          serve(ENDPOINTS.queueList, queueListSchema, (request) => plans.listQueue(request)),
-          serve(ENDPOINTS.attachmentStage, attachmentStageSchema, (request) => plans.stageAttachment(request)),
+          serve(ENDPOINTS.planCommentList, (request) => plans.list(request)),
+          serve(ENDPOINTS.planCommentCreate, (request) => plans.create(request)),
+          serve(ENDPOINTS.planCommentUpdate, (request) => plans.update(request)),
+          serve(ENDPOINTS.planCommentDelete, (request) => plans.remove(request)),
+          serve(ENDPOINTS.planCommentImportLegacy, (request) => plans.importLegacy(request)),
+          serve(ENDPOINTS.planCommentRun, (request) => plans.run(request)),
+          serve(ENDPOINTS.planDelete, (request) => plans.deletePlan(request)),
+          serve(ENDPOINTS.messageSend, (request) => plans.send(request)),
+          serve(ENDPOINTS.queueEnqueue, (request) => plans.enqueue(request)),
+          serve(ENDPOINTS.queueList, (request) => plans.listQueue(request)),
+          serve(ENDPOINTS.attachmentStage, (request) => plans.stageAttachment(request)),
         ]
       : []),
   ];

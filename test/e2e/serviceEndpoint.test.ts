@@ -19,11 +19,13 @@ describe('a request/reply endpoint over a real NATS', () => {
     endpoint = serveEndpoint({
       nc,
       subject,
-      schema: z.object({ mode: z.enum(['ok', 'fail', 'crash']) }),
+      schema: z.object({ mode: z.enum(['ok', 'fail', 'crash', 'huge']) }),
       logger: silentLogger(),
       maxRequestBytes: 1024,
       async handler({ mode }): Promise<ProbeReply> {
         if (mode === 'crash') throw new Error('the store went away');
+        // Over the server's max_payload (1 MB by default): the connection refuses to send it.
+        if (mode === 'huge') return { ok: true, answer: 1, padding: 'p'.repeat(nc.info!.max_payload + 1) } as ProbeReply;
         if (mode === 'fail') return { ...failure('unavailable', 'cannot tell'), blocked: true, live: true };
         return { ok: true, answer: 42 };
       },
@@ -50,5 +52,10 @@ describe('a request/reply endpoint over a real NATS', () => {
   it('answers a body the schema refuses with bad_request, without calling the handler', async () => {
     // The handler would answer ok: true to any mode but the two it knows.
     expect(await ask({ mode: 'other' })).toMatchObject({ ok: false, error: { code: 'bad_request' } });
+  });
+
+  it('replies internal when the reply is too large to send, instead of ending the process, and keeps answering', async () => {
+    expect(await ask({ mode: 'huge' })).toEqual({ ok: false, error: { code: 'internal', message: expect.stringMatching(/reply could not be sent/) } });
+    expect(await ask({ mode: 'ok' })).toEqual({ ok: true, answer: 42 });
   });
 });
