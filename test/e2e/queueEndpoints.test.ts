@@ -3,16 +3,19 @@ import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node'
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
+import { TASK_SESSION_STATE_CHANGED } from '../../src/events/kandevEvents.js';
 import { MESSAGE_QUEUE_STATUS_CHANGED, PLAN_COMMENTS_UPDATED } from '../../src/events/subjects.js';
 import { silentLogger } from '../../src/logger.js';
 import { rawRows } from '../../src/repository/context.js';
 import { createSession, setSessionState } from '../../src/repository/tasks.js';
+import { instantAfter } from '../../src/timestamps.js';
 import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
 import { collectEvents } from '../support/busEvents.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { createGate, type Gate } from '../support/gate.js';
-import { connectTestNats, deleteTopology, eventually, uniquePrefix } from '../support/nats.js';
+import { connectTestNats, deleteTopology, envelope, eventually, uniquePrefix } from '../support/nats.js';
 import { acceptanceState, seedPlanTask } from '../support/planComments.js';
+import { promptsOnStream } from '../support/promptReceipts.js';
 import { testWorkerConfig } from '../support/workerConfig.js';
 
 const QUEUE_MAX = 3;
@@ -22,7 +25,12 @@ const encoder = new TextEncoder();
 /**
  * queue.enqueue and queue.list through the typed client against a real worker on a real NATS: the
  * accepting transaction with the queued delivery kind, its refusals (each writing nothing), caller-id
- * replay while the entry waits, the limit, and the status event.
+ * replay while the entry waits and after its delivery, the limit, and the status event.
+ *
+ * The worker's prompt dispatcher runs: it delivers the head receipt of any promptable session (IDLE
+ * or WAITING_FOR_INPUT). So the sessions whose queue a test inspects are RUNNING, as they are when
+ * a user queues for real (the agent is working); the dispatcher reads a busy session's head and
+ * writes nothing. A test that needs a delivery makes the session IDLE the way Kandev does.
  */
 describeEachDialect('queue endpoints over a real NATS on %s', (dialect) => {
   let t: TestDatabase;
@@ -55,8 +63,9 @@ describeEachDialect('queue endpoints over a real NATS on %s', (dialect) => {
     return sub;
   }
 
-  async function seedComments(n: number) {
-    const task = await seedPlanTask(t.ctx);
+  /** A task with `n` plan comments, its primary session in `sessionState` (RUNNING: nothing is delivered). */
+  async function seedComments(n: number, sessionState = 'RUNNING') {
+    const task = await seedPlanTask(t.ctx, { sessionState });
     const comments = [];
     for (let i = 0; i < n; i++) {
       const reply = await client.createPlanComment({ task_id: task.taskId, plan_id: task.planId, comment_id: `c-${randomUUID()}`, body: `comment ${i}`, selected_text: `line ${i}` });
@@ -73,6 +82,21 @@ describeEachDialect('queue endpoints over a real NATS on %s', (dialect) => {
       `SELECT id, session_id, position, delivery_kind, metadata_json, attachments_json, durable_transcript_message_id, delivery_attempted_at FROM queued_messages ORDER BY id`,
     );
     return { ...(await acceptanceState(t.ctx, taskId)), receipts };
+  }
+
+  /** The agent finished its turn: Kandev sets the session IDLE and publishes the change, which kicks the dispatcher. */
+  async function agentGoesIdle(taskId: string, sessionId: string) {
+    await rawRows(t.ctx, `UPDATE task_sessions SET state = 'IDLE' WHERE id = ?`, [sessionId]);
+    await jetstream(nc).publish(`${prefix}${TASK_SESSION_STATE_CHANGED}`, envelope(TASK_SESSION_STATE_CHANGED, { task_id: taskId, session_id: sessionId, old_state: 'RUNNING', new_state: 'IDLE' }));
+  }
+
+  /** The delivery label of the transcript message `id` once its receipt was settled (deleted and labelled). */
+  async function settled(id: string): Promise<string> {
+    return eventually(async () => {
+      if ((await rawRows(t.ctx, 'SELECT id FROM queued_messages WHERE id = ?', [id])).length > 0) return undefined;
+      const message = await t.ctx.knex('task_session_messages').where({ id }).first();
+      return message ? (JSON.parse(String(message.metadata)).prompt_delivery as string | undefined) : undefined;
+    }, 20_000, `the settlement of receipt ${id}`);
   }
 
   beforeAll(async () => {
@@ -177,39 +201,31 @@ describeEachDialect('queue endpoints over a real NATS on %s', (dialect) => {
     expect(bus.ofType(MESSAGE_QUEUE_STATUS_CHANGED).filter((e) => e.data.session_id === task.sessionId)).toHaveLength(1);
   });
 
-  it('after the entry was delivered and deleted, the transcript message with the caller id answers the replay', async () => {
-    const task = await seedPlanTask(t.ctx);
+  it('after the dispatcher delivered the entry and deleted it, the transcript message with the caller id answers the replay', async () => {
+    const task = await seedPlanTask(t.ctx, { sessionState: 'RUNNING' });
     const callerId = randomUUID();
     const request = { session_id: task.sessionId, caller_id: callerId, content: 'deliver me' };
     const first = await client.enqueue(request);
     if (!first.ok) throw new Error(JSON.stringify(first));
-    const receipt = (await rawRows<Record<string, unknown>>(t.ctx, 'SELECT metadata_json FROM queued_messages WHERE id = ?', [callerId]))[0]!;
-    const fingerprint = JSON.parse(String(receipt.metadata_json)).plan_comment_request_fingerprint as string;
-    // What the dispatcher leaves once delivered (its own tests cover how): the transcript message
-    // with id = caller id carrying the receipt's fingerprint, and no receipt.
-    const turnId = randomUUID();
-    const now = '2026-09-01T10:00:00.000000000Z';
-    await t.ctx.knex('task_session_turns').insert({ id: turnId, task_session_id: task.sessionId, task_id: task.taskId, started_at: now, created_at: now, updated_at: now, metadata: '{}' });
-    await t.ctx.knex('task_session_messages').insert({
-      id: callerId,
-      task_session_id: task.sessionId,
-      task_id: task.taskId,
-      turn_id: turnId,
-      author_type: 'user',
-      author_id: '',
-      content: 'deliver me',
-      requests_input: 0,
-      type: 'message',
-      metadata: JSON.stringify({ client_message_id: callerId, queue_id: callerId, delivery_kind: 'queued', plan_comment_refs: [], plan_comment_request_fingerprint: fingerprint, prompt_delivery: 'acknowledged' }),
-      created_at: now,
-      updated_at: now,
-      prompt_seq: 1,
-    });
-    await t.ctx.knex('queued_messages').where({ id: callerId }).delete();
+    expect(first).toMatchObject({ replayed: false, message_id: null, delivery: 'pending' });
 
-    expect(await client.enqueue(request)).toMatchObject({ ok: true, replayed: true, queue_id: callerId, message_id: callerId, position: null, delivery_kind: 'queued', delivery: 'acknowledged' });
+    // The agent finishes its turn: the dispatcher delivers the entry, deletes it and labels its transcript.
+    await agentGoesIdle(task.taskId, task.sessionId);
+    const delivery = await settled(callerId);
+    expect(delivery).toBe('acknowledged');
+    const prompts = await promptsOnStream(nc, prefix, task.sessionId);
+    expect(prompts.map((p) => p.receiptId)).toEqual([callerId]);
+    expect(prompts[0]!.data).toMatchObject({ receipt_id: callerId, caller_id: callerId, message_id: callerId, delivery_kind: 'queued', content: 'deliver me' });
+    expect(hookCalls).toContain(callerId);
+    expect(await t.ctx.knex('task_sessions').where({ id: task.sessionId }).first()).toMatchObject({ state: 'RUNNING' });
+    const message = await t.ctx.knex('task_session_messages').where({ id: callerId }).first();
+    expect(JSON.parse(String(message.metadata))).toMatchObject({ client_message_id: callerId, queue_id: callerId, delivery_kind: 'queued', prompt_delivery: 'acknowledged' });
+
+    expect(await client.enqueue(request)).toMatchObject({ ok: true, replayed: true, receipt_id: callerId, queue_id: callerId, message_id: callerId, position: null, delivery_kind: 'queued', delivery });
     expect(await client.enqueue({ ...request, content: 'other' })).toMatchObject({ ok: false, reason: 'caller_id_conflict' });
     expect(await t.ctx.knex('queued_messages').where({ id: callerId }).first()).toBeUndefined();
+    // The replay delivered nothing again.
+    expect(await promptsOnStream(nc, prefix, task.sessionId)).toHaveLength(1);
   });
 
   it('a session holds at most QUEUE_MAX_PER_SESSION waiting entries: the next is conflict queue_full with count and max, and consumes nothing', async () => {
@@ -230,14 +246,16 @@ describeEachDialect('queue endpoints over a real NATS on %s', (dialect) => {
     if (!listed.ok) throw new Error(JSON.stringify(listed));
     expect(listed.entries.map((e) => e.content)).toEqual(['prompt 0', 'prompt 1', 'prompt 2']);
 
-    // A reserved head no longer waits (queue.list and the limit count waiting entries only).
-    await t.ctx.knex('queued_messages').where({ id: listed.entries[0]!.id }).update({ delivery_reservation_token: 'held', delivery_reservation_expires_at: '2026-09-01T10:00:00.000000000Z' });
+    // A reserved head no longer waits (queue.list and the limit count waiting entries only). The
+    // reservation is live, another dispatcher's: this worker's reconciliation leaves it alone.
+    await t.ctx.knex('queued_messages').where({ id: listed.entries[0]!.id }).update({ delivery_reservation_token: 'held', delivery_reservation_owner: 'another-dispatcher', delivery_reservation_expires_at: instantAfter(t.ctx.clock(), 3_600_000) });
     expect(await client.listQueue({ session_id: task.sessionId })).toMatchObject({ count: 2 });
     expect(await client.enqueue({ session_id: task.sessionId, caller_id: randomUUID(), content: 'fits again' })).toMatchObject({ ok: true, replayed: false });
   });
 
   it("a comment-bearing enqueue waits while a send holds the task's admission lease, then fails closed on the comment the send consumed; an enqueue runs no turn-start hook", async () => {
-    const task = await seedComments(2);
+    // IDLE: a direct send needs a promptable session. The dispatcher delivers it and claims the session RUNNING.
+    const task = await seedComments(2, 'IDLE');
     const sendId = randomUUID();
     const entry = { gate: createGate(), reached: createGate() };
     held.set(sendId, entry);
@@ -261,10 +279,17 @@ describeEachDialect('queue endpoints over a real NATS on %s', (dialect) => {
     const retried = await client.enqueue({ session_id: task.sessionId, caller_id: queueId, content: 'later', plan_comment_refs: [{ id: task.comments[1]!.id, version: 1 }] });
     expect(retried).toMatchObject({ ok: true, replayed: false, plan_comments: { revision: 4, comments: [] } });
     expect(hookCalls).not.toContain(queueId);
+
+    // The send is delivered (direct rows come first); the agent now works, so the entry waits, untouched.
+    expect(await settled(sendId)).toBe('acknowledged');
+    expect((await promptsOnStream(nc, prefix, task.sessionId)).map((p) => p.receiptId)).toEqual([sendId]);
+    expect(await t.ctx.knex('task_sessions').where({ id: task.sessionId }).first()).toMatchObject({ state: 'RUNNING' });
+    expect(await t.ctx.knex('queued_messages').where({ id: queueId }).first()).toMatchObject({ delivery_reservation_token: null, delivery_attempted_at: null, durable_transcript_message_id: null });
+    expect(hookCalls).not.toContain(queueId);
   });
 
   it('concurrent enqueues into one session never pass the limit and never share a position', async () => {
-    const task = await seedPlanTask(t.ctx);
+    const task = await seedPlanTask(t.ctx, { sessionState: 'RUNNING' });
     const replies = await Promise.all(Array.from({ length: QUEUE_MAX + 3 }, (_, i) => client.enqueue({ session_id: task.sessionId, caller_id: randomUUID(), content: `racing ${i}` })));
     const accepted = replies.filter((r) => r.ok);
     expect(accepted).toHaveLength(QUEUE_MAX);

@@ -6,7 +6,9 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
 import { MESSAGE_QUEUE_STATUS_CHANGED } from '../../src/events/subjects.js';
 import { silentLogger } from '../../src/logger.js';
-import type { RepositoryContext } from '../../src/repository/context.js';
+import { rawRows, withTransaction, type RepositoryContext } from '../../src/repository/context.js';
+import { createPlanCommentStore, openPlanCommentStore } from '../../src/repository/planCommentStore.js';
+import { instantAfter } from '../../src/timestamps.js';
 import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
 import { collectEvents } from '../support/busEvents.js';
 import type { TestDatabase } from '../support/databases.js';
@@ -36,6 +38,9 @@ function cli(args: string[]): Promise<{ status: number | null; stdout: string; s
  * Kandev's own `queued_messages` (no receipt columns) plus this service's receipts in
  * `pending_projector_prompt_receipts`. Rows written the way Kandev writes them go to
  * `queued_messages` in both modes, with metadata Kandev flags in flight or another producer broke.
+ *
+ * The worker's prompt dispatcher runs, and would deliver the receipts of a promptable session: the
+ * sessions counted here are RUNNING (the agent works while prompts queue), which it leaves alone.
  */
 describeEachSchemaAndDialect('queued_prompt_count in the task summary on %s', (dialect, schema) => {
   let t: TestDatabase;
@@ -73,7 +78,9 @@ describeEachSchemaAndDialect('queued_prompt_count in the task summary on %s', (d
     prefix = uniquePrefix(`qcount_${dialect}_${schema}`);
     summaries = collectSummaries(nc, prefix);
     bus = collectEvents(nc, prefix, [MESSAGE_QUEUE_STATUS_CHANGED]);
-    worker = await startWorker({ db: t.db, nc, config: testWorkerConfig(prefix), logger: silentLogger() });
+    // A reservation TTL longer than the file: the worker's receipt reconciliation runs at start only,
+    // so the reservation states a test writes by hand (expired ones too) stay as written.
+    worker = await startWorker({ db: t.db, nc, config: testWorkerConfig(prefix, { reservationTtlMs: 600_000 }), logger: silentLogger() });
     ctx = await serviceContext(t, schema);
     w = rowWriter(schema, ctx);
     client = createPendingProjectorClient(nc, { prefix, timeoutMs: 30_000 });
@@ -88,7 +95,7 @@ describeEachSchemaAndDialect('queued_prompt_count in the task summary on %s', (d
   });
 
   it('counts the waiting queued prompts of every session, never a direct receipt, a reserved or attempted one, or a row Kandev flagged in flight; omitted at 0', async () => {
-    const { taskId, sessionId } = await w.session({ state: 'IDLE' });
+    const { taskId, sessionId } = await w.session({ state: 'RUNNING' });
     const other = await w.addSession({ taskId, state: 'RUNNING', isPrimary: false });
     const kandevRows = [
       await kandevQueueRow(sessionId, taskId, 1, ''),
@@ -110,15 +117,27 @@ describeEachSchemaAndDialect('queued_prompt_count in the task summary on %s', (d
     expect(published.status_summary.queued_prompt_count).toBe(4);
     expect(await stored(taskId)).toMatchObject({ queued_prompt_count: 4 });
 
+    // A direct send accepted while the session was IDLE, and the agent started working before any
+    // dispatcher delivered it: the real acceptance and the state change commit together, so the
+    // worker's dispatcher never sees the session promptable, and the direct receipt waits.
     const direct = randomUUID();
-    expect(await client.sendMessage({ session_id: sessionId, caller_id: direct, content: 'now' })).toMatchObject({ ok: true, delivery_kind: 'direct' });
+    const schemaOfStore = (await openPlanCommentStore(ctx)).schema;
+    const accepted = await withTransaction(ctx, async (tx) => {
+      await rawRows(tx, `UPDATE task_sessions SET state = 'IDLE' WHERE id = ?`, [sessionId]);
+      const outcome = await createPlanCommentStore(tx, schemaOfStore).acceptPrompt({ callerId: direct, target: { kind: 'session', sessionId }, content: 'now' });
+      await rawRows(tx, `UPDATE task_sessions SET state = 'RUNNING' WHERE id = ?`, [sessionId]);
+      return outcome;
+    });
+    expect(accepted).toMatchObject({ ok: true, deliveryKind: 'direct' });
     expect(await ctx.knex(receiptTable).where({ id: direct }).first()).toMatchObject({ delivery_kind: 'direct', delivery_reservation_token: null, delivery_attempted_at: null });
     expect(await reprojected(taskId)).toMatchObject({ queued_prompt_count: 4 });
 
-    // What the dispatcher does to the entry (its own tests cover how): reserved, then attempted.
-    await ctx.knex(receiptTable).where({ id: callerId }).update({ delivery_reservation_token: 'token-1', delivery_reservation_owner: 'w1', delivery_reservation_expires_at: '2026-09-01T10:00:30.000000Z' });
+    // What the dispatcher does to the entry (its own tests cover how): reserved, then attempted, by
+    // an owner whose reservation is live.
+    const live = instantAfter(ctx.clock(), 3_600_000);
+    await ctx.knex(receiptTable).where({ id: callerId }).update({ delivery_reservation_token: 'token-1', delivery_reservation_owner: 'w1', delivery_reservation_expires_at: live });
     expect(await reprojected(taskId)).toMatchObject({ queued_prompt_count: 3 });
-    await ctx.knex(receiptTable).where({ id: callerId }).update({ delivery_attempted_at: '2026-09-01T10:00:10.000000Z' });
+    await ctx.knex(receiptTable).where({ id: callerId }).update({ delivery_attempted_at: ctx.clock() });
     expect(await reprojected(taskId)).toMatchObject({ queued_prompt_count: 3 });
     // An expired reservation still counts as reserved: the count never reads the clock.
     await ctx.knex(receiptTable).where({ id: callerId }).update({ delivery_attempted_at: null, delivery_reservation_expires_at: '2000-01-01T00:00:00.000000Z' });
@@ -134,7 +153,7 @@ describeEachSchemaAndDialect('queued_prompt_count in the task summary on %s', (d
   });
 
   it('verify reports a stored queued_prompt_count that differs from the queue, and a projection repairs it', async () => {
-    const { taskId, sessionId } = await w.session({ state: 'IDLE' });
+    const { taskId, sessionId } = await w.session({ state: 'RUNNING' });
     const enqueued = await client.enqueue({ session_id: sessionId, caller_id: randomUUID(), content: 'queued' });
     if (!enqueued.ok) throw new Error(JSON.stringify(enqueued));
     await eventually(() => summaries.forTask(taskId).find((e) => e.status_summary.queued_prompt_count === 1), 10_000, 'a summary counting 1 queued prompt');

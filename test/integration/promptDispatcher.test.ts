@@ -6,7 +6,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { NatsEventPublisher } from '../../src/events/natsEventPublisher.js';
 import { NatsPromptDelivery } from '../../src/events/natsPromptDelivery.js';
 import { ensureTopology } from '../../src/events/natsTopology.js';
-import { topologyFor } from '../../src/events/subjects.js';
+import { MESSAGE_QUEUE_STATUS_CHANGED, topologyFor } from '../../src/events/subjects.js';
 import { NO_FAILPOINTS } from '../../src/failpoints.js';
 import { createRepositoryContext, rawRows, type RepositoryContext } from '../../src/repository/context.js';
 import type { Database } from '../../src/repository/database.js';
@@ -23,6 +23,7 @@ import { describeEachDialect, openKandevDatabase, openSecondPool, openTestDataba
 import { connectTestNats, deleteTopology, eventually, uniquePrefix } from '../support/nats.js';
 import { ownedStore, seedPlanTask } from '../support/planComments.js';
 import { insertQueuedReceipt, promptsOnStream } from '../support/promptReceipts.js';
+import { seedClarificationBundle, seedTurnAt } from '../support/seed.js';
 
 const silent = pino({ level: 'silent' });
 
@@ -172,6 +173,67 @@ describeEachDialect('the prompt dispatcher over real NATS on %s', (dialect) => {
     } finally {
       await ensureTopology(nc, { topology, streamMaxAgeMs: 3_600_000, maxDeliver: 5, ackWaitMs: 5000 });
     }
+  });
+
+  it('a pass over a RUNNING session, or over a queued row behind a live clarification, writes and publishes nothing; once IDLE or answered, each is delivered once', async () => {
+    const d = dispatcher(t.ctx, 'E');
+    const events = collectEvents(nc, prefix, [MESSAGE_QUEUE_STATUS_CHANGED]);
+    const busy = await seedPlanTask(t.ctx, { sessionState: 'RUNNING' });
+    // Promptable, but its current turn asks a question the agent waits on: a queued row must wait.
+    const asking = await seedPlanTask(t.ctx, { sessionState: 'WAITING_FOR_INPUT' });
+    const turnId = await seedTurnAt(t.ctx, asking.sessionId, { startedAt: new Date().toISOString() });
+    const question = await seedClarificationBundle(t.ctx, { sessionId: asking.sessionId, turnId });
+    const busyId = await insertQueuedReceipt(t.ctx, { sessionId: busy.sessionId, taskId: busy.taskId, content: 'after the agent' });
+    const askingId = await insertQueuedReceipt(t.ctx, { sessionId: asking.sessionId, taskId: asking.taskId, content: 'after the answer' });
+    const rowText = async (id: string) => JSON.stringify((await rawRows(t.ctx, `SELECT * FROM queued_messages WHERE id = ?`, [id]))[0]);
+    const turns = async (sessionId: string) => (await t.ctx.knex('task_session_turns').where({ task_session_id: sessionId })).length;
+    const before = { busy: await rowText(busyId), asking: await rowText(askingId) };
+
+    for (let i = 0; i < 5; i++) {
+      d.kick(busy.sessionId);
+      d.kick(asking.sessionId);
+      await d.whenIdle();
+      await d.poll();
+      await d.whenIdle();
+      // Past the ineligible retry interval (20 ms): a row released by a pass would be due again.
+      await new Promise((r) => setTimeout(r, 30));
+    }
+    for (const [id, text] of [[busyId, before.busy], [askingId, before.asking]] as const) {
+      expect(await rowText(id)).toBe(text);
+      const row = JSON.parse(text) as Record<string, unknown>;
+      expect(row).toMatchObject({ delivery_reservation_token: null, delivery_reservation_owner: null, delivery_reservation_expires_at: null, delivery_attempted_at: null, next_attempt_at: null, durable_transcript_message_id: null, last_error: '' });
+      expect(Number(row.delivery_attempts)).toBe(0);
+    }
+    expect(await turns(busy.sessionId)).toBe(0);
+    expect(await turns(asking.sessionId)).toBe(1);
+    expect(await promptsOnStream(nc, prefix, busy.sessionId)).toEqual([]);
+    expect(await promptsOnStream(nc, prefix, asking.sessionId)).toEqual([]);
+    expect(await t.ctx.knex('task_sessions').whereIn('id', [busy.sessionId, asking.sessionId]).orderBy('state')).toMatchObject([{ state: 'RUNNING' }, { state: 'WAITING_FOR_INPUT' }]);
+    await nc.flush();
+    await new Promise((r) => setTimeout(r, 100));
+    expect(events.events.filter((e) => e.data.session_id === busy.sessionId || e.data.session_id === asking.sessionId)).toEqual([]);
+
+    // The agent finished: the session is IDLE, and the row is delivered.
+    await setSessionState(t.ctx, busy.sessionId, 'IDLE');
+    // The user answered: the question is no longer pending, and the row is delivered.
+    for (const message of question.messages) {
+      await t.ctx.knex('task_session_messages').where({ id: message.id }).update({ metadata: JSON.stringify({ ...message.metadata, status: 'answered' }) });
+    }
+    for (let i = 0; i < 3; i++) {
+      d.kick(busy.sessionId);
+      d.kick(asking.sessionId);
+      await d.whenIdle();
+    }
+    for (const [session, id] of [[busy, busyId], [asking, askingId]] as const) {
+      expect(await rawRows(t.ctx, `SELECT id FROM queued_messages WHERE id = ?`, [id])).toEqual([]);
+      expect((await promptsOnStream(nc, prefix, session.sessionId)).map((p) => p.receiptId)).toEqual([id]);
+      expect(await label(id)).toBe('acknowledged');
+      expect(await t.ctx.knex('task_sessions').where({ id: session.sessionId }).first()).toMatchObject({ state: 'RUNNING' });
+      // Now its events come: the collector would have seen the earlier ones.
+      const settled = await eventually(() => events.events.find((e) => e.data.session_id === session.sessionId && e.data.count === 0), 5000, 'the settled queue status');
+      expect(settled.data).toEqual({ session_id: session.sessionId, task_id: session.taskId, count: 0, max: 10 });
+    }
+    events.stop();
   });
 
   it("beside Kandev's tables: the receipts in this service's own table are delivered, direct and queued", async () => {
