@@ -4,7 +4,7 @@ import { TURN_META_PROMPT_DISPATCH_ATTEMPTED, TURN_META_PROMPT_DISPATCH_PENDING 
 import { toPromptReceiptRecord, writtenNow, type PromptReceiptRecord } from './planCommentRows.js';
 import { PROMPTABLE_SESSION_STATES } from './acceptedPrompt.js';
 import { nextPromptSeq } from './promptSeq.js';
-import { HEAD_ORDER, RESERVATION_LOST, releaseReservation, type ReservationLost } from './promptReservations.js';
+import { headOrder, RESERVATION_LOST, releaseReservation, type ReservationLost } from './promptReservations.js';
 import { toMessageRecord, type MessageRecord } from './rowMapping.js';
 import type { ReceiptTable } from './schema/planCommentTables.js';
 import { lockSessionTurnWrites } from './sessionLocks.js';
@@ -153,7 +153,7 @@ export async function promptEligibility(ctx: RepositoryContext, taskId: string, 
 export async function headEligibility(ctx: RepositoryContext, table: ReceiptTable, sessionId: string): Promise<Eligibility | undefined> {
   const rows = await rawRows<Row>(
     ctx,
-    `SELECT h.task_id, h.delivery_kind FROM ${table} h WHERE h.session_id = ? AND h.delivery_attempted_at IS NULL ORDER BY ${HEAD_ORDER} LIMIT 1`,
+    `SELECT h.task_id, h.delivery_kind FROM ${table} h WHERE h.session_id = ? AND h.delivery_attempted_at IS NULL ORDER BY ${headOrder(ctx.dialect)} LIMIT 1`,
     [sessionId],
   );
   const head = rows[0];

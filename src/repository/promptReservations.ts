@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { rawRows, withTransaction, type RepositoryContext } from './context.js';
 import { toPromptReceiptRecord, type PromptReceiptRecord } from './planCommentRows.js';
+import type { SqlDialect } from './dialect.js';
 import type { ReceiptTable } from './schema/planCommentTables.js';
 import { lockSessionTurnWrites } from './sessionLocks.js';
 import { instantAfter } from '../timestamps.js';
@@ -34,8 +35,14 @@ export interface Reservation {
   token: string;
 }
 
-/** The ORDER BY of a session's receipts: direct rows first (they were accepted, not queued), then FIFO. */
-export const HEAD_ORDER = `CASE h.delivery_kind WHEN 'direct' THEN 0 ELSE 1 END, h.position, h.id`;
+/**
+ * The ORDER BY of a session's receipts (aliased `h`): direct rows first (they were accepted, not
+ * queued), then FIFO by position, ties (Kandev-written rows may share a position) by the id's bytes,
+ * the order `queue.list` shows, whatever the database's collation.
+ */
+export function headOrder(dialect: SqlDialect): string {
+  return `CASE h.delivery_kind WHEN 'direct' THEN 0 ELSE 1 END, h.position, ${dialect.binaryText('h.id')}`;
+}
 
 /**
  * W1: reserves the session's head receipt for `owner` until now + ttl, or returns undefined when
@@ -56,7 +63,7 @@ export function reserveHead(ctx: RepositoryContext, table: ReceiptTable, session
       `UPDATE ${table} AS q
           SET delivery_reservation_token = ?, delivery_reservation_owner = ?, delivery_reservation_expires_at = ?,
               delivery_attempts = q.delivery_attempts + 1
-        WHERE q.id = (SELECT h.id FROM ${table} h WHERE h.session_id = ? AND h.delivery_attempted_at IS NULL ORDER BY ${HEAD_ORDER} LIMIT 1)
+        WHERE q.id = (SELECT h.id FROM ${table} h WHERE h.session_id = ? AND h.delivery_attempted_at IS NULL ORDER BY ${headOrder(tx.dialect)} LIMIT 1)
           AND q.delivery_attempted_at IS NULL
           AND (q.delivery_reservation_token IS NULL OR q.delivery_reservation_expires_at <= ?)
           AND (q.next_attempt_at IS NULL OR q.next_attempt_at <= ?)
@@ -162,7 +169,7 @@ export async function listReconcilableReceipts(ctx: RepositoryContext, table: Re
                  WHEN h.delivery_reservation_token IS NOT NULL AND h.delivery_reservation_expires_at > ? THEN 'defer'
                  WHEN h.delivery_attempted_at IS NOT NULL THEN 'remove'
                  ELSE 'resume' END AS reconcile_action
-       FROM ${table} h ORDER BY h.session_id, ${HEAD_ORDER}`,
+       FROM ${table} h ORDER BY h.session_id, ${headOrder(ctx.dialect)}`,
     [now],
   );
   return rows.map((row) => ({ receipt: toPromptReceiptRecord(row), action: String(row.reconcile_action) as ReconcileClass }));
