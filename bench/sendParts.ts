@@ -38,6 +38,18 @@ export async function timeEach<T>(items: readonly T[], fn: (item: T) => Promise<
   return { samples, opsPerSec: items.length / ((performance.now() - start) / 1000) };
 }
 
+/** Runs `fn` once per item with `concurrency` calls in flight; returns items per second. */
+export async function inFlight<T>(items: readonly T[], concurrency: number, fn: (item: T) => Promise<unknown>): Promise<number> {
+  const queue = [...items];
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let item = queue.shift(); item !== undefined; item = queue.shift()) await fn(item);
+    }),
+  );
+  return items.length / ((performance.now() - start) / 1000);
+}
+
 /**
  * The writes acceptPrompt makes for an accepted send of `task`'s comments, in one transaction, with
  * none of its reads, locks or checks: the 5 comment rows deleted at their versions, the revision
