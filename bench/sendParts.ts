@@ -1,7 +1,7 @@
 /**
  * The parts of `npm run bench:send` that are not the endpoint: the bare transaction (the writes of
  * an accepted 5-comment send and nothing else), the lease alone, and the repository-level send
- * (the lease around acceptPrompt, no bus).
+ * (the lease around acceptPrompt, no bus), and the removal of the receipts those leave behind.
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -36,6 +36,18 @@ export async function timeEach<T>(items: readonly T[], fn: (item: T) => Promise<
     samples.push(performance.now() - t0);
   }
   return { samples, opsPerSec: items.length / ((performance.now() - start) / 1000) };
+}
+
+/** Runs `fn` once per item with `concurrency` calls in flight; returns items per second. */
+export async function inFlight<T>(items: readonly T[], concurrency: number, fn: (item: T) => Promise<unknown>): Promise<number> {
+  const queue = [...items];
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let item = queue.shift(); item !== undefined; item = queue.shift()) await fn(item);
+    }),
+  );
+  return items.length / ((performance.now() - start) / 1000);
 }
 
 /**
@@ -97,6 +109,16 @@ export async function bareAcceptance(ctx: RepositoryContext, receiptTable: Recei
       transcriptTurnId: turn.id,
     });
   });
+}
+
+/**
+ * Deletes every prompt receipt in the database, returning how many there were: the direct receipts
+ * the bare transaction and the repository send leave (nothing delivers them without a worker).
+ * Called before the worker starts: its dispatcher would otherwise deliver each of them to the
+ * agent stream in the background, during the figures taken through the bus.
+ */
+export async function discardReceipts(ctx: RepositoryContext, receiptTable: ReceiptTable): Promise<number> {
+  return (await rawRows(ctx, `DELETE FROM ${receiptTable} RETURNING id`)).length;
 }
 
 /**
