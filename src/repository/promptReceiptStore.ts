@@ -52,7 +52,7 @@ export interface PromptReceiptStore {
   readonly available: boolean;
   now(): CanonicalTimestamp;
   /** Sessions with a reservable receipt that is due (the dispatcher's poll). */
-  listDispatchableSessions(limit: number): Promise<string[]>;
+  listDispatchableSessions(limit: number, after?: string): Promise<string[]>;
   /** W1: the session's head, reserved for `owner` until now + ttl; undefined when the session has nothing reservable. */
   reserveHead(sessionId: string, owner: string, ttlMs: number): Promise<Reservation | undefined>;
   /** W2: the owner's heartbeat. */
@@ -93,7 +93,7 @@ export function createPromptReceiptStore(ctx: RepositoryContext, schema: PlanCom
   return {
     available: table !== null && schema.missingForPrompts.length === 0,
     now: () => ctx.clock(),
-    listDispatchableSessions: (limit) => (table ? listDispatchableSessions(ctx, table, limit) : Promise.resolve([])),
+    listDispatchableSessions: (limit, after) => (table ? listDispatchableSessions(ctx, table, limit, after) : Promise.resolve([])),
     reserveHead: (sessionId, owner, ttlMs) => reserveHead(ctx, need(), sessionId, owner, ttlMs),
     renew: (id, token, ttlMs) => renewReservation(ctx, need(), id, token, ttlMs),
     headEligibility: (sessionId) => (table ? headEligibility(ctx, table, sessionId) : Promise.resolve(undefined)),

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { rawRows, withTransaction, type RepositoryContext } from './context.js';
 import { toPromptReceiptRecord, type PromptReceiptRecord } from './planCommentRows.js';
+import { PROMPTABLE_SESSION_STATES } from './acceptedPrompt.js';
 import type { SqlDialect } from './dialect.js';
 import type { ReceiptTable } from './schema/planCommentTables.js';
 import { lockSessionTurnWrites } from './sessionLocks.js';
@@ -126,19 +127,25 @@ export async function releaseReservation(ctx: RepositoryContext, table: ReceiptT
 }
 
 /**
- * Sessions having an unattempted, unreserved (or expired) receipt that is due: where a dispatcher
- * may find work. A session listed here may still have its head blocked (W1 decides).
+ * One page of the sessions that may have work for a dispatcher: an unattempted, unreserved (or
+ * expired) receipt that is due, on a session in a promptable state. A busy session's receipts wait
+ * with nothing written, so without that filter they would fill every page and starve the rest. A
+ * listed session may still have its head blocked (a live clarification, a backed-off head: the
+ * dispatcher's read and W1 decide). Keyset pages by session id (bytes), after `after`.
  */
-export async function listDispatchableSessions(ctx: RepositoryContext, table: ReceiptTable, limit: number): Promise<string[]> {
+export async function listDispatchableSessions(ctx: RepositoryContext, table: ReceiptTable, limit: number, after?: string): Promise<string[]> {
   const now = ctx.clock();
+  const sessionId = ctx.dialect.binaryText('q.session_id');
   const rows = await rawRows<{ session_id: string }>(
     ctx,
-    `SELECT session_id FROM ${table}
-      WHERE delivery_attempted_at IS NULL
-        AND (delivery_reservation_token IS NULL OR delivery_reservation_expires_at <= ?)
-        AND (next_attempt_at IS NULL OR next_attempt_at <= ?)
-      GROUP BY session_id ORDER BY MIN(queued_at), session_id LIMIT ?`,
-    [now, now, limit],
+    `SELECT q.session_id FROM ${table} q JOIN task_sessions s ON s.id = q.session_id
+      WHERE q.delivery_attempted_at IS NULL
+        AND (q.delivery_reservation_token IS NULL OR q.delivery_reservation_expires_at <= ?)
+        AND (q.next_attempt_at IS NULL OR q.next_attempt_at <= ?)
+        AND ${ctx.dialect.inList('s.state', PROMPTABLE_SESSION_STATES).sql}
+        ${after === undefined ? '' : `AND ${sessionId} > ?`}
+      GROUP BY q.session_id ORDER BY ${sessionId} LIMIT ?`,
+    [now, now, ...ctx.dialect.inList('s.state', PROMPTABLE_SESSION_STATES).bindings, ...(after === undefined ? [] : [after]), limit],
   );
   return rows.map((r) => String(r.session_id));
 }

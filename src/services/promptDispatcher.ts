@@ -102,6 +102,8 @@ function promptPayload(receipt: PromptReceiptRecord, transcript: PromptTranscrip
   };
 }
 
+const POLL_PAGE = 500;
+
 export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispatcher {
   const { store } = deps;
   const log = deps.logger.child({ component: 'prompt-dispatcher' });
@@ -153,6 +155,13 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
     };
     let marked = false;
     const beat = heartbeat(receipt, token);
+    // The pass's events are hints for the summary (publishOrRefresh never rejects): issued as each
+    // step commits, in step order, but not waited for before the next step, so the prompt's publish
+    // waits for the database only. The pass ends once they all went out.
+    const issued: Array<Promise<void>> = [];
+    const issue = (events: () => Promise<KandevEvent[]> | KandevEvent[]) => {
+      issued.push(Promise.resolve().then(events).then((e) => publish(receipt.taskId, e), (err: unknown) => rlog.warn({ err }, 'could not build the events of a prompt delivery step')));
+    };
     try {
       await deps.failpoints.reach('after_reserve');
       const eligible = await store.checkEligibility(receipt.id, token);
@@ -164,14 +173,14 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
         rlog.debug({ reason: eligible.reason }, 'prompt receipt not eligible yet');
         return 'released';
       }
-      await publish(receipt.taskId, [await queueStatus(receipt, `reserved:${receipt.deliveryAttempts}`)]);
+      issue(async () => [await queueStatus(receipt, `reserved:${receipt.deliveryAttempts}`)]);
 
       const transcript = await store.persistTranscript(receipt.id, token);
       if (!transcript.ok) {
         if (transcript.reason === 'reservation_lost') return lost('transcript');
         throw new Error(`the transcript message of receipt ${receipt.id} is gone`);
       }
-      await publish(receipt.taskId, transcriptAdded(transcript.message));
+      issue(() => transcriptAdded(transcript.message));
       await deps.failpoints.reach('after_transcript');
 
       if (receipt.deliveryKind !== 'direct') {
@@ -184,7 +193,7 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
       if (!mark.ok) {
         if (mark.reason === 'reservation_lost') return lost('marker');
         rlog.info({ reason: mark.reason }, 'prompt receipt released at its delivery marker');
-        await publish(receipt.taskId, [await queueStatus(receipt, `released:${receipt.deliveryAttempts}`)]);
+        issue(async () => [await queueStatus(receipt, `released:${receipt.deliveryAttempts}`)]);
         return 'released';
       }
       marked = true;
@@ -202,18 +211,19 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
         label = stored ? 'acknowledged' : 'unconfirmed';
         rlog.warn({ reason: published.reason, label }, 'the prompt publish was not acknowledged; it is not sent again');
       }
-      await publish(receipt.taskId, [sessionClaimedRunning(receipt, mark.previousState)]);
+      issue(() => [sessionClaimedRunning(receipt, mark.previousState)]);
 
       const settled = await store.settle(receipt.id, token, label, transcript.message.id);
       if (!settled.ok) {
-        if (settled.upgraded) await publish(receipt.taskId, transcriptLabelled(settled.upgraded, 'acknowledged'));
+        const upgraded = settled.upgraded;
+        if (upgraded) issue(() => transcriptLabelled(upgraded, 'acknowledged'));
         return lost('settle');
       }
-      const events: KandevEvent[] = [];
-      if (settled.message) events.push(...transcriptLabelled(settled.message, label));
-      if (label === 'acknowledged') events.push(reservedTurnStarted(transcript.message, { id: transcript.turnId }));
-      events.push(await queueStatus(receipt, 'settled'));
-      await publish(receipt.taskId, events);
+      issue(async () => [
+        ...(settled.message ? transcriptLabelled(settled.message, label) : []),
+        ...(label === 'acknowledged' ? [reservedTurnStarted(transcript.message, { id: transcript.turnId })] : []),
+        await queueStatus(receipt, 'settled'),
+      ]);
       rlog.debug({ label }, 'prompt delivered');
       return 'delivered';
     } catch (err) {
@@ -226,12 +236,13 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
       await store
         .release(receipt.id, token, { retryAfterMs: releaseBackoffMs(receipt.deliveryAttempts), error: (err as Error).message ?? String(err) })
         .then(async (released) => {
-          if (released.ok) await publish(receipt.taskId, [await queueStatus(receipt, `released:${receipt.deliveryAttempts}`)]);
+          if (released.ok) issue(async () => [await queueStatus(receipt, `released:${receipt.deliveryAttempts}`)]);
         })
         .catch((releaseErr: unknown) => rlog.warn({ err: releaseErr }, 'could not release the prompt receipt; its reservation expires instead'));
       return 'failed';
     } finally {
       beat.stop();
+      await Promise.all(issued);
     }
   }
 
@@ -282,7 +293,14 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
     },
     async poll() {
       if (!accepting) return;
-      for (const sessionId of await store.listDispatchableSessions(100)) kick(sessionId);
+      // Every page, so no set of sessions can starve the rest; a kick beyond the concurrency waits its turn.
+      let after: string | undefined;
+      for (;;) {
+        const page = await store.listDispatchableSessions(POLL_PAGE, after);
+        for (const sessionId of page) kick(sessionId);
+        if (page.length < POLL_PAGE || !accepting) break;
+        after = page[page.length - 1];
+      }
     },
     whenIdle() {
       if (running.size === 0 && waiting.length === 0) return Promise.resolve();

@@ -6,7 +6,7 @@ import type { AcceptPromptInput, AcceptPromptResult, PlanCommentStore } from '..
 import type { AnyReply } from './endpoint.js';
 import type { queueEnqueueSchema, queueListSchema } from './planCommentRequests.js';
 import { admissionPayload, lockTimeoutFailure, queueEntryPayload, reasoned, storeFailure, type PlanCommentsPayload } from './planCommentWire.js';
-import { MESSAGE_QUEUE_STATUS_CHANGED } from '../events/subjects.js';
+import { queueStatusChanged } from './promptEvents.js';
 import type { PromptDispatch } from './promptDispatch.js';
 import { publishOrRefresh, type SummaryPorts } from './publishOrRefresh.js';
 import type { PromptTargets } from './promptTargets.js';
@@ -48,11 +48,6 @@ export interface PromptQueue {
   list(request: z.output<typeof queueListSchema>): Promise<AnyReply>;
 }
 
-/** The message id of an enqueue's status event: one per entry, so a repeated publish of it is dropped. */
-export function enqueuedMsgId(sessionId: string, queueId: string): string {
-  return `queue:${sessionId}:enqueued:${queueId}`;
-}
-
 export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
   const { store, admission, targets } = deps;
   const max = deps.queueMaxPerSession;
@@ -85,15 +80,11 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
       if (!accepted.ok) return storeFailure(accepted);
       const reply = admissionPayload(accepted);
       if (!accepted.replayed) {
-        if (accepted.consumedCommentIds.length > 0 && reply.plan_comments) deps.publishComments(reply.plan_comments);
-        await publishOrRefresh(deps.queueEvents, log, accepted.taskId, [
-          {
-            type: MESSAGE_QUEUE_STATUS_CHANGED,
-            data: { session_id: accepted.sessionId, task_id: accepted.taskId, count: accepted.queueCount ?? 0, max },
-            msgId: enqueuedMsgId(accepted.sessionId, accepted.receiptId),
-          },
-        ]);
+        // The kick first: delivery need not wait for the events, which are hints for the summary.
         deps.dispatch.kick(accepted.sessionId);
+        if (accepted.consumedCommentIds.length > 0 && reply.plan_comments) deps.publishComments(reply.plan_comments);
+        const session = { sessionId: accepted.sessionId, taskId: accepted.taskId };
+        await publishOrRefresh(deps.queueEvents, log, accepted.taskId, [queueStatusChanged(session, accepted.queueCount ?? 0, max, `${accepted.receiptId}:enqueued`)]);
       }
       return reply;
     },

@@ -163,7 +163,7 @@ describeEachDialect('queue endpoints over a real NATS on %s', (dialect) => {
     // In the worker's events stream with a message id of its own, so a repeat of it is dropped.
     const jsm = await jetstreamManager(nc);
     const stored = await jsm.streams.getMessage(worker.topology.eventsStream, { last_by_subj: `${prefix}${MESSAGE_QUEUE_STATUS_CHANGED}` });
-    const msgId = `queue:${task.sessionId}:enqueued:${callerId}`;
+    const msgId = `message.queue.status_changed:${task.sessionId}:${callerId}:enqueued:1`;
     expect(stored?.header.get('Nats-Msg-Id')).toBe(msgId);
     expect((await jetstream(nc).publish(`${prefix}${MESSAGE_QUEUE_STATUS_CHANGED}`, stored!.data, { msgID: msgId })).duplicate).toBe(true);
     await eventually(() => bus.ofType(PLAN_COMMENTS_UPDATED).find((e) => e.data.task_id === task.taskId && e.data.revision === 4), 10_000, 'the comments_updated event');

@@ -83,6 +83,24 @@ describeEachDialect('prompt receipt writes fenced by the reservation token on %s
       expect(Number((await receiptRow(q1))!.delivery_attempts)).toBe(0);
     });
 
+    it('lists only sessions that can take a prompt, in pages by session id, so busy sessions never starve the rest', async () => {
+      const busy = await Promise.all([1, 2, 3].map(() => seedPlanTask(t.ctx, { sessionState: 'RUNNING' })));
+      const ready = await Promise.all([1, 2, 3].map(() => seedPlanTask(t.ctx)));
+      for (const task of [...busy, ...ready]) await queued(task);
+      const all: string[] = [];
+      for (let page = await store.listDispatchableSessions(2); ; page = await store.listDispatchableSessions(2, all[all.length - 1])) {
+        expect(page.length).toBeLessThanOrEqual(2);
+        all.push(...page);
+        if (page.length < 2) break;
+      }
+      expect(new Set(all).size).toBe(all.length);
+      for (const task of ready) expect(all).toContain(task.sessionId);
+      for (const task of busy) expect(all).not.toContain(task.sessionId);
+      expect([...all].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)))).toEqual(all);
+      await setSessionState(t.ctx, busy[0]!.sessionId, 'IDLE');
+      expect(await store.listDispatchableSessions(1000)).toContain(busy[0]!.sessionId);
+    });
+
     it('lists a session only while it has a due, reservable receipt', async () => {
       const task = await seedPlanTask(t.ctx);
       const q1 = await queued(task);
