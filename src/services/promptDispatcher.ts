@@ -115,9 +115,11 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
   let idleWaiters: Array<() => void> = [];
 
   const publish = (taskId: string, events: KandevEvent[]) => publishOrRefresh(deps, log, taskId, events);
-  const queueStatus = async (receipt: PromptReceiptRecord, step: string) => {
+  /** The queue's status after a step of a queued receipt; none for a direct one, which never counts. */
+  const queueStatus = async (receipt: PromptReceiptRecord, step: string): Promise<KandevEvent[]> => {
+    if (receipt.deliveryKind === 'direct') return [];
     const count = await store.countWaiting(receipt.sessionId);
-    return queueStatusChanged(receipt, count, deps.queueMax, `${receipt.id}:${step}`);
+    return [queueStatusChanged(receipt, count, deps.queueMax, `${receipt.id}:${step}`)];
   };
 
   /** Renews the reservation every TTL/3 until stopped; `lost` turns true once a renewal found the token gone. */
@@ -173,7 +175,7 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
         rlog.debug({ reason: eligible.reason }, 'prompt receipt not eligible yet');
         return 'released';
       }
-      issue(async () => [await queueStatus(receipt, `reserved:${receipt.deliveryAttempts}`)]);
+      issue(() => queueStatus(receipt, `reserved:${receipt.deliveryAttempts}`));
 
       const transcript = await store.persistTranscript(receipt.id, token);
       if (!transcript.ok) {
@@ -193,7 +195,7 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
       if (!mark.ok) {
         if (mark.reason === 'reservation_lost') return lost('marker');
         rlog.info({ reason: mark.reason }, 'prompt receipt released at its delivery marker');
-        issue(async () => [await queueStatus(receipt, `released:${receipt.deliveryAttempts}`)]);
+        issue(() => queueStatus(receipt, `released:${receipt.deliveryAttempts}`));
         return 'released';
       }
       marked = true;
@@ -222,7 +224,7 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
       issue(async () => [
         ...(settled.message ? transcriptLabelled(settled.message, label) : []),
         ...(label === 'acknowledged' ? [reservedTurnStarted(transcript.message, { id: transcript.turnId })] : []),
-        await queueStatus(receipt, 'settled'),
+        ...(await queueStatus(receipt, 'settled')),
       ]);
       rlog.debug({ label }, 'prompt delivered');
       return 'delivered';
@@ -236,7 +238,7 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
       await store
         .release(receipt.id, token, { retryAfterMs: releaseBackoffMs(receipt.deliveryAttempts), error: (err as Error).message ?? String(err) })
         .then(async (released) => {
-          if (released.ok) issue(async () => [await queueStatus(receipt, `released:${receipt.deliveryAttempts}`)]);
+          if (released.ok) issue(() => queueStatus(receipt, `released:${receipt.deliveryAttempts}`));
         })
         .catch((releaseErr: unknown) => rlog.warn({ err: releaseErr }, 'could not release the prompt receipt; its reservation expires instead'));
       return 'failed';
