@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { startWorker } from '../src/bin/worker.js';
@@ -17,7 +18,7 @@ import { systemClock } from '../src/timestamps.js';
 import { createTaskAdmission } from '../src/repository/admission/taskAdmission.js';
 import type { DialectName } from '../src/repository/dialect.js';
 import { openPlanCommentStore, type PlanCommentStore } from '../src/repository/planCommentStore.js';
-import type { RepositoryContext } from '../src/repository/context.js';
+import { rawRows, type RepositoryContext } from '../src/repository/context.js';
 import { createPromptReceiptStore } from '../src/repository/promptReceiptStore.js';
 import { formatPlanCommentPrompt } from '../src/turns/planCommentPrompt.js';
 import { WrongAnswerError, onCleanup, parseCommandLine, progress, runBench, secs } from './benchRun.js';
@@ -240,6 +241,7 @@ async function measureThroughTheBus(
   const prefix = `benchsend${randomUUID().replaceAll('-', '').slice(0, 8)}_${dialect}.`;
   const topology = topologyFor(prefix);
   const removeTopology = onCleanup(() => deleteTopology(nc, topology));
+  const receiptTable = (await openPlanCommentStore(scratch.ctx)).schema.receiptTable ?? 'queued_messages';
   const worker = await startWorker({
     db: scratch.db,
     nc,
@@ -292,7 +294,17 @@ async function measureThroughTheBus(
     const sendRecorded = async (task: SeededCommentedTask) => {
       sent.push({ receiptId: await sendOnce(client, task), task, deliveryKind: 'direct', content: contentFor(task) });
     };
-    const endpoint = await timeEach(tasks.sendLatency, sendRecorded);
+    // One at a time means on an idle worker: each sample starts once the previous prompt was
+    // delivered, settled and its events projected, so it measures the send, not the overlap with
+    // its predecessor's delivery (the throughput below has all of that in flight at once).
+    const endpoint = await timeReported(tasks.sendLatency, async (task) => {
+      const t0 = performance.now();
+      const receiptId = await sendOnce(client, task);
+      const ms = performance.now() - t0;
+      await agent.arrival({ receiptId, task, deliveryKind: 'direct', content: contentFor(task) });
+      await quiesce(scratch.ctx, receiptTable, worker, receiptId);
+      return ms;
+    });
     const endpointConcurrentOpsPerSec = await inFlight(tasks.sendThroughput, options.concurrency, sendRecorded);
 
     // The sends' deliveries run in the background; the queue's figures must not wait behind them.
@@ -301,7 +313,11 @@ async function measureThroughTheBus(
 
     progress(`[${dialect}] queue.enqueue until its prompt x ${tasks.queueLatency.length} one at a time, then ${tasks.queueThroughput.length} at ${options.concurrency} in flight`);
     const enqueue = (task: SeededCommentedTask) => enqueueUntilPrompt(client, agent, task, TYPED, contentFor(task));
-    const queue = await timeReported(tasks.queueLatency, enqueue);
+    const queue = await timeReported(tasks.queueLatency, async (task) => {
+      const sample = await enqueue(task);
+      await quiesce(scratch.ctx, receiptTable, worker, sample.receiptId);
+      return sample.ms;
+    });
     const queueConcurrentOpsPerSec = await inFlight(tasks.queueThroughput, options.concurrency, enqueue);
     agent.stop();
     return { rtt: latencyOf(rtt), publish: latencyOf(publish), endpoint: latencyOf(endpoint), endpointConcurrentOpsPerSec, queue: latencyOf(queue), queueConcurrentOpsPerSec };
@@ -309,6 +325,14 @@ async function measureThroughTheBus(
     await stopWorker();
     await removeTopology();
   }
+}
+
+/** Until the receipt was settled and the worker projected what its delivery's events asked for. */
+async function quiesce(ctx: RepositoryContext, receiptTable: string, worker: { projector: { whenIdle(): Promise<void> } }, receiptId: string): Promise<void> {
+  while ((await rawRows(ctx, `SELECT 1 FROM ${receiptTable} WHERE id = ?`, [receiptId])).length > 0) await sleep(1);
+  // The settle's events reach the consumer a moment after the row is gone.
+  await sleep(10);
+  await worker.projector.whenIdle();
 }
 
 async function main(): Promise<void> {

@@ -184,7 +184,7 @@ function checkPrompt(topology: Topology, prompt: ArrivedPrompt, expected: Expect
  * the request to the prompt's arrival (ms). Anything but a fresh queued acceptance that consumed
  * every comment, or a prompt other than the one it must be, is a wrong answer.
  */
-export async function enqueueUntilPrompt(client: PendingProjectorClient, agent: PromptAgent, task: SeededCommentedTask, typed: string, content: string): Promise<number> {
+export async function enqueueUntilPrompt(client: PendingProjectorClient, agent: PromptAgent, task: SeededCommentedTask, typed: string, content: string): Promise<{ ms: number; receiptId: string }> {
   const callerId = randomUUID();
   const start = performance.now();
   const reply = await client.enqueue({ session_id: task.sessionId, caller_id: callerId, content: typed, plan_comment_refs: task.refs });
@@ -201,7 +201,7 @@ export async function enqueueUntilPrompt(client: PendingProjectorClient, agent: 
   }
   // The prompt may have arrived before the reply: the dispatcher is kicked before the reply goes out.
   const prompt = await agent.arrival({ receiptId: callerId, task, deliveryKind: 'queued', content });
-  return prompt.at - start;
+  return { ms: prompt.at - start, receiptId: callerId };
 }
 
 /** Runs `fn` once per item, one at a time; each sample is what `fn` returned (ms). */
