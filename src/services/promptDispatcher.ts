@@ -112,6 +112,8 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
   const again = new Set<string>();
   const waiting: string[] = [];
   let accepting = false;
+  /** Kicks whose pass has not been scheduled yet (they wait for the next turn of the event loop). */
+  let scheduled = 0;
   let idleWaiters: Array<() => void> = [];
 
   const publish = (taskId: string, events: KandevEvent[]) => publishOrRefresh(deps, log, taskId, events);
@@ -249,7 +251,7 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
   }
 
   function settleIdle() {
-    if (running.size > 0 || waiting.length > 0) return;
+    if (running.size > 0 || waiting.length > 0 || scheduled > 0) return;
     const waiters = idleWaiters;
     idleWaiters = [];
     for (const w of waiters) w();
@@ -274,8 +276,23 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
     running.set(sessionId, run);
   }
 
+  /**
+   * A kick from admission arrives while its endpoint is still replying: the pass starts on the next
+   * turn of the event loop, after that reply went out. On SQLite every statement runs synchronously
+   * on this thread, so a pass started at once would hold the reply back by its first statements.
+   */
   function kick(sessionId: string): void {
     if (!accepting || !store.available) return;
+    scheduled++;
+    setImmediate(() => {
+      scheduled--;
+      schedule(sessionId);
+      settleIdle();
+    });
+  }
+
+  function schedule(sessionId: string): void {
+    if (!accepting) return;
     if (running.has(sessionId)) {
       again.add(sessionId);
       return;
@@ -299,13 +316,13 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
       let after: string | undefined;
       for (;;) {
         const page = await store.listDispatchableSessions(POLL_PAGE, after);
-        for (const sessionId of page) kick(sessionId);
+        for (const sessionId of page) schedule(sessionId);
         if (page.length < POLL_PAGE || !accepting) break;
         after = page[page.length - 1];
       }
     },
     whenIdle() {
-      if (running.size === 0 && waiting.length === 0) return Promise.resolve();
+      if (running.size === 0 && waiting.length === 0 && scheduled === 0) return Promise.resolve();
       return new Promise<void>((resolve) => idleWaiters.push(resolve));
     },
     async stop() {
