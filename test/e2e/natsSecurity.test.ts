@@ -281,6 +281,22 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     expect(await rawRows(t.ctx, 'SELECT id FROM queued_messages WHERE session_id = ?', [task.sessionId])).toEqual([]);
   });
 
+  it('exits 2 on a wrong password, naming the user and the setting to correct and never the password', async () => {
+    const wrong = `pw${randomBytes(12).toString('hex')}`;
+    const run = await runCli(['worker'], workerEnv(server.url, { NATS_USER: 'worker', NATS_PASSWORD: wrong }));
+    expect(run.status).toBe(2);
+    expect(run.out).toContain('refused user "worker" (password from NATS_PASSWORD / --nats-password): Authorization Violation');
+    expect(run.out).toContain("the server's WORKER_PASSWORD");
+    const inUrl = await runCli(['dead-letters', 'list'], { NATS_URL: `nats://ops:${wrong}@127.0.0.1:${server.port}`, NATS_INBOX_PREFIX: '_INBOX_ops', SUBJECT_PREFIX: '' });
+    expect(inUrl.status).toBe(2);
+    expect(inUrl.out).toContain('refused user "ops" (password from NATS_URL / --nats-url)');
+    for (const out of [run.out, inUrl.out]) {
+      expect(out).not.toContain(wrong);
+      expect(out).not.toContain(passwords.worker);
+      expect(out).not.toContain('"worker started"');
+    }
+  }, 60_000);
+
   // The publishes start cannot probe (summaries, Kandev events) were made above: none was refused.
   it('ran every flow above without the server refusing the worker anything', () => {
     expect(worker.output()).toContain('"worker started"');
@@ -462,6 +478,11 @@ describe.skipIf(!privateNatsAvailable())('token and NKey authentication through 
       writeFileSync(join(dir, 'wrong'), 'not-the-token\n');
       await roundTrip(server.url, { natsTokenFile: join(dir, 'token') });
       await expect(roundTrip(server.url, { natsTokenFile: join(dir, 'wrong') })).rejects.toThrow(/Authorization/i);
+      // Through the CLI: the configuration-error exit, the setting and its path, never a token.
+      const run = await runCli(['dead-letters', 'list'], { NATS_URL: server.url, NATS_TOKEN_FILE: join(dir, 'wrong') });
+      expect(run.status).toBe(2);
+      expect(run.out).toContain(`refused the token from NATS_TOKEN_FILE / --nats-token-file (${JSON.stringify(join(dir, 'wrong'))}): Authorization Violation`);
+      expect(run.out).not.toMatch(/not-the-token|tok3n-from-env/);
     } finally {
       await server.stop();
     }
