@@ -297,6 +297,14 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     }
   }, 60_000);
 
+  it('exits 2 on an unsupported DATABASE_URL carrying passwords, printing none, and closes its NATS connection to do so', async () => {
+    const secret = `pw${randomBytes(12).toString('hex')}`;
+    const run = await runCli(['worker'], workerEnv(server.url, { NATS_USER: 'worker', NATS_PASSWORD: passwords.worker, DATABASE_URL: `mysql://app:${secret}@db/k?password=${secret}&sslpassword=${secret}` }));
+    expect(run.status).toBe(2);
+    expect(run.out).toContain('unsupported DATABASE_URL "mysql://app:[REDACTED]@db/k?password=[REDACTED]&sslpassword=[REDACTED]"');
+    expect(run.out).not.toContain(secret);
+  }, 60_000);
+
   // The publishes start cannot probe (summaries, Kandev events) were made above: none was refused.
   it('ran every flow above without the server refusing the worker anything', () => {
     expect(worker.output()).toContain('"worker started"');
@@ -521,6 +529,17 @@ describe('secrets on the command line', () => {
     expect(twice.status).toBe(2);
     expect(twice.out).toMatch(/NATS authentication is given 2 ways/);
     expect(badPassword.out + twice.out).not.toContain(SECRET);
+  }, 30_000);
+
+  it('keeps a password=, sslpassword= or encoded password parameter of DATABASE_URL out of config errors and reports', async () => {
+    const unsupported = await runCli(['migrate'], { ...unreachable, DATABASE_URL: `mysql://app@db/k?password=${SECRET}&sslpassword=${SECRET}` });
+    expect(unsupported.status).toBe(2);
+    expect(unsupported.out).toContain('unsupported DATABASE_URL "mysql://app@db/k?password=[REDACTED]&sslpassword=[REDACTED]"');
+    // doctor names the database it could not reach, on stderr and in its report.
+    const doctor = await runCli(['doctor', '--json'], { ...unreachable, DATABASE_URL: `postgres://app@127.0.0.1:1/k?sslmode=disable&pass%77ord=${SECRET}` });
+    expect(doctor.status).toBe(2);
+    expect(doctor.out).toContain('postgres://app@127.0.0.1:1/k?sslmode=disable&pass%77ord=[REDACTED]');
+    expect(unsupported.out + doctor.out).not.toContain(SECRET);
   }, 30_000);
 
   it('keeps the password of DATABASE_URL and NATS_URL out of a failed connection', async () => {
