@@ -7,17 +7,36 @@
 export const REDACTED = '[REDACTED]';
 
 // `scheme://user:password@` (the password part) and `scheme://token@` (a lone userinfo is a token
-// for NATS); `password=...` query parameters of PostgreSQL URLs. A `"` ends a match: it never
+// for NATS); query parameters whose name says they hold a secret. A `"` ends a match: it never
 // stands raw in a URL, and it ends a JSON string, so masking a log line never reaches into the
-// next field.
+// next field. In a JSON line that `"` may be escaped (`\"`, a URL quoted inside a message): a
+// parameter's value takes a backslash with the character after it, so it stops before `\"`.
 const URL_USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)([^\s/@:"]*)(?::([^\s/@"]*))?@/gi;
 const TOKEN_SCHEMES = /^(nats|tls|ws|wss):\/\/$/i;
-const PASSWORD_PARAM = /([?&](?:password|sslpassword|token)=)[^&\s#"]*/gi;
+const QUERY_PARAM = /([?&])([^=&\s#"?]+)=((?:\\[^"]|[^&\s#"\\])*)/g;
+// libpq reads password and sslpassword (pg-connection-string decodes the names: `pass%77ord` is a
+// password too); the rest are the usual names of a secret in any URL. Compared decoded, ignoring case.
+const SECRET_PARAM_NAME = /(?:password|passwd|pwd|token|secret|api[_-]?key|seed|creds|jwt|signature)$|^(?:pass|auth|authorization|nkey|key)$/i;
+
+function decodedName(name: string): string {
+  try {
+    return decodeURIComponent(name.replace(/\+/g, ' '));
+  } catch {
+    return name;
+  }
+}
+
+/** Whether a URL query parameter called `name` (as written, percent-encoded or not) carries a secret. */
+export function isSecretParameter(name: string): boolean {
+  return SECRET_PARAM_NAME.test(decodedName(name).trim());
+}
 
 /**
  * `text` with every URL's userinfo secret replaced: `nats://user:pw@h` becomes
  * `nats://user:[REDACTED]@h`, and `nats://token@h` becomes `nats://[REDACTED]@h` (but
- * `postgres://app@h` keeps its user name).
+ * `postgres://app@h` keeps its user name); and the value of every query parameter named like a
+ * secret (`?password=`, `&sslpassword=`, `&token=`, `&access_token=`, `&client_secret=`, ...,
+ * isSecretParameter): `postgres://app@h/k?sslmode=require&password=[REDACTED]`.
  */
 export function redactCredentials(text: string): string {
   return text
@@ -26,7 +45,7 @@ export function redactCredentials(text: string): string {
       // A lone userinfo is a token to NATS, a mere user name elsewhere (postgres://app@db).
       return TOKEN_SCHEMES.test(scheme) ? `${scheme}${REDACTED}@` : all;
     })
-    .replace(PASSWORD_PARAM, `$1${REDACTED}`);
+    .replace(QUERY_PARAM, (all, separator: string, name: string) => (isSecretParameter(name) ? `${separator}${name}=${REDACTED}` : all));
 }
 
 /**

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import type { Config } from '../config.js';
 import { coerceError } from '../errors.js';
+import { isSecretParameter, REDACTED } from '../redaction.js';
 import { createDatabase } from '../repository/database.js';
 import { inspectDatabase, type InspectionProgress } from '../repository/doctor/inspectDatabase.js';
 import { unservedIndexes } from '../repository/schema/indexInspection.js';
@@ -28,13 +29,17 @@ export function parseSampleRows(value: string | undefined): { ok: true; rows: nu
   return { ok: false, message: `--sample ${JSON.stringify(value)}: give a whole number of rows from 1 to ${MAX_SAMPLE_ROWS}` };
 }
 
-/** `message` with the URL's password (userinfo or `password=` parameter) replaced, so it can be pasted anywhere. */
+/**
+ * `message` with the URL's secrets (its userinfo password, its parameters named like a secret)
+ * replaced wherever a driver quotes them, not only inside a URL, so it can be pasted anywhere.
+ */
 function withoutPassword(message: string, url: string): string {
   let masked = message;
   try {
     const parsed = new URL(url);
-    for (const secret of [parsed.password, parsed.searchParams.get('password') ?? '']) {
-      if (secret) masked = masked.replaceAll(secret, '***').replaceAll(decodeURIComponent(secret), '***');
+    const secrets = [parsed.password, decodeURIComponent(parsed.password), ...[...parsed.searchParams].filter(([name]) => isSecretParameter(name)).map(([, value]) => value)];
+    for (const secret of secrets) {
+      if (secret) masked = masked.replaceAll(secret, REDACTED);
     }
   } catch {
     // Not a URL the WHATWG parser takes (sqlite:<path>): it carries no password.

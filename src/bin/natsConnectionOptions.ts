@@ -128,6 +128,48 @@ function readable(path: string, setting: string, problems: string[]): void {
 const encoder = new TextEncoder();
 
 /**
+ * Who a connection authenticates as and how to correct it, for the error of a server that refuses
+ * it: user names, setting names and paths, never a secret.
+ */
+export interface NatsIdentity {
+  /** E.g. `user "worker" (password from NATS_PASSWORD_FILE / --nats-password-file)`. */
+  readonly who: string;
+  /** What to change when the server refuses it. */
+  readonly fix: string;
+}
+
+interface AuthMethod {
+  name: string;
+  authenticator?: Authenticator;
+  identity: NatsIdentity;
+}
+
+const NO_CREDENTIALS: NatsIdentity = {
+  who: 'a connection without credentials',
+  fix: 'give the credentials of a user the server knows: NATS_USER with NATS_PASSWORD_FILE, or NATS_TOKEN_FILE, NATS_NKEY_SEED_FILE or NATS_CREDS_FILE (docs/security.md#secrets)',
+};
+
+// The users of deploy/nats, whose passwords are the server's <USER>_PASSWORD variables.
+const SHIPPED_USERS = new Set(['worker', 'backend', 'ui', 'agent', 'ops']);
+
+function userIdentity(user: string, source: string): NatsIdentity {
+  const shipped = SHIPPED_USERS.has(user) ? ` (with deploy/nats: the server's ${user.toUpperCase()}_PASSWORD)` : '';
+  return {
+    who: `user ${JSON.stringify(user)} (password from ${source})`,
+    fix: `check that the user name is right and give the password the server holds for ${JSON.stringify(user)}${shipped} in ${source}`,
+  };
+}
+
+function tokenIdentity(source: string): NatsIdentity {
+  return { who: `the token from ${source}`, fix: `give the token the server's authorization expects in ${source}` };
+}
+
+/** The ConfigError of a server refusing `identity` at connect (`reason`: the server's words, e.g. "Authorization Violation"). */
+export function natsAuthenticationError(identity: NatsIdentity, servers: readonly string[], reason: string): ConfigError {
+  return new ConfigError([`NATS (${servers.join(', ')}) refused ${identity.who}: ${reason}. To fix it, ${identity.fix}, then start again`]);
+}
+
+/**
  * The nats.js connection options for the settings: servers, at most one way to authenticate
  * (token, user/password, NKey seed, credentials file; from the settings or the URL), TLS when a
  * URL says `tls://` or any TLS file is given, and the inbox prefix. Secrets are read from their
@@ -135,32 +177,55 @@ const encoder = new TextEncoder();
  * naming settings and paths, never a secret.
  */
 export function natsConnectionOptions(settings: NatsClientSettings): ConnectionOptions {
+  return resolveNatsConnection(settings).options;
+}
+
+/** natsConnectionOptions, and who the options authenticate as (for natsAuthenticationError). */
+export function resolveNatsConnection(settings: NatsClientSettings): { options: ConnectionOptions; identity: NatsIdentity } {
   const problems: string[] = [];
   const urls = parseServers(settings.natsUrl, problems);
-  const methods: Array<{ name: string; authenticator?: Authenticator }> = [];
+  const methods: AuthMethod[] = [];
 
   if (settings.natsToken && settings.natsTokenFile) problems.push('NATS_TOKEN and NATS_TOKEN_FILE are both set: give one');
   if (settings.natsPassword && settings.natsPasswordFile) problems.push('NATS_PASSWORD and NATS_PASSWORD_FILE are both set: give one');
   const { natsToken, natsPassword, natsUser = '' } = settings;
   const token = settings.natsTokenFile ? secretFile(settings.natsTokenFile, 'NATS_TOKEN_FILE / --nats-token-file', problems) : natsToken ? () => natsToken : undefined;
-  if (token) methods.push({ name: 'a token (NATS_TOKEN / NATS_TOKEN_FILE)', authenticator: tokenAuthenticator(token) });
-  if (urls.token !== undefined) methods.push({ name: 'a token in NATS_URL', authenticator: tokenAuthenticator(urls.token) });
+  const tokenSource = settings.natsTokenFile ? `NATS_TOKEN_FILE / --nats-token-file (${JSON.stringify(settings.natsTokenFile)})` : 'NATS_TOKEN / --nats-token';
+  if (token) methods.push({ name: 'a token (NATS_TOKEN / NATS_TOKEN_FILE)', authenticator: tokenAuthenticator(token), identity: tokenIdentity(tokenSource) });
+  if (urls.token !== undefined) methods.push({ name: 'a token in NATS_URL', authenticator: tokenAuthenticator(urls.token), identity: tokenIdentity('NATS_URL / --nats-url') });
 
   const password = settings.natsPasswordFile ? secretFile(settings.natsPasswordFile, 'NATS_PASSWORD_FILE / --nats-password-file', problems) : natsPassword ? () => natsPassword : undefined;
   if (natsUser || natsPassword || settings.natsPasswordFile) {
     if (!natsUser) problems.push('NATS_PASSWORD / NATS_PASSWORD_FILE is set without NATS_USER / --nats-user');
     else if (!natsPassword && !settings.natsPasswordFile) problems.push('NATS_USER is set without NATS_PASSWORD / NATS_PASSWORD_FILE');
-    methods.push({ name: 'a user and password (NATS_USER)', authenticator: password && usernamePasswordAuthenticator(natsUser, password) });
+    const source = settings.natsPasswordFile ? `NATS_PASSWORD_FILE / --nats-password-file (${JSON.stringify(settings.natsPasswordFile)})` : 'NATS_PASSWORD / --nats-password';
+    methods.push({ name: 'a user and password (NATS_USER)', authenticator: password && usernamePasswordAuthenticator(natsUser, password), identity: userIdentity(natsUser, source) });
   }
-  if (urls.user !== undefined) methods.push({ name: 'a user and password in NATS_URL', authenticator: usernamePasswordAuthenticator(urls.user, urls.password ?? '') });
+  if (urls.user !== undefined) {
+    methods.push({ name: 'a user and password in NATS_URL', authenticator: usernamePasswordAuthenticator(urls.user, urls.password ?? ''), identity: userIdentity(urls.user, 'NATS_URL / --nats-url') });
+  }
 
   if (settings.natsNkeySeedFile) {
     const seed = secretFile(settings.natsNkeySeedFile, 'NATS_NKEY_SEED_FILE / --nats-nkey-seed-file', problems);
-    methods.push({ name: 'an NKey seed (NATS_NKEY_SEED_FILE)', authenticator: seed && nkeyAuthenticator(() => encoder.encode(seed())) });
+    methods.push({
+      name: 'an NKey seed (NATS_NKEY_SEED_FILE)',
+      authenticator: seed && nkeyAuthenticator(() => encoder.encode(seed())),
+      identity: {
+        who: `the NKey of NATS_NKEY_SEED_FILE / --nats-nkey-seed-file (${JSON.stringify(settings.natsNkeySeedFile)})`,
+        fix: "give that setting the seed of a user the server knows, or add this seed's public key to the server's users",
+      },
+    });
   }
   if (settings.natsCredsFile) {
     const creds = secretFile(settings.natsCredsFile, 'NATS_CREDS_FILE / --nats-creds-file', problems);
-    methods.push({ name: 'a credentials file (NATS_CREDS_FILE)', authenticator: creds && credsAuthenticator(() => encoder.encode(creds())) });
+    methods.push({
+      name: 'a credentials file (NATS_CREDS_FILE)',
+      authenticator: creds && credsAuthenticator(() => encoder.encode(creds())),
+      identity: {
+        who: `the credentials of NATS_CREDS_FILE / --nats-creds-file (${JSON.stringify(settings.natsCredsFile)})`,
+        fix: "give that setting a credentials file of the server's operator, not expired or revoked",
+      },
+    });
   }
   if (methods.length > 1) problems.push(`NATS authentication is given ${methods.length} ways (${methods.map((m) => m.name).join(', ')}): give one`);
 
@@ -184,5 +249,5 @@ export function natsConnectionOptions(settings: NatsClientSettings): ConnectionO
   if (authenticator) options.authenticator = authenticator;
   // An empty object still requires TLS (nats.js refuses a server that offers none).
   if (urls.tls || Object.keys(tls).length > 0) options.tls = tls;
-  return options;
+  return { options, identity: methods[0]?.identity ?? NO_CREDENTIALS };
 }

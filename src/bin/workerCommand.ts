@@ -21,7 +21,14 @@ export async function runWorkerCommand(config: Config): Promise<number> {
   const logger = createLogger(config.logLevel);
   // Connected first: bad NATS credentials settings are a ConfigError before any pool exists.
   const nc = await connectNats(config, 'pending-projector-worker');
-  const db = openDatabase(config, logger);
+  let db;
+  try {
+    db = openDatabase(config, logger);
+  } catch (err) {
+    // A DATABASE_URL the worker refuses (a config error): the open connection would keep the process alive.
+    await nc.close().catch(() => undefined);
+    throw err;
+  }
   // Once per subject: every projection may meet the same refusal.
   const refusalsLogged = new Set<string>();
   void (async () => {

@@ -5,6 +5,7 @@ import pg from 'pg';
 import { dialectFor, type SqlDialect } from './dialect.js';
 import { ImmediateBetterSQLite3Client } from './driver/sqliteClient.js';
 import { startSqliteCheckpointer, type SqliteCheckpointer, type SqliteCheckpointerOptions } from './driver/sqliteCheckpointer.js';
+import { redactCredentials } from '../redaction.js';
 import { toCanonicalTimestamp } from '../timestamps.js';
 import { DatabaseUrlError } from './databaseUrlError.js';
 import { postgresConnection, readPasswordFile } from './postgresConnection.js';
@@ -13,7 +14,7 @@ import { postgresConnection, readPasswordFile } from './postgresConnection.js';
 export interface Database {
   readonly knex: Knex;
   readonly dialect: SqlDialect;
-  /** The URL with any password removed, for logs and progress output. */
+  /** The URL with its credentials masked (redactCredentials), for logs and progress output. */
   readonly description: string;
   /** Connections the pool opens at most (SQLite: 1, its single writer). */
   readonly maxConnections: number;
@@ -99,7 +100,8 @@ export function createDatabase(url: string = DEFAULT_DATABASE_URL, options: Data
         },
       },
     });
-    return wrap(knex, 'postgres', url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@'), options.maxConnections ?? DEFAULT_PG_MAX_CONNECTIONS);
+    // The URL as reports print it (migrate, doctor): masked by the one rule, `?password=` included.
+    return wrap(knex, 'postgres', redactCredentials(url), options.maxConnections ?? DEFAULT_PG_MAX_CONNECTIONS);
   }
   if (url.startsWith('sqlite:')) {
     if (options.passwordFile) throw new DatabaseUrlError('DATABASE_PASSWORD_FILE is set, but a SQLite DATABASE_URL takes no password');

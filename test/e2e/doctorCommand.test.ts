@@ -219,7 +219,7 @@ describe('pending-projector doctor, database not there', () => {
     const url = 'postgres://doctor:hunter2-secret@127.0.0.1:1/nowhere';
     const text = await cli(['doctor', '--database-url', url]);
     expect(text.status).toBe(2);
-    expect(text.stderr).toMatch(/cannot reach the database postgres:\/\/doctor:\*\*\*@127\.0\.0\.1:1\/nowhere: .*ECONNREFUSED/);
+    expect(text.stderr).toMatch(/cannot reach the database postgres:\/\/doctor:\[REDACTED\]@127\.0\.0\.1:1\/nowhere: .*ECONNREFUSED/);
     expect(text.stdout).toMatch(/verdict: the worker cannot run: the database cannot be reached or read\n$/);
     const json = await cli(['doctor', '--database-url', url, '--json']);
     expect(json.status).toBe(2);

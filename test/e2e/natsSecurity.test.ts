@@ -1,5 +1,5 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,9 +15,12 @@ import { createPendingProjectorClient } from '../../src/client/pendingProjectorC
 import { listDeadLetters } from '../../src/events/deadLetters.js';
 import { summaryKey } from '../../src/events/natsTopology.js';
 import { topologyFor } from '../../src/events/subjects.js';
+import { TASK_SESSION_STATE_CHANGED } from '../../src/events/kandevEvents.js';
+import { rawRows } from '../../src/repository/context.js';
 import { openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { startFakeAgent } from '../support/fakeAgent.js';
 import { envelope, eventually } from '../support/nats.js';
+import { seedPlanTask } from '../support/planComments.js';
 import { generateCertificates, privateNatsAvailable, startPrivateNats, type PrivateNats, type TestCertificates } from '../support/privateNats.js';
 import { rowWriter, type RowWriter } from '../support/rowWriters.js';
 import { collectSummaries } from '../support/summaries.js';
@@ -91,6 +94,8 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     SUBJECT_PREFIX: '',
     RESPOND_DEADLINE_MS: '3000',
     BOOT_RECONCILE: 'false',
+    // The backend answers it (its subscribe and allow_responses), so prompts exercise the hook too.
+    TURN_START_HOOK_SUBJECT: 'kandev.turn_start',
     ...extra,
   });
 
@@ -157,6 +162,8 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     const m = await (await jetstream(agent).consumers.get(topology.agentResumeStream, durable)).next({ expires: 5000 });
     expect(m?.json<{ data: { pending_id: string } }>().data.pending_id).toBe(answered.pendingId);
     await m!.ackAck();
+    // Its session over, the agent removes its consumer (one per session would pile up otherwise).
+    expect(await jsm.consumers.delete(topology.agentResumeStream, durable)).toBe(true);
   });
 
   it('lets ops list and retry dead letters and replay the event stream from the CLI', async () => {
@@ -203,6 +210,100 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     await backend.flush();
     expect(String(await sub.closed)).toMatch(/Permissions Violation for Subscription/);
   });
+
+  /** The delivery label of the transcript message `id` once the worker settled its receipt (deleted and labelled). */
+  const settledLabel = (id: string) =>
+    eventually(async () => {
+      if ((await rawRows(t.ctx, 'SELECT id FROM queued_messages WHERE id = ?', [id])).length > 0) return undefined;
+      const message = await t.ctx.knex('task_session_messages').where({ id }).first();
+      return message ? (JSON.parse(String(message.metadata)).prompt_delivery as string | undefined) : undefined;
+    }, 20_000, `the settlement of receipt ${id}`);
+
+  it("delivers a message.send and a queued prompt the backend admits to the agent user's own durable consumer on the prompt stream, each once and acknowledged", async () => {
+    // Kandev's backend answers the turn-start hook the worker calls before it accepts a prompt.
+    const hook = backend.subscribe('kandev.turn_start', { callback: (_err, m) => void m.respond(JSON.stringify({ ok: true })) });
+    try {
+      const task = await seedPlanTask(t.ctx, { sessionState: 'IDLE' });
+      const client = createPendingProjectorClient(backend, { prefix: '', timeoutMs: 30_000 });
+      const sendId = randomUUID();
+      const sent = await client.sendMessage({ session_id: task.sessionId, caller_id: sendId, content: 'Please apply these' });
+      expect(sent).toMatchObject({ ok: true, delivery_kind: 'direct', message_id: sendId });
+
+      // What docs/endpoints.md tells agent authors: a durable consumer of its own, filtered on its
+      // session's subject, pulled and acknowledged by the agent itself.
+      const jsm = await jetstreamManager(agent);
+      const durable = `agent-prompts-${task.sessionId}`;
+      await jsm.consumers.add(topology.agentPromptStream, { durable_name: durable, ack_policy: AckPolicy.Explicit, filter_subject: topology.agentPromptSubject(task.sessionId) });
+      const consumer = await jetstream(agent).consumers.get(topology.agentPromptStream, durable);
+      const direct = await consumer.next({ expires: 10_000 });
+      expect(direct?.json<{ type: string; data: Record<string, unknown> }>()).toMatchObject({
+        type: 'session.prompt',
+        data: { receipt_id: sendId, session_id: task.sessionId, task_id: task.taskId, delivery_kind: 'direct', content: 'Please apply these' },
+      });
+      await direct!.ackAck();
+      expect(await settledLabel(sendId)).toBe('acknowledged');
+
+      // The delivery claimed the session RUNNING: a prompt queued now waits for the agent to finish.
+      const queueId = randomUUID();
+      const queued = await client.enqueue({ session_id: task.sessionId, caller_id: queueId, content: 'Then run the tests' });
+      expect(queued).toMatchObject({ ok: true, delivery_kind: 'queued', queue_id: queueId });
+      const listed = await createPendingProjectorClient(ui, { prefix: '' }).listQueue({ session_id: task.sessionId });
+      expect(listed).toMatchObject({ ok: true, count: 1 });
+      // The agent finished its turn: Kandev sets the session IDLE and says so.
+      await rawRows(t.ctx, `UPDATE task_sessions SET state = 'IDLE' WHERE id = ?`, [task.sessionId]);
+      backend.publish(TASK_SESSION_STATE_CHANGED, envelope(TASK_SESSION_STATE_CHANGED, { task_id: task.taskId, session_id: task.sessionId, old_state: 'RUNNING', new_state: 'IDLE' }));
+      const fromQueue = await consumer.next({ expires: 15_000 });
+      expect(fromQueue?.json<{ data: Record<string, unknown> }>().data).toMatchObject({ receipt_id: queueId, message_id: queueId, delivery_kind: 'queued', content: 'Then run the tests' });
+      await fromQueue!.ackAck();
+      expect(await settledLabel(queueId)).toBe('acknowledged');
+
+      // Each arrived once: nothing more to pull, nothing redelivered or waiting for an ack.
+      expect(await consumer.next({ expires: 1000 })).toBeNull();
+      const info = await consumer.info();
+      expect(info).toMatchObject({ num_pending: 0, num_ack_pending: 0, num_redelivered: 0, delivered: { consumer_seq: 2 } });
+      expect(await jsm.consumers.delete(topology.agentPromptStream, durable)).toBe(true);
+      expect(worker.output()).not.toMatch(/NATS refused|Permissions Violation/);
+    } finally {
+      hook.unsubscribe();
+    }
+  }, 60_000);
+
+  it('lets the ui list a queue, and refuses it every admission endpoint (queue.enqueue, message.send, ...): prompts go through the backend', async () => {
+    const task = await seedPlanTask(t.ctx, { sessionState: 'RUNNING' });
+    const listed = await createPendingProjectorClient(ui, { prefix: '' }).listQueue({ session_id: task.sessionId });
+    expect(listed).toMatchObject({ ok: true, count: 0 });
+    for (const endpoint of ['queue.enqueue', 'message.send', 'plan_comment.run', 'attachment.stage']) {
+      const request = JSON.stringify({ session_id: task.sessionId, caller_id: randomUUID(), content: 'from the ui' });
+      await expect(ui.request(topology.serviceSubject(endpoint), request, { timeout: 5000 })).rejects.toThrow(
+        new RegExp(`Permissions Violation for Publish to "pending_projector\\.v1\\.${endpoint.replaceAll('.', '\\.')}"`),
+      );
+    }
+    expect(await rawRows(t.ctx, 'SELECT id FROM queued_messages WHERE session_id = ?', [task.sessionId])).toEqual([]);
+  });
+
+  it('exits 2 on a wrong password, naming the user and the setting to correct and never the password', async () => {
+    const wrong = `pw${randomBytes(12).toString('hex')}`;
+    const run = await runCli(['worker'], workerEnv(server.url, { NATS_USER: 'worker', NATS_PASSWORD: wrong }));
+    expect(run.status).toBe(2);
+    expect(run.out).toContain('refused user "worker" (password from NATS_PASSWORD / --nats-password): Authorization Violation');
+    expect(run.out).toContain("the server's WORKER_PASSWORD");
+    const inUrl = await runCli(['dead-letters', 'list'], { NATS_URL: `nats://ops:${wrong}@127.0.0.1:${server.port}`, NATS_INBOX_PREFIX: '_INBOX_ops', SUBJECT_PREFIX: '' });
+    expect(inUrl.status).toBe(2);
+    expect(inUrl.out).toContain('refused user "ops" (password from NATS_URL / --nats-url)');
+    for (const out of [run.out, inUrl.out]) {
+      expect(out).not.toContain(wrong);
+      expect(out).not.toContain(passwords.worker);
+      expect(out).not.toContain('"worker started"');
+    }
+  }, 60_000);
+
+  it('exits 2 on an unsupported DATABASE_URL carrying passwords, printing none, and closes its NATS connection to do so', async () => {
+    const secret = `pw${randomBytes(12).toString('hex')}`;
+    const run = await runCli(['worker'], workerEnv(server.url, { NATS_USER: 'worker', NATS_PASSWORD: passwords.worker, DATABASE_URL: `mysql://app:${secret}@db/k?password=${secret}&sslpassword=${secret}` }));
+    expect(run.status).toBe(2);
+    expect(run.out).toContain('unsupported DATABASE_URL "mysql://app:[REDACTED]@db/k?password=[REDACTED]&sslpassword=[REDACTED]"');
+    expect(run.out).not.toContain(secret);
+  }, 60_000);
 
   // The publishes start cannot probe (summaries, Kandev events) were made above: none was refused.
   it('ran every flow above without the server refusing the worker anything', () => {
@@ -385,6 +486,11 @@ describe.skipIf(!privateNatsAvailable())('token and NKey authentication through 
       writeFileSync(join(dir, 'wrong'), 'not-the-token\n');
       await roundTrip(server.url, { natsTokenFile: join(dir, 'token') });
       await expect(roundTrip(server.url, { natsTokenFile: join(dir, 'wrong') })).rejects.toThrow(/Authorization/i);
+      // Through the CLI: the configuration-error exit, the setting and its path, never a token.
+      const run = await runCli(['dead-letters', 'list'], { NATS_URL: server.url, NATS_TOKEN_FILE: join(dir, 'wrong') });
+      expect(run.status).toBe(2);
+      expect(run.out).toContain(`refused the token from NATS_TOKEN_FILE / --nats-token-file (${JSON.stringify(join(dir, 'wrong'))}): Authorization Violation`);
+      expect(run.out).not.toMatch(/not-the-token|tok3n-from-env/);
     } finally {
       await server.stop();
     }
@@ -423,6 +529,17 @@ describe('secrets on the command line', () => {
     expect(twice.status).toBe(2);
     expect(twice.out).toMatch(/NATS authentication is given 2 ways/);
     expect(badPassword.out + twice.out).not.toContain(SECRET);
+  }, 30_000);
+
+  it('keeps a password=, sslpassword= or encoded password parameter of DATABASE_URL out of config errors and reports', async () => {
+    const unsupported = await runCli(['migrate'], { ...unreachable, DATABASE_URL: `mysql://app@db/k?password=${SECRET}&sslpassword=${SECRET}` });
+    expect(unsupported.status).toBe(2);
+    expect(unsupported.out).toContain('unsupported DATABASE_URL "mysql://app@db/k?password=[REDACTED]&sslpassword=[REDACTED]"');
+    // doctor names the database it could not reach, on stderr and in its report.
+    const doctor = await runCli(['doctor', '--json'], { ...unreachable, DATABASE_URL: `postgres://app@127.0.0.1:1/k?sslmode=disable&pass%77ord=${SECRET}` });
+    expect(doctor.status).toBe(2);
+    expect(doctor.out).toContain('postgres://app@127.0.0.1:1/k?sslmode=disable&pass%77ord=[REDACTED]');
+    expect(unsupported.out + doctor.out).not.toContain(SECRET);
   }, 30_000);
 
   it('keeps the password of DATABASE_URL and NATS_URL out of a failed connection', async () => {

@@ -2,7 +2,8 @@ import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, describeSettings, isSecretSetting, loadConfig, SETTINGS, type SettingName } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
-import { redactCredentials } from '../../src/redaction.js';
+import { createDatabase } from '../../src/repository/database.js';
+import { isSecretParameter, redactCredentials } from '../../src/redaction.js';
 
 const SECRET = 'hunter2-s3cret';
 
@@ -27,6 +28,47 @@ describe('credentials inside URLs', () => {
     [`connect to postgres://app:${SECRET}@db/k failed: ECONNREFUSED`, 'connect to postgres://app:[REDACTED]@db/k failed: ECONNREFUSED'],
   ])('masks %s', (text, masked) => {
     expect(redactCredentials(text)).toBe(masked);
+  });
+
+  it.each([
+    [`postgres://u@h/db?password=${SECRET}`, 'postgres://u@h/db?password=[REDACTED]'],
+    [`postgres://u@h/db?sslmode=require&sslpassword=${SECRET}&application_name=pp`, 'postgres://u@h/db?sslmode=require&sslpassword=[REDACTED]&application_name=pp'],
+    // pg-connection-string decodes parameter names: the driver reads this one as the password.
+    [`postgres://u@h/db?pass%77ord=${SECRET}`, 'postgres://u@h/db?pass%77ord=[REDACTED]'],
+    [`postgres://u@h/db?PASSWORD=${SECRET}#x`, 'postgres://u@h/db?PASSWORD=[REDACTED]#x'],
+    [`https://h/x?access_token=${SECRET}&client_secret=${SECRET}&api_key=${SECRET}&page=2`, 'https://h/x?access_token=[REDACTED]&client_secret=[REDACTED]&api_key=[REDACTED]&page=2'],
+    [`nats://h:4222?token=${SECRET}`, 'nats://h:4222?token=[REDACTED]'],
+    [`mysql://app:${SECRET}@db/k?password=${SECRET}&sslmode=require`, 'mysql://app:[REDACTED]@db/k?password=[REDACTED]&sslmode=require'],
+  ])('masks the query parameters of %s that carry a secret', (text, masked) => {
+    expect(redactCredentials(text)).toBe(masked);
+  });
+
+  it('names as secret the parameters that hold one, and not the paths and settings beside them', () => {
+    for (const name of ['password', 'sslpassword', 'Password', 'pass%77ord', 'passwd', 'pwd', 'pass', 'token', 'access_token', 'auth_token', 'secret', 'client_secret', 'api_key', 'apikey', 'key', 'jwt', 'nkey', 'seed']) {
+      expect(isSecretParameter(name), name).toBe(true);
+    }
+    for (const name of ['sslmode', 'sslrootcert', 'sslkey', 'sslcert', 'passfile', 'application_name', 'user', 'passthrough', 'page', '%E0%A4%A']) {
+      expect(isSecretParameter(name), name).toBe(false);
+    }
+  });
+
+  it('keeps a JSON log line JSON: a URL quoted inside a message is masked up to its escaped quote', () => {
+    const line = JSON.stringify({ msg: `unsupported DATABASE_URL ${JSON.stringify(`mysql://u@h/db?password=${SECRET}`)}: use sqlite:<path>`, next: 'field' });
+    const masked = redactCredentials(line);
+    expect(masked).not.toContain(SECRET);
+    expect(JSON.parse(masked)).toEqual({ msg: 'unsupported DATABASE_URL "mysql://u@h/db?password=[REDACTED]": use sqlite:<path>', next: 'field' });
+  });
+
+  it('describes a PostgreSQL database without the password of its URL, in userinfo or parameters', async () => {
+    for (const url of [`postgres://app:${SECRET}@127.0.0.1:1/k`, `postgres://app@127.0.0.1:1/k?sslmode=disable&password=${SECRET}`]) {
+      const db = createDatabase(url);
+      try {
+        expect(db.description).not.toContain(SECRET);
+        expect(db.description).toContain('[REDACTED]');
+      } finally {
+        await db.destroy();
+      }
+    }
   });
 
   it('leaves URLs without credentials, and SQLite paths, as they are', () => {
