@@ -9,7 +9,8 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { startWorker } from '../src/bin/worker.js';
+import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { startWorker, type WorkerHandle } from '../src/bin/worker.js';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../src/client/pendingProjectorClient.js';
 import { NatsPlanCommentPublisher } from '../src/events/natsPlanCommentPublisher.js';
 import { topologyFor } from '../src/events/subjects.js';
@@ -266,6 +267,7 @@ async function measureThroughTheBus(
       reservationTtlMs: RESERVATION_TTL_MS,
     },
   });
+  const jsm = await jetstreamManager(nc);
   const stopWorker = onCleanup(() => worker.stop());
   try {
     // The seeded tasks exist before the worker: its start-up refill of the summary bucket is over before any figure.
@@ -302,7 +304,7 @@ async function measureThroughTheBus(
       const receiptId = await sendOnce(client, task);
       const ms = performance.now() - t0;
       await agent.arrival({ receiptId, task, deliveryKind: 'direct', content: contentFor(task) });
-      await quiesce(scratch.ctx, receiptTable, worker, receiptId);
+      await quiesce(scratch.ctx, receiptTable, worker, jsm, receiptId);
       return ms;
     });
     const endpointConcurrentOpsPerSec = await inFlight(tasks.sendThroughput, options.concurrency, sendRecorded);
@@ -315,7 +317,7 @@ async function measureThroughTheBus(
     const enqueue = (task: SeededCommentedTask) => enqueueUntilPrompt(client, agent, task, TYPED, contentFor(task));
     const queue = await timeReported(tasks.queueLatency, async (task) => {
       const sample = await enqueue(task);
-      await quiesce(scratch.ctx, receiptTable, worker, sample.receiptId);
+      await quiesce(scratch.ctx, receiptTable, worker, jsm, sample.receiptId);
       return sample.ms;
     });
     const queueConcurrentOpsPerSec = await inFlight(tasks.queueThroughput, options.concurrency, enqueue);
@@ -327,11 +329,18 @@ async function measureThroughTheBus(
   }
 }
 
-/** Until the receipt was settled and the worker projected what its delivery's events asked for. */
-async function quiesce(ctx: RepositoryContext, receiptTable: string, worker: { projector: { whenIdle(): Promise<void> } }, receiptId: string): Promise<void> {
+/**
+ * Until the receipt was settled, its pass's events are in the events stream, the worker's consumer
+ * has settled every event, and the projections they asked for are done: an idle worker.
+ */
+async function quiesce(ctx: RepositoryContext, receiptTable: string, worker: WorkerHandle, jsm: JetStreamManager, receiptId: string): Promise<void> {
   while ((await rawRows(ctx, `SELECT 1 FROM ${receiptTable} WHERE id = ?`, [receiptId])).length > 0) await sleep(1);
-  // The settle's events reach the consumer a moment after the row is gone.
-  await sleep(10);
+  await worker.promptsIdle();
+  for (;;) {
+    const info = await jsm.consumers.info(worker.topology.eventsStream, worker.topology.consumer);
+    if (info.num_pending === 0 && info.num_ack_pending === 0) break;
+    await sleep(1);
+  }
   await worker.projector.whenIdle();
 }
 

@@ -72,6 +72,8 @@ export interface WorkerDeps {
 export interface WorkerHandle {
   readonly topology: Topology;
   readonly projector: Projector;
+  /** Resolves once this replica's prompt dispatcher has no pass running or scheduled (benchmarks wait on it between samples). */
+  promptsIdle(): Promise<void>;
   readonly metrics: Metrics;
   readonly healthPort: number;
   readonly ctx: RepositoryContext;
@@ -187,6 +189,7 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
   return {
     topology,
     projector,
+    promptsIdle: () => prompts.dispatcher.whenIdle(),
     metrics,
     ctx,
     clarifications,
