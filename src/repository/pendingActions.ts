@@ -3,7 +3,7 @@ import { currentTurnAuthority } from './currentTurnAuthority.js';
 import type { SqlDialect, SqlFragment } from './dialect.js';
 import { isInputCapableSessionState, taskPendingAction, type PendingAction } from '../turns/pendingAction.js';
 import { CLARIFICATION_TYPE, PERMISSION_TYPE, TERMINAL_STATES_SQL, pendingStatusPredicate } from './clarificationSql.js';
-import { countQueuedPromptsByTask } from './queuedPrompts.js';
+import { waitingQueuedPromptsOfSession } from './queuedPrompts.js';
 import type { QueuedPromptTables } from './schema/queueTables.js';
 
 /**
@@ -99,8 +99,9 @@ export interface TaskPendingState {
 
 /**
  * The authoritative pending state of many tasks: two statements whatever the batch size (sessions,
- * then the windowed per-session query over the input-capable ones), and a third, the queued prompt
- * counts, when `queue` names where the queued prompts are. Unknown task ids are absent.
+ * then the windowed per-session query over the input-capable ones). When `queue` names where the
+ * queued prompts are, the first one also counts each session's waiting queued prompts. Unknown task
+ * ids are absent.
  */
 export async function loadTaskPendingStates(
   ctx: RepositoryContext,
@@ -112,7 +113,7 @@ export async function loadTaskPendingStates(
   const members = ctx.dialect.inList('t.id', taskIds);
   const rows = await rawRows<Record<string, unknown>>(
     ctx,
-    `SELECT t.id AS task_id, t.workspace_id, s.id AS session_id, s.state, s.is_primary
+    `SELECT t.id AS task_id, t.workspace_id, s.id AS session_id, s.state, s.is_primary${queue ? `, ${waitingQueuedPromptsOfSession(ctx.dialect, queue, 's.id')} AS queued_prompts` : ''}
        FROM tasks t LEFT JOIN task_sessions s ON s.task_id = t.id
       WHERE ${members.sql}
       ORDER BY t.id, ${ctx.dialect.timestampKey('s.started_at')}, s.id`,
@@ -123,10 +124,11 @@ export async function loadTaskPendingStates(
     const taskId = String(row.task_id);
     let state = states.get(taskId);
     if (!state) {
-      state = { taskId, workspaceId: String(row.workspace_id ?? ''), sessions: [], pendingAction: null };
+      state = { taskId, workspaceId: String(row.workspace_id ?? ''), sessions: [], pendingAction: null, ...(queue ? { queuedPromptCount: 0 } : {}) };
       states.set(taskId, state);
     }
     if (row.session_id === null || row.session_id === undefined) continue;
+    if (queue) state.queuedPromptCount = (state.queuedPromptCount ?? 0) + Number(row.queued_prompts ?? 0);
     const session: SessionPendingState = {
       sessionId: String(row.session_id),
       taskId,
@@ -138,9 +140,7 @@ export async function loadTaskPendingStates(
     if (isInputCapableSessionState(session.state)) capable.push(session.sessionId);
   }
   const actions = await getPendingActionsBySessionIds(ctx, capable);
-  const queued = queue ? await countQueuedPromptsByTask(ctx, queue, [...states.keys()]) : undefined;
   for (const state of states.values()) {
-    if (queued) state.queuedPromptCount = queued.get(state.taskId) ?? 0;
     for (const session of state.sessions) {
       if (isInputCapableSessionState(session.state)) session.pendingAction = actions.get(session.sessionId) ?? null;
     }

@@ -52,29 +52,15 @@ export async function listWaitingQueuedPrompts(ctx: RepositoryContext, table: Re
 }
 
 /**
- * The summary's `queued_prompt_count` per task: waiting receipts plus, beside Kandev, the waiting
- * rows of Kandev's own queue. One statement whatever the batch size; tasks without any are absent.
+ * The number of waiting queued prompts of the session `sessionColumn` names, as a scalar
+ * subquery: this service's waiting receipts plus, beside Kandev, the waiting rows of Kandev's own
+ * queue. It is a column of the projection's first statement (`loadTaskPendingStates`), not a
+ * statement of its own: a projection transaction is a handful of statements, and one more cost
+ * PostgreSQL a quarter of its projections per second. Both tables are indexed by session.
  */
-export async function countQueuedPromptsByTask(ctx: RepositoryContext, tables: QueuedPromptTables, taskIds: readonly string[]): Promise<Map<string, number>> {
-  const counts = new Map<string, number>();
-  if (taskIds.length === 0 || (!tables.receiptTable && !tables.kandevQueue)) return counts;
+export function waitingQueuedPromptsOfSession(dialect: SqlDialect, tables: QueuedPromptTables, sessionColumn: string): string {
   const parts: string[] = [];
-  const bindings: unknown[] = [];
-  if (tables.receiptTable) {
-    const members = ctx.dialect.inList('q.task_id', taskIds);
-    parts.push(`SELECT q.task_id FROM ${tables.receiptTable} q WHERE ${members.sql} AND ${waitingReceiptPredicate(ctx.dialect, 'q')}`);
-    bindings.push(...members.bindings);
-  }
-  if (tables.kandevQueue) {
-    const members = ctx.dialect.inList('k.task_id', taskIds);
-    parts.push(`SELECT k.task_id FROM queued_messages k WHERE ${members.sql} AND ${waitingKandevQueuePredicate(ctx.dialect, 'k')}`);
-    bindings.push(...members.bindings);
-  }
-  const rows = await rawRows<{ task_id: string; n: number | string }>(
-    ctx,
-    `SELECT w.task_id, COUNT(*) AS n FROM (${parts.join(' UNION ALL ')}) w GROUP BY w.task_id`,
-    bindings,
-  );
-  for (const row of rows) counts.set(String(row.task_id), Number(row.n));
-  return counts;
+  if (tables.receiptTable) parts.push(`(SELECT COUNT(*) FROM ${tables.receiptTable} q WHERE q.session_id = ${sessionColumn} AND ${waitingReceiptPredicate(dialect, 'q')})`);
+  if (tables.kandevQueue) parts.push(`(SELECT COUNT(*) FROM queued_messages k WHERE k.session_id = ${sessionColumn} AND ${waitingKandevQueuePredicate(dialect, 'k')})`);
+  return parts.length > 0 ? parts.join(' + ') : '0';
 }
