@@ -71,6 +71,9 @@ export class NatsClarificationDelivery implements ClarificationDelivery {
     const deadline = Date.now() + deadlineMs;
     const noAttempt = new Error('no attempt');
     let lastError = noAttempt;
+    // The last "no stream" answer: a final attempt started with a sliver of the deadline left can
+    // time out, and "timeout" would then hide that no stream captures the subject.
+    let noStream: Error | undefined;
     const attempt = async () => {
       const remaining = deadline - Date.now();
       // The deadline passed during the wait: report the attempt before it, not a new one.
@@ -79,6 +82,7 @@ export class NatsClarificationDelivery implements ClarificationDelivery {
         return await this.js.publish(subject, data, { msgID, headers: h, timeout: remaining });
       } catch (err) {
         lastError = err as Error;
+        if (isNoResponders(err)) noStream = lastError;
         throw err;
       }
     };
@@ -92,7 +96,7 @@ export class NatsClarificationDelivery implements ClarificationDelivery {
     }
     // A lost PubAck does not mean a lost message: ask the stream before reporting failure.
     if (await this.storedResume(subject, payload.pending_id, payload.claim_id).catch(() => false)) return { accepted: true, duplicate: false };
-    return { accepted: false, reason: lastError.message };
+    return { accepted: false, reason: (lastError instanceof errors.TimeoutError && noStream ? noStream : lastError).message };
   }
 
   async wasResumeAccepted(sessionId: string, pendingId: string): Promise<boolean> {

@@ -55,7 +55,9 @@ describe('publishing a detached resume within its deadline', () => {
 
   it('reports the missing stream when none appears before the deadline', async () => {
     const delivery = new NatsClarificationDelivery(nc, fresh(), systemClock);
-    expect(await delivery.publishResume('session-1', payload('p2'), 300)).toEqual({ accepted: false, reason: 'jetstream is not enabled' });
+    // Long enough for the server's "no stream" answer to come back on a loaded host (with 300 ms, the
+    // last attempt itself sometimes ran out of time and the reason read "timeout").
+    expect(await delivery.publishResume('session-1', payload('p2'), 2000)).toEqual({ accepted: false, reason: 'jetstream is not enabled' });
   });
 
   it('gives up at once on any other refusal of the stream', async () => {
