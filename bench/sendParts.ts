@@ -8,15 +8,13 @@ import { performance } from 'node:perf_hooks';
 import { messageAdmissionKey, lockSessionKeys, taskAdmissionKey, unlockSessionKeys } from '../src/repository/admission/advisoryLocks.js';
 import type { TaskAdmission } from '../src/repository/admission/taskAdmission.js';
 import { rawRows, withTransaction, type RepositoryContext } from '../src/repository/context.js';
-import { TURN_META_PROMPT_DISPATCH_PENDING } from '../src/repository/currentTurnAuthority.js';
 import type { Database } from '../src/repository/database.js';
 import { withReservedConnection } from '../src/repository/driver/reservedConnection.js';
-import { writtenNow } from '../src/repository/planCommentRows.js';
 import type { PlanCommentStore } from '../src/repository/planCommentStore.js';
 import { insertPromptReceipt } from '../src/repository/promptReceipts.js';
+import { insertPromptTranscript } from '../src/repository/promptTranscript.js';
 import type { ReceiptTable } from '../src/repository/schema/planCommentTables.js';
 import { bumpCommentsRevision } from '../src/repository/taskPlans.js';
-import { startTurn } from '../src/repository/turns.js';
 import { WrongAnswerError } from './benchRun.js';
 import type { SeededCommentedTask } from './seed/fixtures.js';
 
@@ -54,9 +52,9 @@ export async function inFlight<T>(items: readonly T[], concurrency: number, fn: 
  * The writes acceptPrompt makes for an accepted send of `task`'s comments, in one transaction, with
  * none of its reads, locks or checks: the 5 comment rows deleted at their versions, the revision
  * bumped, the reserved turn, the prompt sequence number, the user message, the direct receipt.
- * Repository functions where one exists (bumpCommentsRevision, startTurn, insertPromptReceipt);
- * the comment delete, the prompt-sequence upsert and the message insert are bench SQL, the same
- * statements acceptPrompt runs (promptAcceptance.ts does not export them).
+ * Repository functions where one exists (bumpCommentsRevision, insertPromptTranscript,
+ * insertPromptReceipt); the comment delete is bench SQL, the statement acceptPrompt runs
+ * (promptAcceptance.ts does not export it).
  */
 export async function bareAcceptance(ctx: RepositoryContext, receiptTable: ReceiptTable, task: SeededCommentedTask, prompt: string): Promise<void> {
   const callerId = randomUUID();
@@ -69,32 +67,9 @@ export async function bareAcceptance(ctx: RepositoryContext, receiptTable: Recei
     );
     if (deleted.length !== task.refs.length) throw new WrongAnswerError(`bare: deleted ${deleted.length} of ${task.refs.length} comments of task ${task.taskId}`);
     await bumpCommentsRevision(tx, { id: task.planId, taskId: task.taskId });
-    const turn = await startTurn(tx, task.sessionId, { metadata: { [TURN_META_PROMPT_DISPATCH_PENDING]: true } });
-    const [seq] = await rawRows<{ last_seq: number | string }>(
-      tx,
-      `INSERT INTO task_session_prompt_seq (task_session_id, last_seq)
-       VALUES (?, (SELECT COALESCE(MAX(m.prompt_seq), 0) + 1 FROM task_session_messages m WHERE m.task_session_id = ?))
-       ON CONFLICT (task_session_id) DO UPDATE SET last_seq = task_session_prompt_seq.last_seq + 1
-       RETURNING last_seq`,
-      [task.sessionId, task.sessionId],
-    );
     const refs = task.refs.map((r) => ({ id: r.id, version: r.version }));
-    const now = writtenNow(tx);
-    await tx.knex('task_session_messages').insert({
-      id: callerId,
-      task_session_id: task.sessionId,
-      task_id: task.taskId,
-      turn_id: turn.id,
-      author_type: 'user',
-      author_id: '',
-      content: prompt,
-      requests_input: 0,
-      type: 'message',
-      metadata: JSON.stringify({ client_message_id: callerId, receipt_id: callerId, delivery_kind: 'direct', plan_comment_refs: refs, plan_comment_request_fingerprint: 'bench' }),
-      created_at: now,
-      updated_at: now,
-      prompt_seq: Number(seq!.last_seq),
-    });
+    const metadata = { client_message_id: callerId, receipt_id: callerId, delivery_kind: 'direct', plan_comment_refs: refs, plan_comment_request_fingerprint: 'bench' };
+    const transcript = await insertPromptTranscript(tx, { id: callerId, sessionId: task.sessionId, taskId: task.taskId, content: prompt, authorId: '', metadata });
     await insertPromptReceipt(tx, receiptTable, {
       id: callerId,
       deliveryKind: 'direct',
@@ -106,7 +81,7 @@ export async function bareAcceptance(ctx: RepositoryContext, receiptTable: Recei
       attachments: [],
       metadata: { client_message_id: callerId, plan_comment_refs: refs, plan_comment_request_fingerprint: 'bench' },
       transcriptMessageId: callerId,
-      transcriptTurnId: turn.id,
+      transcriptTurnId: transcript.turnId,
     });
   });
 }

@@ -1,7 +1,7 @@
+import { insertPromptTranscript } from './promptTranscript.js';
 import { atomically } from './atomically.js';
 import { claimAttachments } from './attachments.js';
 import { rawRows, type RepositoryContext } from './context.js';
-import { TURN_META_PROMPT_DISPATCH_PENDING } from './currentTurnAuthority.js';
 import { snapshotIn } from './planComments.js';
 import {
   badRequest,
@@ -11,10 +11,8 @@ import {
   unavailable,
   type BadRequest,
   type Conflict,
-  type NotFound,
-  type Unavailable,
 } from './planCommentOutcomes.js';
-import { toPlanCommentRecord, writtenNow, type AttachmentRecord, type PlanCommentRecord, type PlanCommentSnapshot } from './planCommentRows.js';
+import { toPlanCommentRecord, type AttachmentRecord, type PlanCommentRecord, type PlanCommentSnapshot } from './planCommentRows.js';
 import { attachmentSummaries, insertPromptReceipt } from './promptReceipts.js';
 import { countWaitingQueuedPrompts } from './queuedPrompts.js';
 import { priorAcceptance, replayOutcome } from './promptReplay.js';
@@ -22,7 +20,6 @@ import { promptRequestFingerprint } from './requestFingerprint.js';
 import type { PlanCommentSchema } from './schema/planCommentTables.js';
 import { lockSessionTurnWrites } from './sessionLocks.js';
 import { bumpCommentsRevision, forUpdate, planCommentsOf } from './taskPlans.js';
-import { startTurn } from './turns.js';
 import { formatPlanCommentPrompt, PLAN_COMMENT_LIMITS, utf8Length } from '../turns/planCommentPrompt.js';
 import {
   PROMPTABLE_SESSION_STATES,
@@ -31,7 +28,6 @@ import {
   type AcceptPromptResult,
   type PlanCommentRef,
 } from './acceptedPrompt.js';
-import { nextPromptSeq } from './promptSeq.js';
 
 /**
  * The accepting transaction (seed 004; design sketch R8-R13, R22-R29, R34): ONE transaction that
@@ -331,9 +327,6 @@ export async function acceptPrompt(ctx: RepositoryContext, schema: PlanCommentSc
           snapshot: await afterAcceptance(tx, schema, taskId, plan, revision),
         };
       }
-      const turn = await startTurn(tx, sessionId, { taskId, metadata: { [TURN_META_PROMPT_DISPATCH_PENDING]: true } });
-      const promptSeq = await nextPromptSeq(tx, sessionId);
-      const now = writtenNow(tx);
       const messageMetadata: Record<string, unknown> = {
         client_message_id: input.callerId,
         receipt_id: input.callerId,
@@ -342,22 +335,8 @@ export async function acceptPrompt(ctx: RepositoryContext, schema: PlanCommentSc
         plan_comment_request_fingerprint: fingerprint,
         ...(claimed.length > 0 ? { attachments: attachmentSummaries(claimed) } : {}),
       };
-      await underCallerId(input.callerId, async () => {
-        await tx.knex('task_session_messages').insert({
-          id: input.callerId,
-          task_session_id: sessionId,
-          task_id: taskId,
-          turn_id: turn.id,
-          author_type: 'user',
-          author_id: input.authorId ?? '',
-          content: prompt,
-          requests_input: 0,
-          type: 'message',
-          metadata: JSON.stringify(messageMetadata),
-          created_at: now,
-          updated_at: now,
-          prompt_seq: promptSeq,
-        });
+      const { turnId, promptSeq } = await underCallerId(input.callerId, async () => {
+        const transcript = await insertPromptTranscript(tx, { id: input.callerId, sessionId, taskId, content: prompt, authorId: input.authorId ?? '', metadata: messageMetadata });
         await insertPromptReceipt(tx, receiptTable, {
           id: input.callerId,
           deliveryKind: 'direct',
@@ -369,13 +348,14 @@ export async function acceptPrompt(ctx: RepositoryContext, schema: PlanCommentSc
           attachments: claimed,
           metadata: { client_message_id: input.callerId, plan_comment_refs: refList, plan_comment_request_fingerprint: fingerprint },
           transcriptMessageId: input.callerId,
-          transcriptTurnId: turn.id,
+          transcriptTurnId: transcript.turnId,
         });
+        return transcript;
       });
       return {
         ...accepted,
         messageId: input.callerId,
-        turnId: turn.id,
+        turnId,
         promptSeq,
         queueId: null,
         position: null,

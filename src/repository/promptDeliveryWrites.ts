@@ -1,15 +1,15 @@
+import { insertPromptTranscript } from './promptTranscript.js';
 import { findActiveClarificationMessages } from './clarifications.js';
 import { rawRows, storedNow, withTransaction, type RepositoryContext } from './context.js';
 import { TURN_META_PROMPT_DISPATCH_ATTEMPTED, TURN_META_PROMPT_DISPATCH_PENDING } from './currentTurnAuthority.js';
 import { toPromptReceiptRecord, writtenNow, type PromptReceiptRecord } from './planCommentRows.js';
 import { PROMPTABLE_SESSION_STATES } from './acceptedPrompt.js';
-import { nextPromptSeq } from './promptSeq.js';
 import { headOrder, RESERVATION_LOST, releaseReservation, type ReservationLost } from './promptReservations.js';
 import { toMessageRecord, type MessageRecord } from './rowMapping.js';
 import type { ReceiptTable } from './schema/planCommentTables.js';
 import { lockSessionTurnWrites } from './sessionLocks.js';
 import { forUpdate } from './taskPlans.js';
-import { patchTurnMetadata, startTurn } from './turns.js';
+import { patchTurnMetadata } from './turns.js';
 import { isLiveClarification } from '../turns/liveClarification.js';
 
 /**
@@ -78,16 +78,6 @@ export function persistPromptTranscript(ctx: RepositoryContext, table: ReceiptTa
     if (!receipt) return RESERVATION_LOST;
     if (receipt.transcriptMessageId !== null) return readTranscript(tx, receipt.transcriptMessageId, false);
 
-    const turn = await startTurn(tx, sessionId, { taskId: receipt.taskId, metadata: { [TURN_META_PROMPT_DISPATCH_PENDING]: true } });
-    const linked = await rawRows(
-      tx,
-      `UPDATE ${table} SET durable_transcript_message_id = ?, durable_transcript_turn_id = ?
-        WHERE id = ? AND delivery_reservation_token = ? AND delivery_reservation_expires_at > ? AND delivery_attempted_at IS NULL RETURNING id`,
-      [receipt.id, turn.id, receipt.id, token, tx.clock()],
-    );
-    // Locked and checked above in this transaction; a miss here is a broken invariant, and the throw rolls the turn back.
-    if (linked.length !== 1) throw new Error(`receipt ${receipt.id} changed under its own row lock`);
-    const promptSeq = await nextPromptSeq(tx, sessionId);
     const carried = (key: string) => (receipt.metadata[key] !== undefined ? { [key]: receipt.metadata[key] } : {});
     const metadata: Record<string, unknown> = {
       client_message_id: receipt.id,
@@ -99,24 +89,17 @@ export function persistPromptTranscript(ctx: RepositoryContext, table: ReceiptTa
       ...carried('client_queue_id'),
       ...(receipt.attachments.length > 0 ? { attachments: receipt.attachments } : {}),
     };
-    const now = writtenNow(tx);
-    await tx.knex('task_session_messages').insert({
-      id: receipt.id,
-      task_session_id: sessionId,
-      task_id: receipt.taskId,
-      turn_id: turn.id,
-      author_type: 'user',
-      author_id: '',
-      content: receipt.content,
-      requests_input: 0,
-      type: 'message',
-      metadata: JSON.stringify(metadata),
-      created_at: now,
-      updated_at: now,
-      prompt_seq: promptSeq,
-    });
+    const { turnId } = await insertPromptTranscript(tx, { id: receipt.id, sessionId, taskId: receipt.taskId, content: receipt.content, authorId: '', metadata });
+    const linked = await rawRows(
+      tx,
+      `UPDATE ${table} SET durable_transcript_message_id = ?, durable_transcript_turn_id = ?
+        WHERE id = ? AND delivery_reservation_token = ? AND delivery_reservation_expires_at > ? AND delivery_attempted_at IS NULL RETURNING id`,
+      [receipt.id, turnId, receipt.id, token, tx.clock()],
+    );
+    // Locked and checked above in this transaction; a miss here is a broken invariant, and the throw rolls the transcript back.
+    if (linked.length !== 1) throw new Error(`receipt ${receipt.id} changed under its own row lock`);
     if (attachments) {
-      await tx.knex('task_message_attachments').where({ queue_id: receipt.id, state: 'claimed' }).update({ message_id: receipt.id, updated_at: now });
+      await tx.knex('task_message_attachments').where({ queue_id: receipt.id, state: 'claimed' }).update({ message_id: receipt.id, updated_at: writtenNow(tx) });
     }
     return readTranscript(tx, receipt.id, true);
   });

@@ -73,27 +73,22 @@ export const importLegacySchema = z
   .object({ task_id: idSchema, drafts: z.array(legacyDraftSchema).max(PLAN_COMMENT_LIMITS.commentsPerPlan * 5, { message: 'too many drafts' }) })
   .strict();
 
-export const messageSendSchema = z
-  .object({
-    session_id: idSchema,
-    caller_id: callerIdSchema,
-    content: content.default(''),
-    plan_comment_refs: refs.optional(),
-    attachment_ids: attachmentIds.optional(),
-    /** Who staged the attachments (their `owner_id`); required with `attachment_ids`. */
-    attachment_owner_id: idSchema.optional(),
-  })
-  .strict();
+const sendShape = {
+  session_id: idSchema,
+  caller_id: callerIdSchema,
+  content: content.default(''),
+  plan_comment_refs: refs.optional(),
+  attachment_ids: attachmentIds.optional(),
+  /** Who staged the attachments (their `owner_id`); required with `attachment_ids`. */
+  attachment_owner_id: idSchema.optional(),
+};
+
+export const messageSendSchema = z.object(sendShape).strict();
 
 /** `queue.enqueue`: a send's body, plus the model and plan mode the dispatcher delivers the prompt with. */
 export const queueEnqueueSchema = z
   .object({
-    session_id: idSchema,
-    caller_id: callerIdSchema,
-    content: content.default(''),
-    plan_comment_refs: refs.optional(),
-    attachment_ids: attachmentIds.optional(),
-    attachment_owner_id: idSchema.optional(),
+    ...sendShape,
     model: storableTextSchema.refine((s) => s.length <= 256, { message: 'model must be at most 256 characters' }).optional(),
     plan_mode: z.boolean().optional(),
   })
