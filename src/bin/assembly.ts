@@ -8,7 +8,7 @@ import { NatsSummaryPublisher } from '../events/natsSummaryPublisher.js';
 import { ensureOutputTopology, ensureTopology } from '../events/natsTopology.js';
 import { topologyFor, type Topology } from '../events/subjects.js';
 import type { SummaryBucket } from '../events/summaryBucket.js';
-import { createLogger } from '../logger.js';
+import { createLogger, resolveLogFormat } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { projectionCapacity } from '../projectors/projectionCapacity.js';
 import { Projector } from '../projectors/projector.js';
@@ -286,14 +286,14 @@ export async function assembleParts(deps: PartsDeps): Promise<Parts> {
 }
 
 /** What a one-shot command that publishes projections reads. */
-export type CommandConfig = PartsConfig & DatabaseConfig & NatsClientSettings & Pick<Config, 'logLevel'>;
+export type CommandConfig = PartsConfig & DatabaseConfig & NatsClientSettings & Pick<Config, 'logLevel'> & Partial<Pick<Config, 'logFormat'>>;
 
 /**
  * Runs a one-shot command (reconcile, replay) over its own database pool and NATS connection named
  * `connectionName`, beside any running workers; drains and closes both afterwards.
  */
 export async function withCommandParts<T>(config: CommandConfig, connectionName: string, run: (parts: Parts, logger: Logger) => Promise<T>): Promise<T> {
-  const logger = createLogger(config.logLevel);
+  const logger = createLogger(config.logLevel, { format: resolveLogFormat(config.logFormat ?? 'auto') });
   const db = openDatabase(config, logger);
   try {
     const nc = await connectNats(config, connectionName);
