@@ -24,6 +24,7 @@ import { promptDispatcherComponent } from './worker/promptDispatcherComponent.js
 import { serviceEndpointsComponent } from './worker/serviceEndpointsComponent.js';
 import { summaryBucketRefillerComponent } from './worker/summaryBucketRefiller.js';
 import { workerPermissionNeeds } from './worker/workerPermissionNeeds.js';
+import { redactCredentials } from '../redaction.js';
 
 export type WorkerConfig = Pick<
   Config,
@@ -54,6 +55,7 @@ export type WorkerConfig = Pick<
       | 'queueMaxPerSession'
       | 'failpoints'
       | 'natsInboxPrefix'
+      | 'natsUrl'
     >
   >;
 
@@ -183,7 +185,21 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
   const started = await startComponents(deps.arrangeComponents?.(components) ?? components, logger);
   serving = true;
   const log = logger.child({ component: 'worker' });
-  log.info({ healthPort: health.port, stream: topology.eventsStream, consumer: topology.consumer, epoch }, 'worker started');
+  // The message stays "worker started", which alerts and scripts match; the fields say where it
+  // runs, credentials masked: the NATS servers it was given (an embedder without NATS_URL: the one
+  // it is connected to), and the port it bound (the free one it got when 0 was asked).
+  log.info(
+    {
+      database: deps.db.description,
+      nats: redactCredentials(config.natsUrl ?? nc.getServer()),
+      subjectPrefix: config.subjectPrefix,
+      healthPort: health.port,
+      stream: topology.eventsStream,
+      consumer: topology.consumer,
+      epoch,
+    },
+    'worker started',
+  );
 
   let stopped: Promise<void> | undefined;
   return {
