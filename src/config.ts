@@ -5,6 +5,7 @@ import { BUCKET_STORAGES } from './events/summaryBucket.js';
 import { SCHEMA_MODE_SETTINGS } from './repository/schema/schemaMode.js';
 import { TIMESTAMP_FORM_SETTINGS } from './repository/timestampForms.js';
 import { redactCredentials } from './redaction.js';
+import { LOG_FORMAT_SETTINGS } from './logger.js';
 
 /**
  * The one reader of process.env. Every setting has an env name and a flag; a flag wins over the
@@ -71,6 +72,13 @@ export const SETTINGS = {
   subjectPrefix: { env: 'SUBJECT_PREFIX', flag: 'subject-prefix', schema: z.string().regex(PREFIX, 'must be empty or dot-terminated tokens, e.g. "acme."'), default: '', help: 'prefix for every subject, stream, consumer and bucket (e.g. "acme.")' },
   healthPort: { env: 'HEALTH_PORT', flag: 'health-port', schema: intFrom(0, 65535), default: 9464, help: 'HTTP port for /healthz, /readyz, /metrics (0 picks a free port)' },
   logLevel: { env: 'LOG_LEVEL', flag: 'log-level', schema: z.enum(LOG_LEVELS), default: 'info', help: LOG_LEVELS.join(' | ') },
+  logFormat: {
+    env: 'LOG_FORMAT',
+    flag: 'log-format',
+    schema: z.enum(LOG_FORMAT_SETTINGS),
+    default: 'auto',
+    help: 'auto (pretty when stdout is a terminal, else json) | json (one JSON object a line) | pretty (human-readable text)',
+  },
   shutdownTimeoutMs: { env: 'SHUTDOWN_TIMEOUT_MS', flag: 'shutdown-timeout-ms', schema: intFrom(100, 600_000), default: 30_000, help: 'graceful shutdown budget before exiting non-zero' },
   projectionBatchSize: {
     env: 'PROJECTION_BATCH_SIZE',

@@ -8,7 +8,7 @@ import { NatsSummaryPublisher } from '../events/natsSummaryPublisher.js';
 import { ensureOutputTopology, ensureTopology } from '../events/natsTopology.js';
 import { topologyFor, type Topology } from '../events/subjects.js';
 import type { SummaryBucket } from '../events/summaryBucket.js';
-import { createLogger } from '../logger.js';
+import { createLogger, resolveLogFormat } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { projectionCapacity } from '../projectors/projectionCapacity.js';
 import { Projector } from '../projectors/projector.js';
@@ -37,7 +37,7 @@ import { getPrimarySession, getSession, getTask } from '../repository/tasks.js';
 import { NO_PROMPT_DISPATCH, type PromptDispatch } from '../services/promptDispatch.js';
 import type { Failpoints } from '../failpoints.js';
 import { NatsPromptDelivery } from '../events/natsPromptDelivery.js';
-import { createPromptReceiptStore } from '../repository/promptReceiptStore.js';
+import { createPromptReceiptStore, type PromptReceiptCount } from '../repository/promptReceiptStore.js';
 import { createPromptDispatcher, type PromptDispatcher } from '../services/promptDispatcher.js';
 import { reconcilePromptReceipts, type PromptReconcileReport } from '../services/reconcilePromptReceipts.js';
 import type { TurnStartHook } from '../services/turnStartHook.js';
@@ -188,6 +188,8 @@ export type PromptDispatchConfig = PlanCommentsConfig & Partial<Pick<Config, 're
 export interface PromptDelivery {
   dispatcher: PromptDispatcher;
   reconcile(options?: { initial?: boolean }): Promise<{ report: PromptReconcileReport; sessions: string[] }>;
+  /** Every receipt of the database by kind and step of delivery (the receipt gauge's read). */
+  countReceipts(): Promise<PromptReceiptCount[] | undefined>;
 }
 
 /**
@@ -195,7 +197,10 @@ export interface PromptDelivery {
  * receipt table, delivering through the agent prompt stream. The owner name is unique per process,
  * so a reservation says which replica holds it.
  */
-export async function createPromptDelivery(parts: Parts, deps: { nc: NatsConnection; config: PromptDispatchConfig; logger: Logger; failpoints: Failpoints; owner: string }): Promise<PromptDelivery> {
+export async function createPromptDelivery(
+  parts: Parts,
+  deps: { nc: NatsConnection; config: PromptDispatchConfig; logger: Logger; failpoints: Failpoints; owner: string; metrics?: Metrics },
+): Promise<PromptDelivery> {
   const store = createPromptReceiptStore(parts.ctx, (await openPlanCommentStore(parts.ctx)).schema);
   const delivery = new NatsPromptDelivery(deps.nc, parts.topology, parts.clock);
   const events = new NatsEventPublisher(deps.nc, parts.topology, parts.clock);
@@ -214,8 +219,13 @@ export async function createPromptDelivery(parts: Parts, deps: { nc: NatsConnect
     promptDeadlineMs: deps.config.promptDeadlineMs ?? 10_000,
     queueMax,
     ineligibleRetryMs: deps.config.dispatchPollMs ?? 1_000,
+    metrics: deps.metrics,
   });
-  return { dispatcher, reconcile: (options) => reconcilePromptReceipts({ store, delivery, events, refreshSummary, logger: deps.logger, queueMax }, options) };
+  return {
+    dispatcher,
+    reconcile: (options) => reconcilePromptReceipts({ store, delivery, events, refreshSummary, logger: deps.logger, queueMax }, options),
+    countReceipts: () => store.countByState(),
+  };
 }
 
 /**
@@ -286,14 +296,14 @@ export async function assembleParts(deps: PartsDeps): Promise<Parts> {
 }
 
 /** What a one-shot command that publishes projections reads. */
-export type CommandConfig = PartsConfig & DatabaseConfig & NatsClientSettings & Pick<Config, 'logLevel'>;
+export type CommandConfig = PartsConfig & DatabaseConfig & NatsClientSettings & Pick<Config, 'logLevel'> & Partial<Pick<Config, 'logFormat'>>;
 
 /**
  * Runs a one-shot command (reconcile, replay) over its own database pool and NATS connection named
  * `connectionName`, beside any running workers; drains and closes both afterwards.
  */
 export async function withCommandParts<T>(config: CommandConfig, connectionName: string, run: (parts: Parts, logger: Logger) => Promise<T>): Promise<T> {
-  const logger = createLogger(config.logLevel);
+  const logger = createLogger(config.logLevel, { format: resolveLogFormat(config.logFormat ?? 'auto') });
   const db = openDatabase(config, logger);
   try {
     const nc = await connectNats(config, connectionName);

@@ -23,7 +23,7 @@ interface Command {
   run(config: Config, args: { values: Record<string, unknown>; positionals: string[] }): Promise<number>;
 }
 
-const DB: SettingName[] = ['databaseUrl', 'databasePasswordFile', 'logLevel', 'dbMaxConnections'];
+const DB: SettingName[] = ['databaseUrl', 'databasePasswordFile', 'logLevel', 'logFormat', 'dbMaxConnections'];
 const BUS: SettingName[] = [...NATS_CLIENT_SETTINGS, 'subjectPrefix'];
 // Commands that read or write Kandev's rows (everything but migrate and dead-letters).
 const STORES: SettingName[] = [...DB, 'timestampForm'];
@@ -94,7 +94,7 @@ const COMMANDS: Record<string, Command> = {
   'dead-letters': {
     summary: 'inspect and re-inject dead-lettered events: list | show <id> | retry <id>',
     usage: 'pending-projector dead-letters list [--limit N] | show <id> | retry <id>',
-    settings: [...BUS, 'logLevel'],
+    settings: [...BUS, 'logLevel', 'logFormat'],
     options: { limit: { type: 'string', help: 'records to list (default 100)' } },
     run: (config, args) => runDeadLettersCommand(config, args.positionals, Number(args.values.limit ?? 100)),
   },

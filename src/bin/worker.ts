@@ -24,6 +24,7 @@ import { promptDispatcherComponent } from './worker/promptDispatcherComponent.js
 import { serviceEndpointsComponent } from './worker/serviceEndpointsComponent.js';
 import { summaryBucketRefillerComponent } from './worker/summaryBucketRefiller.js';
 import { workerPermissionNeeds } from './worker/workerPermissionNeeds.js';
+import { redactCredentials } from '../redaction.js';
 
 export type WorkerConfig = Pick<
   Config,
@@ -54,6 +55,7 @@ export type WorkerConfig = Pick<
       | 'queueMaxPerSession'
       | 'failpoints'
       | 'natsInboxPrefix'
+      | 'natsUrl'
     >
   >;
 
@@ -93,6 +95,9 @@ const LEASE_TTL_MS = 60_000;
 const RECOVERY_MARGIN_MS = 5000;
 // Lag with no event settled for this long means the consumer is stuck, not busy.
 const STUCK_AFTER_MS = 60_000;
+// A scrape reads the prompt receipt counts from the database at most this often: a scraper (or
+// several) polling fast costs one small COUNT per interval, and nothing is read between scrapes.
+const PROMPT_RECEIPTS_MAX_AGE_MS = 5_000;
 
 function bootLease(ctx: RepositoryContext): Lease {
   const owner = randomUUID();
@@ -118,7 +123,13 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
   const { ctx, projector, topology, epoch } = parts;
   const clarifications = createClarifications(parts, { nc, respondDeadlineMs: config.respondDeadlineMs, logger });
   const failpoints = deps.failpoints ?? createFailpoints(config.failpoints ?? '', logger);
-  const prompts = await createPromptDelivery(parts, { nc, config, logger, failpoints, owner: `${epoch}:${randomUUID()}` });
+  const prompts = await createPromptDelivery(parts, { nc, config, logger, failpoints, owner: `${epoch}:${randomUUID()}`, metrics });
+  const metricsLog = logger.child({ component: 'metrics' });
+  metrics.readPromptReceiptsFrom({
+    read: () => prompts.countReceipts(),
+    maxAgeMs: PROMPT_RECEIPTS_MAX_AGE_MS,
+    onError: (err) => metricsLog.warn({ err }, 'could not count the prompt receipts for /metrics; the gauge keeps its last values'),
+  });
   const planComments = await createPlanComments(parts, { nc, config, logger, dispatch: prompts.dispatcher, failpoints });
   let serving = false;
 
@@ -177,13 +188,27 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
     deliveryRecoveryLoop({ recover: (options) => clarifications.recoverPendingDeliveries(options), graceMs: config.respondDeadlineMs + RECOVERY_MARGIN_MS, logger }),
     // Stopped after the endpoints: the collection events of the last requests they answered go out.
     { name: 'plan-comment-events', start: async () => undefined, stop: () => planComments.eventsSettled() },
-    serviceEndpointsComponent({ nc, topology, clarifications, tasks: createTasks(parts, logger), planComments, logger, maxRequestBytes: config.maxEventBytes }),
+    serviceEndpointsComponent({ nc, topology, clarifications, tasks: createTasks(parts, logger), planComments, logger, maxRequestBytes: config.maxEventBytes, metrics }),
     reconcile,
   ];
   const started = await startComponents(deps.arrangeComponents?.(components) ?? components, logger);
   serving = true;
   const log = logger.child({ component: 'worker' });
-  log.info({ healthPort: health.port, stream: topology.eventsStream, consumer: topology.consumer, epoch }, 'worker started');
+  // The message stays "worker started", which alerts and scripts match; the fields say where it
+  // runs, credentials masked: the NATS servers it was given (an embedder without NATS_URL: the one
+  // it is connected to), and the port it bound (the free one it got when 0 was asked).
+  log.info(
+    {
+      database: deps.db.description,
+      nats: redactCredentials(config.natsUrl ?? nc.getServer()),
+      subjectPrefix: config.subjectPrefix,
+      healthPort: health.port,
+      stream: topology.eventsStream,
+      consumer: topology.consumer,
+      epoch,
+    },
+    'worker started',
+  );
 
   let stopped: Promise<void> | undefined;
   return {

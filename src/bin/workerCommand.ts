@@ -1,7 +1,7 @@
 import { errors } from '@nats-io/transport-node';
 import type { Config } from '../config.js';
 import { NatsPermissionError } from '../events/natsPermissions.js';
-import { createLogger } from '../logger.js';
+import { createLogger, resolveLogFormat } from '../logger.js';
 import { openDatabase } from './assembly.js';
 import { connectNats } from './connectNats.js';
 import { startWorker } from './worker.js';
@@ -18,7 +18,7 @@ function permissionErrorOf(err: unknown): NatsPermissionError | undefined {
  * drains NATS and closes the database; a second signal, or the shutdown timeout, exits non-zero.
  */
 export async function runWorkerCommand(config: Config): Promise<number> {
-  const logger = createLogger(config.logLevel);
+  const logger = createLogger(config.logLevel, { format: resolveLogFormat(config.logFormat) });
   // Connected first: bad NATS credentials settings are a ConfigError before any pool exists.
   const nc = await connectNats(config, 'pending-projector-worker');
   let db;

@@ -1,4 +1,5 @@
 import { countWaitingQueuedPrompts } from './queuedPrompts.js';
+import { countPromptReceiptsByState, type PromptReceiptCount } from './promptReceiptCounts.js';
 import type { RepositoryContext } from './context.js';
 import type { PromptReceiptRecord } from './planCommentRows.js';
 import {
@@ -36,6 +37,7 @@ import type { CanonicalTimestamp } from '../timestamps.js';
 export type { Eligibility, MarkOptions, MarkRefusal, MarkResult, PromptDeliveryLabel, PromptTranscript, SettledPrompt, SettleResult, TranscriptResult } from './promptDeliveryWrites.js';
 export type { ReconcilableReceipt, ReconcileClass, ReleaseInput, Reservation, ReservationLost } from './promptReservations.js';
 export type { PromptReceiptRecord } from './planCommentRows.js';
+export type { PromptReceiptCount, PromptReceiptKind, PromptReceiptState } from './promptReceiptCounts.js';
 
 /**
  * The prompt dispatcher's and reconciliation's port onto durable prompt receipts (design §3.4):
@@ -79,6 +81,8 @@ export interface PromptReceiptStore {
   removeOrphan(id: string): Promise<boolean>;
   /** Queued prompts of the session still waiting (`message.queue.status_changed`'s count). */
   countWaiting(sessionId: string): Promise<number>;
+  /** Every receipt of the database by kind and step of delivery (the worker's gauges); undefined when there is no receipt table. */
+  countByState(): Promise<PromptReceiptCount[] | undefined>;
   getReceipt(id: string): Promise<PromptReceiptRecord | undefined>;
 }
 
@@ -107,6 +111,7 @@ export function createPromptReceiptStore(ctx: RepositoryContext, schema: PlanCom
     removeAttempted: (id, label) => removeAttemptedPromptReceipt(ctx, need(), id, label),
     removeOrphan: (id) => removeOrphanReceipt(ctx, need(), id),
     countWaiting: (sessionId) => (table ? countWaitingQueuedPrompts(ctx, table, sessionId) : Promise.resolve(0)),
+    countByState: () => (table ? countPromptReceiptsByState(ctx, table) : Promise.resolve(undefined)),
     getReceipt: (id) => (table ? getPromptReceipt(ctx, table, id) : Promise.resolve(undefined)),
   };
 }

@@ -13,6 +13,9 @@ export type Reply<T extends object> = ({ ok: true } & T) | ReplyFailure;
 /** Any endpoint's reply; a failure may carry extra top-level fields (the guard's `blocked: true`). */
 export type AnyReply = { ok: true } | ReplyFailure;
 
+/** What a reply says, as the metrics count it: `ok`, or its error code. */
+export type ReplyCode = 'ok' | ReplyErrorCode;
+
 export interface EndpointOptions<S extends z.ZodType> {
   nc: NatsConnection;
   subject: string;
@@ -21,6 +24,8 @@ export interface EndpointOptions<S extends z.ZodType> {
   handler: (request: z.output<S>) => Promise<AnyReply>;
   logger: Logger;
   maxRequestBytes: number;
+  /** Told of every reply sent: its code and the seconds since the request arrived (the metrics). */
+  observe?: (code: ReplyCode, seconds: number) => void;
 }
 
 const QUEUE_GROUP = 'pending-projector';
@@ -39,10 +44,12 @@ export function serveEndpoint<S extends z.ZodType>(options: EndpointOptions<S>):
   // A reply the connection will not send (over the server's max_payload, or the connection
   // closed) throws; unhandled, that rejection would end the worker. The caller gets `internal`
   // instead, if even that can be sent.
-  const respond = (msg: { respond(data: Uint8Array): boolean }, reply: AnyReply) => {
+  const respond = (msg: { respond(data: Uint8Array): boolean }, reply: AnyReply, startedAt: bigint) => {
+    let code: ReplyCode = reply.ok ? 'ok' : reply.error.code;
     try {
       msg.respond(encoder.encode(JSON.stringify(reply)));
     } catch (err) {
+      code = 'internal';
       log.error({ err }, 'endpoint reply could not be sent');
       try {
         msg.respond(encoder.encode(JSON.stringify({ ok: false, error: { code: 'internal', message: `the reply could not be sent: ${(err as Error).message}` } })));
@@ -50,6 +57,7 @@ export function serveEndpoint<S extends z.ZodType>(options: EndpointOptions<S>):
         // The connection is gone: the caller's request times out, which it handles as unavailable.
       }
     }
+    options.observe?.(code, Number(process.hrtime.bigint() - startedAt) / 1e9);
   };
   let failure: unknown;
   const done = (async () => {
@@ -64,10 +72,11 @@ export function serveEndpoint<S extends z.ZodType>(options: EndpointOptions<S>):
   })();
   async function serve(): Promise<void> {
     for await (const msg of sub) {
+      const startedAt = process.hrtime.bigint();
       const work = (async () => {
         const parsed = parseRequest(msg.data, options.schema, options.maxRequestBytes);
         if (!parsed.ok) {
-          respond(msg, parsed.reply);
+          respond(msg, parsed.reply, startedAt);
           return;
         }
         let reply: AnyReply;
@@ -77,7 +86,7 @@ export function serveEndpoint<S extends z.ZodType>(options: EndpointOptions<S>):
           log.error({ err }, 'endpoint handler failed');
           reply = { ok: false, error: { code: 'internal', message: (err as Error).message ?? 'internal error' } };
         }
-        respond(msg, reply);
+        respond(msg, reply, startedAt);
       })();
       inFlight.add(work);
       void work.finally(() => inFlight.delete(work));

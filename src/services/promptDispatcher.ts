@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { KandevEvent } from '../events/kandevEvents.js';
+import type { Metrics } from '../metrics.js';
 import type { Failpoints } from '../failpoints.js';
 import type { PromptDeliveryLabel, PromptReceiptRecord, PromptReceiptStore, PromptTranscript } from '../repository/promptReceiptStore.js';
 import type { AgentPromptDelivery, PromptAttachmentPayload, PromptPayload } from './agentPromptDelivery.js';
@@ -55,6 +56,8 @@ export interface PromptDispatcherDeps {
   ineligibleRetryMs: number;
   /** Sessions delivered at once by this process (default 4). */
   maxConcurrentSessions?: number;
+  /** Counts each reserved receipt's outcome, and gauges the sessions in delivery and waiting for a slot. */
+  metrics?: Metrics;
 }
 
 export interface PromptDispatcher extends PromptDispatch {
@@ -73,7 +76,15 @@ export function releaseBackoffMs(attempts: number): number {
   return Math.min(60_000, 250 * 2 ** Math.max(0, Math.min(attempts, 20)));
 }
 
-type Outcome = 'delivered' | 'nothing' | 'released' | 'lost' | 'failed';
+/**
+ * What one pass did with the session's head. `nothing`: no receipt was reserved. Every other outcome
+ * follows a reservation, and is counted: `acknowledged` and `unconfirmed` (published, labelled so),
+ * `released` (not eligible under the reservation or at the marker: given back, no attempt counted),
+ * `failed` (a failure before the marker: released with a backoff, tried again), `abandoned` (a
+ * failure after the marker: never sent again, reconciliation settles it), `lost` (the reservation
+ * was taken over, released or settled by someone else).
+ */
+type Outcome = 'nothing' | 'acknowledged' | 'unconfirmed' | 'released' | 'failed' | 'abandoned' | 'lost';
 
 function attachmentPayloads(attachments: readonly unknown[]): PromptAttachmentPayload[] {
   return attachments.flatMap((a) => {
@@ -229,12 +240,12 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
         ...(await queueStatus(receipt, 'settled')),
       ]);
       rlog.debug({ label }, 'prompt delivered');
-      return 'delivered';
+      return label;
     } catch (err) {
       if (marked) {
         // After the marker nothing is retried: reconciliation removes the receipt once its reservation expired.
         rlog.error({ err }, 'prompt delivery failed after its at-most-once marker; reconciliation settles it without resending');
-        return 'failed';
+        return 'abandoned';
       }
       rlog.warn({ err }, 'prompt delivery failed before its marker; released for retry');
       await store
@@ -250,6 +261,12 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
     }
   }
 
+  const sessionsGauge = () => {
+    deps.metrics?.dispatcherSessions.set({ state: 'delivering' }, running.size);
+    deps.metrics?.dispatcherSessions.set({ state: 'waiting' }, waiting.length);
+  };
+  sessionsGauge();
+
   function settleIdle() {
     if (running.size > 0 || waiting.length > 0 || scheduled > 0) return;
     const waiters = idleWaiters;
@@ -262,7 +279,8 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
       do {
         again.delete(sessionId);
         try {
-          await deliverHead(sessionId);
+          const outcome = await deliverHead(sessionId);
+          if (outcome !== 'nothing') deps.metrics?.promptDeliveryAttempts.inc({ outcome });
         } catch (err) {
           log.error({ sessionId, err }, 'prompt dispatch pass failed');
         }
@@ -271,9 +289,11 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
       running.delete(sessionId);
       const next = waiting.shift();
       if (next !== undefined && accepting) launch(next);
+      sessionsGauge();
       settleIdle();
     });
     running.set(sessionId, run);
+    sessionsGauge();
   }
 
   /**
@@ -300,6 +320,7 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
     if (waiting.includes(sessionId)) return;
     if (running.size >= maxConcurrent) {
       waiting.push(sessionId);
+      sessionsGauge();
       return;
     }
     launch(sessionId);
@@ -328,6 +349,7 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
     async stop() {
       accepting = false;
       waiting.length = 0;
+      sessionsGauge();
       again.clear();
       await Promise.all([...running.values()]);
     },

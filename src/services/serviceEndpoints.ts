@@ -4,11 +4,12 @@ import type { z } from 'zod';
 import type { Topology } from '../events/subjects.js';
 import { NatsPermissionError, subscriptionDenial } from '../events/natsPermissions.js';
 import type { ClarificationService } from './clarificationService.js';
-import { serveEndpoint, type AnyReply } from './endpoint.js';
+import { serveEndpoint, type AnyReply, type ReplyCode } from './endpoint.js';
 import { ENDPOINT_REQUEST_SCHEMAS, type EndpointName, type EndpointRequest } from './endpointRequestSchemas.js';
 import { ENDPOINTS } from './requests.js';
 import type { TaskService } from './taskService.js';
 import type { PlanCommentService } from './planCommentService.js';
+import type { Metrics } from '../metrics.js';
 
 export interface ServiceEndpointsOptions {
   nc: NatsConnection;
@@ -19,6 +20,8 @@ export interface ServiceEndpointsOptions {
   planComments?: PlanCommentService;
   logger: Logger;
   maxRequestBytes: number;
+  /** Counts each endpoint's replies by code and observes their latency. */
+  metrics?: Metrics;
 }
 
 /**
@@ -30,8 +33,24 @@ export async function startServiceEndpoints(options: ServiceEndpointsOptions): P
   // Each endpoint's body is validated by its schema in ENDPOINT_REQUEST_SCHEMAS, the table the fuzz
   // tests walk. The handler is typed by that schema's output at each call below; the cast only
   // hides it from serveEndpoint, as TypeScript does not carry the table's indexed type through.
+  const { metrics } = options;
+  const observe = (endpoint: EndpointName) =>
+    metrics
+      ? (code: ReplyCode, seconds: number) => {
+          metrics.endpointRequests.inc({ endpoint, code });
+          metrics.endpointSeconds.observe({ endpoint }, seconds);
+        }
+      : undefined;
   const serve = <N extends EndpointName>(name: N, handler: (request: EndpointRequest<N>) => Promise<AnyReply>) =>
-    serveEndpoint({ nc, logger, maxRequestBytes, subject: topology.serviceSubject(name), schema: ENDPOINT_REQUEST_SCHEMAS[name] as z.ZodType, handler: handler as (request: unknown) => Promise<AnyReply> });
+    serveEndpoint({
+      nc,
+      logger,
+      maxRequestBytes,
+      subject: topology.serviceSubject(name),
+      schema: ENDPOINT_REQUEST_SCHEMAS[name] as z.ZodType,
+      handler: handler as (request: unknown) => Promise<AnyReply>,
+      observe: observe(name),
+    });
   const endpoints = [
     serve(ENDPOINTS.summaryGet, (request) => tasks.getSummary(request)),
     serve(ENDPOINTS.taskReproject, (request) => tasks.reproject(request)),

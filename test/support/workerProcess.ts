@@ -25,11 +25,13 @@ export async function spawnWorker(env: Record<string, string>, timeoutMs = 30_00
   const healthPort = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`worker did not start in ${timeoutMs} ms:\n${out}`)), timeoutMs);
     const onData = () => {
-      const line = out.split('\n').find((l) => l.includes('"worker started"'));
-      if (line) {
+      // A JSON line, or a LOG_FORMAT=pretty one, whose fields pino-pretty prints as JSON.
+      const line = out.split('\n').find((l) => l.includes('"worker started"') || l.includes(') worker started {'));
+      const port = line?.match(/"healthPort":(\d+)/)?.[1];
+      if (port) {
         clearTimeout(timer);
         child.stdout!.off('data', onData);
-        resolve((JSON.parse(line) as { healthPort: number }).healthPort);
+        resolve(Number(port));
       }
     };
     child.stdout!.on('data', onData);
