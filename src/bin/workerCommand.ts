@@ -4,6 +4,7 @@ import { NatsPermissionError } from '../events/natsPermissions.js';
 import { createLogger, resolveLogFormat } from '../logger.js';
 import { openDatabase } from './assembly.js';
 import { connectNats } from './connectNats.js';
+import { watchShutdownSignals, type ShutdownSignal } from './shutdownSignals.js';
 import { startWorker } from './worker.js';
 
 /** The permission error behind a failed start (startComponents wraps it when stopping failed too). */
@@ -15,7 +16,8 @@ function permissionErrorOf(err: unknown): NatsPermissionError | undefined {
 
 /**
  * Runs the worker until SIGTERM/SIGINT. The first signal stops pulling, settles in-flight events,
- * drains NATS and closes the database; a second signal, or the shutdown timeout, exits non-zero.
+ * drains NATS and closes the database; a second signal (a second or more later: see
+ * `SIGNAL_REPEAT_MS`), or the shutdown timeout, exits non-zero.
  */
 export async function runWorkerCommand(config: Config): Promise<number> {
   const logger = createLogger(config.logLevel, { format: resolveLogFormat(config.logFormat) });
@@ -58,13 +60,7 @@ export async function runWorkerCommand(config: Config): Promise<number> {
     return denied ? 2 : 1;
   }
   return new Promise<number>((resolve) => {
-    let signals = 0;
-    const shutdown = (signal: string) => {
-      signals++;
-      if (signals > 1) {
-        logger.error({ signal }, 'second signal: exiting now');
-        process.exit(130);
-      }
+    const shutdown = (signal: ShutdownSignal) => {
       logger.info({ signal, timeoutMs: config.shutdownTimeoutMs }, 'shutting down');
       const timer = setTimeout(() => {
         logger.error('shutdown timed out: exiting');
@@ -84,7 +80,12 @@ export async function runWorkerCommand(config: Config): Promise<number> {
         }
       })();
     };
-    process.on('SIGTERM', () => shutdown('SIGTERM'));
-    process.on('SIGINT', () => shutdown('SIGINT'));
+    watchShutdownSignals({
+      stop: shutdown,
+      force: (signal) => {
+        logger.error({ signal }, 'second signal: exiting now');
+        process.exit(130);
+      },
+    });
   });
 }

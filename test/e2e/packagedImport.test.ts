@@ -63,7 +63,7 @@ describe('the packed package', () => {
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  it('ships the built entry points and the CLI, and no tests or benchmarks', async () => {
+  it('ships the built entry points, the CLI and the docs, and no tests or benchmarks', async () => {
     const { stdout } = await run('tar', ['-tzf', tarball], { maxBuffer: 64 * 1024 * 1024 });
     const files = stdout.split('\n').filter(Boolean).map((path) => path.replace(/^package\//, ''));
     expect(files).toEqual(
@@ -76,9 +76,11 @@ describe('the packed package', () => {
         'dist/src/index.d.ts',
         'dist/src/turns/index.js',
         'dist/src/turns/index.d.ts',
+        'docs/configuration.md',
       ]),
     );
-    expect(files.filter((path) => /^(test|bench|scripts|testdata|docs)\//.test(path) || /\.test\.[cm]?[jt]s$/.test(path))).toEqual([]);
+    // docs/, deploy/ and the shared fixture in testdata/ ship: the README links them.
+    expect(files.filter((path) => /^(test|bench|scripts)\//.test(path) || /\.test\.[cm]?[jt]s$/.test(path))).toEqual([]);
 
     const installed = join(scratch, 'node_modules', 'pending-projector');
     const manifest = JSON.parse(await readFile(join(installed, 'package.json'), 'utf8')) as { exports: Record<string, Record<string, string>> };
