@@ -9,6 +9,7 @@ import {
   type TlsOptions,
 } from '@nats-io/transport-node';
 import { ConfigError, type Config } from '../config.js';
+import { checkNatsServerIdentity } from './natsServerIdentity.js';
 
 /** The settings a NATS connection reads (see the config table); absent ones are unset. */
 export type NatsClientSettings = Pick<Config, 'natsUrl'> &
@@ -247,7 +248,9 @@ export function resolveNatsConnection(settings: NatsClientSettings): { options: 
   if (settings.natsInboxPrefix) options.inboxPrefix = settings.natsInboxPrefix;
   const authenticator = methods[0]?.authenticator;
   if (authenticator) options.authenticator = authenticator;
-  // An empty object still requires TLS (nats.js refuses a server that offers none).
-  if (urls.tls || Object.keys(tls).length > 0) options.tls = tls;
+  // Files or not, TLS is required (nats.js refuses a server that offers none), and each server's
+  // certificate is checked against its own host in NATS_URL (natsServerIdentity). nats.js copies
+  // these options into Node's tls.connect, which TlsOptions does not declare.
+  if (urls.tls || Object.keys(tls).length > 0) options.tls = { ...tls, checkServerIdentity: checkNatsServerIdentity } as TlsOptions;
   return { options, identity: methods[0]?.identity ?? NO_CREDENTIALS };
 }
