@@ -7,6 +7,7 @@ import type { ClarificationService } from './clarificationService.js';
 import { serveEndpoint, type AnyReply } from './endpoint.js';
 import { ENDPOINT_REQUEST_SCHEMAS, type EndpointName, type EndpointRequest } from './endpointRequestSchemas.js';
 import { ENDPOINTS } from './requests.js';
+import { GUARD_FAILURE_FIELDS } from './replies.js';
 import type { TaskService } from './taskService.js';
 import type { PlanCommentService } from './planCommentService.js';
 
@@ -30,8 +31,16 @@ export async function startServiceEndpoints(options: ServiceEndpointsOptions): P
   // Each endpoint's body is validated by its schema in ENDPOINT_REQUEST_SCHEMAS, the table the fuzz
   // tests walk. The handler is typed by that schema's output at each call below; the cast only
   // hides it from serveEndpoint, as TypeScript does not carry the table's indexed type through.
-  const serve = <N extends EndpointName>(name: N, handler: (request: EndpointRequest<N>) => Promise<AnyReply>) =>
-    serveEndpoint({ nc, logger, maxRequestBytes, subject: topology.serviceSubject(name), schema: ENDPOINT_REQUEST_SCHEMAS[name] as z.ZodType, handler: handler as (request: unknown) => Promise<AnyReply> });
+  const serve = <N extends EndpointName>(name: N, handler: (request: EndpointRequest<N>) => Promise<AnyReply>, failureFields?: Record<string, unknown>) =>
+    serveEndpoint({
+      nc,
+      logger,
+      maxRequestBytes,
+      subject: topology.serviceSubject(name),
+      schema: ENDPOINT_REQUEST_SCHEMAS[name] as z.ZodType,
+      handler: handler as (request: unknown) => Promise<AnyReply>,
+      failureFields,
+    });
   const endpoints = [
     serve(ENDPOINTS.summaryGet, (request) => tasks.getSummary(request)),
     serve(ENDPOINTS.taskReproject, (request) => tasks.reproject(request)),
@@ -39,7 +48,8 @@ export async function startServiceEndpoints(options: ServiceEndpointsOptions): P
     serve(ENDPOINTS.clarificationListPending, (request) => clarifications.listPending(request)),
     serve(ENDPOINTS.clarificationDetach, (request) => clarifications.detach(request)),
     serve(ENDPOINTS.clarificationExpire, (request) => clarifications.expire(request)),
-    serve(ENDPOINTS.sessionGuard, (request) => clarifications.guard(request)),
+    // Fails closed whatever failed, a body it could not read included.
+    serve(ENDPOINTS.sessionGuard, (request) => clarifications.guard(request), GUARD_FAILURE_FIELDS),
     serve(ENDPOINTS.sessionTurns, (request) => clarifications.turns(request)),
     serve(ENDPOINTS.taskPendingActions, (request) => clarifications.pendingActions(request)),
     ...(plans
