@@ -1,6 +1,5 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, describeSettings, loadConfig, namesOf, type Config, type SettingName } from '../config.js';
-import { DatabaseUrlError } from '../repository/database.js';
 import { runMigrateCommand } from './migrateCommand.js';
 import { runWorkerCommand } from './workerCommand.js';
 import { runReconcileCommand, runVerifyCommand } from './reconcileCommands.js';
@@ -8,7 +7,7 @@ import { runReplayCommand } from './replayCommand.js';
 import { runDeadLettersCommand } from './deadLettersCommand.js';
 import { parseSampleRows, runDoctorCommand } from './doctorCommand.js';
 import { NATS_CLIENT_SETTINGS } from './natsConnectionOptions.js';
-import { redactCredentials } from '../redaction.js';
+import { describeFailure } from './commandFailure.js';
 
 /**
  * `pending-projector <command>`: the only entry point that reads configuration as a whole and
@@ -151,20 +150,23 @@ export async function main(argv: string[]): Promise<number> {
     }
     throw err;
   }
-  return command.run(config, args as { values: Record<string, unknown>; positionals: string[] });
+  try {
+    return await command.run(config, args as { values: Record<string, unknown>; positionals: string[] });
+  } catch (err) {
+    const { text, exitCode } = describeFailure(err, config.logLevel);
+    process.stderr.write(text);
+    return exitCode;
+  }
 }
 
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;
   },
-  (err: Error & { code?: unknown }) => {
-    // Errors with a stable code are expected failures (bad URL, unreachable service): the message
-    // says it all. Anything else is a bug, and its stack helps. Either may quote a URL: its
-    // credentials are masked. A ConfigError here is one only a connection could tell (NATS
-    // credentials given twice, a secret file unreadable).
-    const text = typeof err.code === 'string' ? `${err.message} (${err.code})` : (err.stack ?? err.message);
-    process.stderr.write(`pending-projector: ${redactCredentials(text)}\n`);
-    process.exitCode = err instanceof DatabaseUrlError || err instanceof ConfigError ? 2 : 1;
+  (err: unknown) => {
+    // Only a bug of main itself gets here: a command's failure is described above.
+    const { text, exitCode } = describeFailure(err, undefined);
+    process.stderr.write(text);
+    process.exitCode = exitCode;
   },
 );

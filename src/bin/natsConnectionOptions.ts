@@ -165,11 +165,6 @@ function tokenIdentity(source: string): NatsIdentity {
   return { who: `the token from ${source}`, fix: `give the token the server's authorization expects in ${source}` };
 }
 
-/** The ConfigError of a server refusing `identity` at connect (`reason`: the server's words, e.g. "Authorization Violation"). */
-export function natsAuthenticationError(identity: NatsIdentity, servers: readonly string[], reason: string): ConfigError {
-  return new ConfigError([`NATS (${servers.join(', ')}) refused ${identity.who}: ${reason}. To fix it, ${identity.fix}, then start again`]);
-}
-
 /**
  * The nats.js connection options for the settings: servers, at most one way to authenticate
  * (token, user/password, NKey seed, credentials file; from the settings or the URL), TLS when a
@@ -181,7 +176,7 @@ export function natsConnectionOptions(settings: NatsClientSettings): ConnectionO
   return resolveNatsConnection(settings).options;
 }
 
-/** natsConnectionOptions, and who the options authenticate as (for natsAuthenticationError). */
+/** natsConnectionOptions, and who the options authenticate as (for the error of a server that refuses them). */
 export function resolveNatsConnection(settings: NatsClientSettings): { options: ConnectionOptions; identity: NatsIdentity } {
   const problems: string[] = [];
   const urls = parseServers(settings.natsUrl, problems);

@@ -4,7 +4,8 @@ import { createProjectionStore } from '../repository/projectionStore.js';
 import { unappliedMigrations } from '../repository/migrate.js';
 import { resolveSchemaMode } from '../repository/schema/schemaMode.js';
 import { countTasks } from '../repository/tasks.js';
-import { openDatabase, storesOf, withCommandParts } from './assembly.js';
+import { storesOf, withCommandParts } from './assembly.js';
+import { connectDatabase } from './connectDatabase.js';
 import { createProgressReporter } from './progress.js';
 
 /** `reconcile`: repair drifted summaries through the normal projection and publish each change. */
@@ -38,7 +39,7 @@ export async function runReconcileCommand(config: Config, taskIds: string[]): Pr
  * `migrate` and exits 2, on either dialect, instead of failing inside a statement.
  */
 export async function runVerifyCommand(config: Config, taskIds: string[], json: boolean): Promise<number> {
-  const db = openDatabase(config);
+  const db = await connectDatabase(config);
   try {
     const { mode, detection } = await resolveSchemaMode(db, 'auto');
     const unapplied = unappliedMigrations(detection, mode);

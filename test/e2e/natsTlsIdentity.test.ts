@@ -53,6 +53,15 @@ describe.skipIf(!privateNatsAvailable())('the NATS server certificate is checked
     await expect(roundTrip(`tls://localhost:${byIp.port}`)).rejects.toThrow(/Host: localhost/);
   });
 
+  it('exits 2 through the CLI on a refused certificate, in one line naming NATS_URL and the host', async () => {
+    const run = await runCli(['dead-letters', 'list'], { NATS_URL: `tls://127.0.0.1:${byName.port}`, NATS_TLS_CA_FILE: certs.caFile });
+    expect(run.status).toBe(2);
+    const line = run.stderr.trimEnd();
+    expect(line.split('\n')).toHaveLength(1);
+    expect(line).toContain(`TLS refused with NATS at tls://127.0.0.1:${byName.port} (NATS_URL / --nats-url)`);
+    expect(line).toMatch(/IP: 127\.0\.0\.1 is not in the cert's list/);
+  });
+
   it('checks each server of a list against its own host: a list naming each by the other host is refused', async () => {
     await expect(roundTrip(`tls://localhost:${byIp.port},tls://127.0.0.1:${byName.port}`)).rejects.toThrow();
   });
