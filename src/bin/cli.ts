@@ -8,6 +8,7 @@ import { runDeadLettersCommand } from './deadLettersCommand.js';
 import { parseSampleRows, runDoctorCommand } from './doctorCommand.js';
 import { NATS_CLIENT_SETTINGS } from './natsConnectionOptions.js';
 import { describeFailure } from './commandFailure.js';
+import { closestName } from './closestName.js';
 
 /**
  * `pending-projector <command>`: the only entry point that reads configuration as a whole and
@@ -19,6 +20,8 @@ interface Command {
   usage: string;
   settings: SettingName[];
   options?: Record<string, { type: 'string' | 'boolean'; multiple?: boolean; help: string }>;
+  /** Takes positional arguments (`dead-letters show <id>`); any other command refuses them. */
+  positionals?: boolean;
   run(config: Config, args: { values: Record<string, unknown>; positionals: string[] }): Promise<number>;
 }
 
@@ -95,12 +98,29 @@ const COMMANDS: Record<string, Command> = {
     usage: 'pending-projector dead-letters list [--limit N] | show <id> | retry <id>',
     settings: [...BUS, 'logLevel'],
     options: { limit: { type: 'string', help: 'records to list (default 100)' } },
+    positionals: true,
     run: (config, args) => runDeadLettersCommand(config, args.positionals, Number(args.values.limit ?? 100)),
   },
 };
 
+/**
+ * The first flag of `args` that `options` does not declare (before a `--`), as written; checked
+ * before parseArgs, whose own message for it is a paragraph about positionals.
+ */
+function unknownFlag(args: readonly string[], options: Record<string, { short?: string }>): string | undefined {
+  const shorts = new Set(Object.values(options).map((o) => o.short).filter(Boolean));
+  for (const arg of args) {
+    if (arg === '--') return undefined;
+    if (arg.startsWith('--')) {
+      const flag = arg.slice(2).split('=')[0]!;
+      if (!(flag in options)) return `--${flag}`;
+    } else if (arg.startsWith('-') && arg.length > 1 && !shorts.has(arg.slice(1))) return arg.split('=')[0];
+  }
+  return undefined;
+}
+
 function flagOptions(command: Command) {
-  const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = { help: { type: 'boolean' } };
+  const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean; short?: string }> = { help: { type: 'boolean', short: 'h' } };
   for (const name of command.settings) {
     for (const { flag } of namesOf(name)) options[flag] = { type: 'string' };
   }
@@ -126,14 +146,28 @@ export async function main(argv: string[]): Promise<number> {
   }
   const command = COMMANDS[name];
   if (!command) {
-    process.stderr.write(`unknown command ${JSON.stringify(name)}\n\n${usage()}`);
+    const closest = closestName(name, Object.keys(COMMANDS));
+    process.stderr.write(`pending-projector: unknown command ${JSON.stringify(name)}${closest ? `; did you mean ${closest}?` : ''} (see pending-projector --help)\n`);
+    return 2;
+  }
+  const options = flagOptions(command);
+  const seeHelp = `(see pending-projector ${name} --help)`;
+  const unknown = unknownFlag(rest, options);
+  if (unknown !== undefined) {
+    const closest = closestName(unknown.replace(/^-+/, ''), Object.keys(options));
+    process.stderr.write(`pending-projector: unknown flag ${unknown} for ${name}${closest ? `; did you mean --${closest}?` : ''} ${seeHelp}\n`);
     return 2;
   }
   let args;
   try {
-    args = parseArgs({ args: rest, options: flagOptions(command), allowPositionals: true, strict: true });
+    args = parseArgs({ args: rest, options, allowPositionals: true, strict: true });
   } catch (err) {
-    process.stderr.write(`${(err as Error).message}\n\n${commandHelp(command)}`);
+    // Node's own words, without its advice about positionals that start with '-'.
+    process.stderr.write(`pending-projector: ${(err as Error).message.replace(/\. To specify a positional.*$/s, '')} ${seeHelp}\n`);
+    return 2;
+  }
+  if (!command.positionals && args.positionals.length > 0) {
+    process.stderr.write(`pending-projector: ${name} takes no argument ${JSON.stringify(args.positionals[0])} ${seeHelp}\n`);
     return 2;
   }
   if (args.values.help) {
@@ -145,7 +179,7 @@ export async function main(argv: string[]): Promise<number> {
     config = loadConfig(args.values as Record<string, string | boolean | undefined>, process.env, command.settings);
   } catch (err) {
     if (err instanceof ConfigError) {
-      process.stderr.write(`${err.message}\n\n${commandHelp(command)}`);
+      process.stderr.write(`pending-projector: ${err.message}\n${seeHelp}\n`);
       return 2;
     }
     throw err;
