@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { ConfigError, describeSettings, loadConfig, namesOf, type Config, type SettingName } from '../config.js';
+import { ConfigError, HELP_WIDTH, describeSettings, loadConfig, namesOf, type Config, type SettingName } from '../config.js';
 import { runMigrateCommand } from './migrateCommand.js';
 import { runWorkerCommand } from './workerCommand.js';
 import { runReconcileCommand, runVerifyCommand } from './reconcileCommands.js';
@@ -9,6 +9,7 @@ import { parseSampleRows, runDoctorCommand } from './doctorCommand.js';
 import { NATS_CLIENT_SETTINGS } from './natsConnectionOptions.js';
 import { describeFailure } from './commandFailure.js';
 import { closestName } from './closestName.js';
+import { wrapText } from '../textWrap.js';
 
 /**
  * `pending-projector <command>`: the only entry point that reads configuration as a whole and
@@ -129,13 +130,14 @@ function flagOptions(command: Command) {
 }
 
 function usage(): string {
-  const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(14)} ${c.summary}`);
+  const lines = Object.entries(COMMANDS).map(([name, c]) => wrapText(c.summary, HELP_WIDTH, ' '.repeat(17), `  ${name.padEnd(14)} `));
   return `Usage: pending-projector <command> [flags]\n\nCommands:\n${lines.join('\n')}\n\nRun 'pending-projector <command> --help' for its flags and environment.\n`;
 }
 
 function commandHelp(command: Command): string {
-  const own = Object.entries(command.options ?? {}).map(([flag, o]) => `  --${flag.padEnd(22)} ${''.padEnd(22)} ${o.help}`);
-  return `${command.usage}\n\n${command.summary}\n\nFlags and environment (a flag wins over the environment):\n${[...own, describeSettings(command.settings)].join('\n')}\n`;
+  const own = Object.entries(command.options ?? {}).map(([flag, o]) => `  --${flag}\n${wrapText(o.help, HELP_WIDTH, '      ')}`);
+  const usageLine = wrapText(command.usage, HELP_WIDTH, '    ', '');
+  return `${usageLine}\n\n${wrapText(command.summary, HELP_WIDTH, '')}\n\nFlags and environment (a flag wins over the environment):\n${[...own, describeSettings(command.settings)].join('\n')}\n`;
 }
 
 export async function main(argv: string[]): Promise<number> {

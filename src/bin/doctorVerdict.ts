@@ -1,6 +1,7 @@
 import type { DatabaseInspection } from '../repository/doctor/inspectDatabase.js';
 import { formsFound, type TimestampColumnFinding } from '../repository/doctor/timestampTextForms.js';
 import { unservedIndexes } from '../repository/schema/indexInspection.js';
+import { plural } from './plural.js';
 
 /**
  * What `doctor` makes of an inspection: the problems that stop the worker (exit 2), the warnings it
@@ -23,7 +24,6 @@ export interface DoctorVerdict {
   readonly warnings: readonly DoctorFinding[];
 }
 
-const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 
 /** Why a column's forms matter: SQLite compares the stored text, and only some mixes keep text order equal to time order. */
 function timestampFormsWarning(finding: Extract<TimestampColumnFinding, { kind: 'sampled' }>): string | undefined {
