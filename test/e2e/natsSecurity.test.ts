@@ -182,7 +182,7 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     expect(retry.out).toMatch(/re-injected record/);
     expect(retry.status).toBe(0);
     const replay = await runCli(['replay', '--from-seq', '1'], opsEnv);
-    expect(replay.out).toMatch(/replayed \d+ events: \d+ tasks reprojected, 0 failed/);
+    expect(replay.out).toMatch(/replayed \d+ events?: \d+ tasks? reprojected, 0 failed/);
     expect(replay.status).toBe(0);
     expect(replay.out + list.out).not.toContain(passwords.ops);
   }, 90_000);
