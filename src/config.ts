@@ -6,6 +6,7 @@ import { SCHEMA_MODE_SETTINGS } from './repository/schema/schemaMode.js';
 import { TIMESTAMP_FORM_SETTINGS } from './repository/timestampForms.js';
 import { redactCredentials } from './redaction.js';
 import { LOG_FORMAT_SETTINGS } from './logger.js';
+import { wrapText } from './textWrap.js';
 
 /**
  * The one reader of process.env. Every setting has an env name and a flag; a flag wins over the
@@ -261,7 +262,10 @@ export function loadConfig(
   return config as Config;
 }
 
-/** Help lines for the settings a command uses. */
+/** Columns `--help` fits in. */
+export const HELP_WIDTH = 100;
+
+/** Help lines for the settings a command uses: the names on one line, the meaning wrapped below. */
 export function describeSettings(only: readonly SettingName[]): string {
   return only
     .map((name) => {
@@ -269,7 +273,7 @@ export function describeSettings(only: readonly SettingName[]): string {
       const alias = namesOf(name)[1];
       const aka = alias ? `; alias --${alias.flag} / ${alias.env}` : '';
       const shown = isSecretSetting(name) ? 'secret, never shown' : `default: ${redactCredentials(JSON.stringify(s.default))}`;
-      return `  --${s.flag.padEnd(22)} ${s.env.padEnd(22)} ${s.help} (${shown}${aka})`;
+      return `${wrapText(`--${s.flag}, ${s.env} (${shown}${aka})`, HELP_WIDTH, '      ', '  ')}\n${wrapText(s.help, HELP_WIDTH, '      ')}`;
     })
     .join('\n');
 }

@@ -59,6 +59,11 @@ export const ERROR_CODES = {
    * permission the worker needs (a configuration error: exit 2).
    */
   NATS_PERMISSION_DENIED: 'NATS_PERMISSION_DENIED',
+  /**
+   * ConnectionFailedError (src/bin/connectionFailure.ts): a command could not connect to NATS or
+   * the database: unreachable, TLS refused, credentials refused, or a database that is not there.
+   */
+  CONNECTION_FAILED: 'CONNECTION_FAILED',
 } as const;
 export type ErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];
 

@@ -49,6 +49,25 @@ export function redactCredentials(text: string): string {
 }
 
 /**
+ * `text` with `url`'s secrets (its userinfo password, its parameters named like a secret) replaced
+ * wherever they stand, not only inside a URL: a driver may quote a password alone. Then every URL
+ * in it masked (redactCredentials).
+ */
+export function redactSecretsOfUrl(text: string, url: string): string {
+  let masked = text;
+  try {
+    const parsed = new URL(url);
+    const secrets = [parsed.password, decodedName(parsed.password), ...[...parsed.searchParams].filter(([name]) => isSecretParameter(name)).map(([, value]) => value)];
+    for (const secret of secrets) {
+      if (secret) masked = masked.replaceAll(secret, REDACTED);
+    }
+  } catch {
+    // Not a URL the WHATWG parser takes (sqlite:<path>): it carries no password.
+  }
+  return redactCredentials(masked);
+}
+
+/**
  * Field names whose value is a secret wherever they appear in a log object, at any of the first
  * two levels (pino redaction paths). The config's secret settings are among them by name.
  */

@@ -1,6 +1,6 @@
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { Logger } from 'pino';
+import pino, { type Logger } from 'pino';
 import type { Config } from '../config.js';
 import { NatsClarificationDelivery } from '../events/natsClarificationDelivery.js';
 import { NatsEventPublisher } from '../events/natsEventPublisher.js';
@@ -14,7 +14,7 @@ import { projectionCapacity } from '../projectors/projectionCapacity.js';
 import { Projector } from '../projectors/projector.js';
 import { createProjectionStore, type ProjectionStore } from '../repository/projectionStore.js';
 import { createRepositoryContext, type RepositoryContext } from '../repository/context.js';
-import { createDatabase, type Database } from '../repository/database.js';
+import type { Database } from '../repository/database.js';
 import { nextPendingActionProjectionEpoch } from '../repository/meta.js';
 import { migrateSchema } from '../repository/migrate.js';
 import { inspectRequiredIndexes, unservedIndexes } from '../repository/schema/indexInspection.js';
@@ -25,7 +25,6 @@ import { createClarificationStore } from '../repository/clarificationStore.js';
 import { createTaskStore } from '../repository/taskStore.js';
 import { detectTimestampForms, type TimestampFormOptions } from '../repository/timestampForms.js';
 import { systemClock, type Clock } from '../timestamps.js';
-import { connectNats } from './connectNats.js';
 import type { NatsClientSettings } from './natsConnectionOptions.js';
 import { NatsPlanCommentPublisher } from '../events/natsPlanCommentPublisher.js';
 import { NatsTurnStartHook } from '../events/natsTurnStartHook.js';
@@ -44,6 +43,9 @@ import type { TurnStartHook } from '../services/turnStartHook.js';
 import { createPlanCommentService, type PlanCommentService } from '../services/planCommentService.js';
 import { NO_TURN_START_HOOK } from '../services/turnStartHook.js';
 import { ADD_INDEXES_COMMAND } from './addIndexesCommand.js';
+import type { DatabaseConfig } from './connectDatabase.js';
+import { probeDatabase } from './connectDatabase.js';
+import { prepareConnections } from './prepareConnections.js';
 
 /**
  * The parts every command that touches the bus shares, built here once: the database's stores
@@ -87,18 +89,6 @@ export interface Parts {
   /** The projections' port onto the database (the projector, reconcile and the bucket refill). */
   readonly store: ProjectionStore;
   readonly projector: Projector;
-}
-
-/** What opening the database reads; the password file is optional for in-process callers. */
-export type DatabaseConfig = Pick<Config, 'databaseUrl' | 'dbMaxConnections'> & Partial<Pick<Config, 'databasePasswordFile'>>;
-
-/** The database pool of `DATABASE_URL`; Knex's warnings go to `logger` when one is given. */
-export function openDatabase(config: DatabaseConfig, logger?: Logger): Database {
-  return createDatabase(config.databaseUrl, {
-    maxConnections: config.dbMaxConnections,
-    passwordFile: config.databasePasswordFile || undefined,
-    onWarning: logger ? (message) => logger.warn({ component: 'knex' }, message) : undefined,
-  });
 }
 
 /** How the stores over a database are built: the clock, the timestamp-form setting, a logger for what was detected. */
@@ -300,13 +290,16 @@ export type CommandConfig = PartsConfig & DatabaseConfig & NatsClientSettings & 
 
 /**
  * Runs a one-shot command (reconcile, replay) over its own database pool and NATS connection named
- * `connectionName`, beside any running workers; drains and closes both afterwards.
+ * `connectionName`, beside any running workers; drains and closes both afterwards. Every setting is
+ * checked before either connection is made, and each connection fails with one line naming its
+ * setting (ConnectionFailedError). Logs go to stderr: stdout is the command's report.
  */
 export async function withCommandParts<T>(config: CommandConfig, connectionName: string, run: (parts: Parts, logger: Logger) => Promise<T>): Promise<T> {
-  const logger = createLogger(config.logLevel, { format: resolveLogFormat(config.logFormat ?? 'auto') });
-  const db = openDatabase(config, logger);
+  const logger = createLogger(config.logLevel, { destination: pino.destination(2), format: resolveLogFormat(config.logFormat ?? 'auto') });
+  const { db, nats } = prepareConnections(config, logger);
   try {
-    const nc = await connectNats(config, connectionName);
+    await probeDatabase(db, config.databaseUrl);
+    const nc = await nats.connect(connectionName);
     try {
       return await run(await assembleParts({ db, nc, config, logger }), logger);
     } finally {

@@ -1,6 +1,5 @@
 import { parseArgs } from 'node:util';
-import { ConfigError, describeSettings, loadConfig, namesOf, type Config, type SettingName } from '../config.js';
-import { DatabaseUrlError } from '../repository/database.js';
+import { ConfigError, HELP_WIDTH, describeSettings, loadConfig, namesOf, type Config, type SettingName } from '../config.js';
 import { runMigrateCommand } from './migrateCommand.js';
 import { runWorkerCommand } from './workerCommand.js';
 import { runReconcileCommand, runVerifyCommand } from './reconcileCommands.js';
@@ -8,7 +7,9 @@ import { runReplayCommand } from './replayCommand.js';
 import { runDeadLettersCommand } from './deadLettersCommand.js';
 import { parseSampleRows, runDoctorCommand } from './doctorCommand.js';
 import { NATS_CLIENT_SETTINGS } from './natsConnectionOptions.js';
-import { redactCredentials } from '../redaction.js';
+import { describeFailure } from './commandFailure.js';
+import { closestName } from './closestName.js';
+import { wrapText } from '../textWrap.js';
 
 /**
  * `pending-projector <command>`: the only entry point that reads configuration as a whole and
@@ -20,6 +21,8 @@ interface Command {
   usage: string;
   settings: SettingName[];
   options?: Record<string, { type: 'string' | 'boolean'; multiple?: boolean; help: string }>;
+  /** Takes positional arguments (`dead-letters show <id>`); any other command refuses them. */
+  positionals?: boolean;
   run(config: Config, args: { values: Record<string, unknown>; positionals: string[] }): Promise<number>;
 }
 
@@ -96,12 +99,29 @@ const COMMANDS: Record<string, Command> = {
     usage: 'pending-projector dead-letters list [--limit N] | show <id> | retry <id>',
     settings: [...BUS, 'logLevel', 'logFormat'],
     options: { limit: { type: 'string', help: 'records to list (default 100)' } },
+    positionals: true,
     run: (config, args) => runDeadLettersCommand(config, args.positionals, Number(args.values.limit ?? 100)),
   },
 };
 
+/**
+ * The first flag of `args` that `options` does not declare (before a `--`), as written; checked
+ * before parseArgs, whose own message for it is a paragraph about positionals.
+ */
+function unknownFlag(args: readonly string[], options: Record<string, { short?: string }>): string | undefined {
+  const shorts = new Set(Object.values(options).map((o) => o.short).filter(Boolean));
+  for (const arg of args) {
+    if (arg === '--') return undefined;
+    if (arg.startsWith('--')) {
+      const flag = arg.slice(2).split('=')[0]!;
+      if (!(flag in options)) return `--${flag}`;
+    } else if (arg.startsWith('-') && arg.length > 1 && !shorts.has(arg.slice(1))) return arg.split('=')[0];
+  }
+  return undefined;
+}
+
 function flagOptions(command: Command) {
-  const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = { help: { type: 'boolean' } };
+  const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean; short?: string }> = { help: { type: 'boolean', short: 'h' } };
   for (const name of command.settings) {
     for (const { flag } of namesOf(name)) options[flag] = { type: 'string' };
   }
@@ -110,13 +130,14 @@ function flagOptions(command: Command) {
 }
 
 function usage(): string {
-  const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(14)} ${c.summary}`);
+  const lines = Object.entries(COMMANDS).map(([name, c]) => wrapText(c.summary, HELP_WIDTH, ' '.repeat(17), `  ${name.padEnd(14)} `));
   return `Usage: pending-projector <command> [flags]\n\nCommands:\n${lines.join('\n')}\n\nRun 'pending-projector <command> --help' for its flags and environment.\n`;
 }
 
 function commandHelp(command: Command): string {
-  const own = Object.entries(command.options ?? {}).map(([flag, o]) => `  --${flag.padEnd(22)} ${''.padEnd(22)} ${o.help}`);
-  return `${command.usage}\n\n${command.summary}\n\nFlags and environment (a flag wins over the environment):\n${[...own, describeSettings(command.settings)].join('\n')}\n`;
+  const own = Object.entries(command.options ?? {}).map(([flag, o]) => `  --${flag}\n${wrapText(o.help, HELP_WIDTH, '      ')}`);
+  const usageLine = wrapText(command.usage, HELP_WIDTH, '    ', '');
+  return `${usageLine}\n\n${wrapText(command.summary, HELP_WIDTH, '')}\n\nFlags and environment (a flag wins over the environment):\n${[...own, describeSettings(command.settings)].join('\n')}\n`;
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -127,14 +148,28 @@ export async function main(argv: string[]): Promise<number> {
   }
   const command = COMMANDS[name];
   if (!command) {
-    process.stderr.write(`unknown command ${JSON.stringify(name)}\n\n${usage()}`);
+    const closest = closestName(name, Object.keys(COMMANDS));
+    process.stderr.write(`pending-projector: unknown command ${JSON.stringify(name)}${closest ? `; did you mean ${closest}?` : ''} (see pending-projector --help)\n`);
+    return 2;
+  }
+  const options = flagOptions(command);
+  const seeHelp = `(see pending-projector ${name} --help)`;
+  const unknown = unknownFlag(rest, options);
+  if (unknown !== undefined) {
+    const closest = closestName(unknown.replace(/^-+/, ''), Object.keys(options));
+    process.stderr.write(`pending-projector: unknown flag ${unknown} for ${name}${closest ? `; did you mean --${closest}?` : ''} ${seeHelp}\n`);
     return 2;
   }
   let args;
   try {
-    args = parseArgs({ args: rest, options: flagOptions(command), allowPositionals: true, strict: true });
+    args = parseArgs({ args: rest, options, allowPositionals: true, strict: true });
   } catch (err) {
-    process.stderr.write(`${(err as Error).message}\n\n${commandHelp(command)}`);
+    // Node's own words, without its advice about positionals that start with '-'.
+    process.stderr.write(`pending-projector: ${(err as Error).message.replace(/\. To specify a positional.*$/s, '')} ${seeHelp}\n`);
+    return 2;
+  }
+  if (!command.positionals && args.positionals.length > 0) {
+    process.stderr.write(`pending-projector: ${name} takes no argument ${JSON.stringify(args.positionals[0])} ${seeHelp}\n`);
     return 2;
   }
   if (args.values.help) {
@@ -146,25 +181,28 @@ export async function main(argv: string[]): Promise<number> {
     config = loadConfig(args.values as Record<string, string | boolean | undefined>, process.env, command.settings);
   } catch (err) {
     if (err instanceof ConfigError) {
-      process.stderr.write(`${err.message}\n\n${commandHelp(command)}`);
+      process.stderr.write(`pending-projector: ${err.message}\n${seeHelp}\n`);
       return 2;
     }
     throw err;
   }
-  return command.run(config, args as { values: Record<string, unknown>; positionals: string[] });
+  try {
+    return await command.run(config, args as { values: Record<string, unknown>; positionals: string[] });
+  } catch (err) {
+    const { text, exitCode } = describeFailure(err, config.logLevel);
+    process.stderr.write(text);
+    return exitCode;
+  }
 }
 
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;
   },
-  (err: Error & { code?: unknown }) => {
-    // Errors with a stable code are expected failures (bad URL, unreachable service): the message
-    // says it all. Anything else is a bug, and its stack helps. Either may quote a URL: its
-    // credentials are masked. A ConfigError here is one only a connection could tell (NATS
-    // credentials given twice, a secret file unreadable).
-    const text = typeof err.code === 'string' ? `${err.message} (${err.code})` : (err.stack ?? err.message);
-    process.stderr.write(`pending-projector: ${redactCredentials(text)}\n`);
-    process.exitCode = err instanceof DatabaseUrlError || err instanceof ConfigError ? 2 : 1;
+  (err: unknown) => {
+    // Only a bug of main itself gets here: a command's failure is described above.
+    const { text, exitCode } = describeFailure(err, undefined);
+    process.stderr.write(text);
+    process.exitCode = exitCode;
   },
 );

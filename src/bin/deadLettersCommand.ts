@@ -13,7 +13,8 @@ export async function runDeadLettersCommand(config: Config, positionals: string[
   }
   const id = Number(rawId);
   if (action !== 'list' && (!Number.isSafeInteger(id) || id < 1)) {
-    process.stderr.write(`dead-letters ${action} needs a record id (the first column of 'list'), got ${JSON.stringify(rawId)}\n`);
+    const given = rawId === undefined ? 'none was given' : `${JSON.stringify(rawId)} is not one`;
+    process.stderr.write(`dead-letters ${action} needs a record id, a positive whole number (the first column of 'dead-letters list'): ${given}\n`);
     return 2;
   }
   const nc = await connectNats(config, 'pending-projector-dead-letters');

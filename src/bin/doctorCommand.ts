@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import type { Config } from '../config.js';
 import { coerceError } from '../errors.js';
-import { isSecretParameter, REDACTED } from '../redaction.js';
+import { redactSecretsOfUrl } from '../redaction.js';
 import { createDatabase } from '../repository/database.js';
 import { inspectDatabase, type InspectionProgress } from '../repository/doctor/inspectDatabase.js';
 import { unservedIndexes } from '../repository/schema/indexInspection.js';
@@ -9,6 +9,8 @@ import { doctorJson, doctorText, type DoctorReport } from './doctorReport.js';
 import { judgeInspection, unreachableVerdict } from './doctorVerdict.js';
 import { addIndexesCommandLine } from './migrateCommand.js';
 import { createProgressReporter } from './progress.js';
+import { databaseConnectionFailure } from './connectionFailure.js';
+import { EXIT_CODES } from './exitCodes.js';
 
 type DoctorConfig = Pick<Config, 'databaseUrl' | 'schemaMode'> & Partial<Pick<Config, 'databasePasswordFile'>>;
 
@@ -27,24 +29,6 @@ export function parseSampleRows(value: string | undefined): { ok: true; rows: nu
   const rows = Number(value);
   if (/^\d+$/.test(value) && rows >= 1 && rows <= MAX_SAMPLE_ROWS) return { ok: true, rows };
   return { ok: false, message: `--sample ${JSON.stringify(value)}: give a whole number of rows from 1 to ${MAX_SAMPLE_ROWS}` };
-}
-
-/**
- * `message` with the URL's secrets (its userinfo password, its parameters named like a secret)
- * replaced wherever a driver quotes them, not only inside a URL, so it can be pasted anywhere.
- */
-function withoutPassword(message: string, url: string): string {
-  let masked = message;
-  try {
-    const parsed = new URL(url);
-    const secrets = [parsed.password, decodeURIComponent(parsed.password), ...[...parsed.searchParams].filter(([name]) => isSecretParameter(name)).map(([, value]) => value)];
-    for (const secret of secrets) {
-      if (secret) masked = masked.replaceAll(secret, REDACTED);
-    }
-  } catch {
-    // Not a URL the WHATWG parser takes (sqlite:<path>): it carries no password.
-  }
-  return masked;
 }
 
 function progressLabel(progress: InspectionProgress): { key: string; label: string } {
@@ -119,16 +103,18 @@ export async function runDoctorCommand(config: DoctorConfig, options: DoctorOpti
     try {
       await db.knex.raw('SELECT 1');
     } catch (err) {
-      const message = `cannot reach the database ${db.description}: ${withoutPassword(coerceError(err).message, config.databaseUrl)}`;
-      process.stderr.write(`pending-projector doctor: ${message}\n`);
-      return write({ database: db.description, dialect: db.dialect.name, inspection: null, verdict: unreachableVerdict(message), addIndexesCommand: null });
+      // The one line every command prints for a connection that failed, naming DATABASE_URL.
+      const failure = databaseConnectionFailure(err, db.description, (text) => redactSecretsOfUrl(text, config.databaseUrl));
+      process.stderr.write(`pending-projector doctor: ${failure.message}\n`);
+      const verdict = unreachableVerdict(failure.message, failure.exitCode === EXIT_CODES.unreachable ? 3 : 2);
+      return write({ database: db.description, dialect: db.dialect.name, inspection: null, verdict, addIndexesCommand: null });
     }
     let inspection;
     try {
       inspection = await inspectDatabase(db, { schemaMode: config.schemaMode, sampleRows: options.sampleRows, onProgress: (p) => progress.update(p) });
     } catch (err) {
       // Reached, yet a read failed (a lost connection, a permission): the worker's reads would fail too.
-      const message = `could not read the database ${db.description}: ${withoutPassword(coerceError(err).message, config.databaseUrl)}`;
+      const message = `could not read the database ${db.description}: ${redactSecretsOfUrl(coerceError(err).message, config.databaseUrl)}`;
       progress.stop();
       process.stderr.write(`pending-projector doctor: ${message}\n`);
       return write({ database: db.description, dialect: db.dialect.name, inspection: null, verdict: unreachableVerdict(message), addIndexesCommand: null });

@@ -1,6 +1,7 @@
 import type { DatabaseInspection } from '../repository/doctor/inspectDatabase.js';
 import { formsFound, type TimestampColumnFinding } from '../repository/doctor/timestampTextForms.js';
 import { unservedIndexes } from '../repository/schema/indexInspection.js';
+import { plural } from './plural.js';
 
 /**
  * What `doctor` makes of an inspection: the problems that stop the worker (exit 2), the warnings it
@@ -15,7 +16,7 @@ export interface DoctorFinding {
 }
 
 export interface DoctorVerdict {
-  readonly exitCode: 0 | 1 | 2;
+  readonly exitCode: 0 | 1 | 2 | 3;
   readonly status: 'ok' | 'warnings' | 'cannot_run';
   /** The verdict line, for a person. */
   readonly summary: string;
@@ -23,7 +24,6 @@ export interface DoctorVerdict {
   readonly warnings: readonly DoctorFinding[];
 }
 
-const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 
 /** Why a column's forms matter: SQLite compares the stored text, and only some mixes keep text order equal to time order. */
 function timestampFormsWarning(finding: Extract<TimestampColumnFinding, { kind: 'sampled' }>): string | undefined {
@@ -110,10 +110,13 @@ export function judgeInspection(inspection: DatabaseInspection, addIndexesComman
   return { exitCode: 0, status: 'ok', summary: `the worker can run (schema mode ${mode})`, problems, warnings };
 }
 
-/** The verdict when the database could not be reached, opened or read: no finding stands. */
-export function unreachableVerdict(message: string): DoctorVerdict {
+/**
+ * The verdict when the database could not be reached, opened or read: no finding stands. Exit 2,
+ * or 3 (`exitCode`) when nothing answered: the EXIT_CODES of every command.
+ */
+export function unreachableVerdict(message: string, exitCode: 2 | 3 = 2): DoctorVerdict {
   return {
-    exitCode: 2,
+    exitCode,
     status: 'cannot_run',
     summary: 'the worker cannot run: the database cannot be reached or read',
     problems: [{ check: 'database', message }],

@@ -3,7 +3,8 @@ import { addMissingIndexes, type IndexBuildEvent } from '../repository/schema/ad
 import { inspectRequiredIndexes, unservedIndexes, type IndexInspection } from '../repository/schema/indexInspection.js';
 import { migrateSchema } from '../repository/migrate.js';
 import { ADD_INDEXES_COMMAND } from './addIndexesCommand.js';
-import { openDatabase, storesOf, type DatabaseConfig } from './assembly.js';
+import { storesOf } from './assembly.js';
+import { connectDatabase, type DatabaseConfig } from './connectDatabase.js';
 
 type MigrateConfig = DatabaseConfig & Pick<Config, 'schemaMode'> & Partial<Pick<Config, 'timestampForm'>>;
 
@@ -63,10 +64,11 @@ function progressLine(event: IndexBuildEvent): string {
  * `migrate`: decides the schema mode, applies that mode's migrations, then reports the indexes the
  * queries need that are not there (exit 0: the queries still work). With `addIndexes`, builds them
  * too, reporting each on stderr as it goes; exit 0 when all are present afterwards, 1 otherwise.
- * A refused database throws SchemaRefusedError (exit 1 through the CLI, with every problem named).
+ * A refused database throws SchemaRefusedError (exit 2 through the CLI, with every problem named);
+ * one that cannot be reached a ConnectionFailedError naming DATABASE_URL.
  */
 export async function runMigrateCommand(config: MigrateConfig, options: { addIndexes: boolean }): Promise<number> {
-  const db = openDatabase(config);
+  const db = await connectDatabase(config);
   try {
     const { mode, because, applied } = await migrateSchema(db, config.schemaMode);
     process.stdout.write(`schema mode: ${mode} (${because})\n`);

@@ -9,6 +9,7 @@ import {
   type TlsOptions,
 } from '@nats-io/transport-node';
 import { ConfigError, type Config } from '../config.js';
+import { checkNatsServerIdentity } from './natsServerIdentity.js';
 
 /** The settings a NATS connection reads (see the config table); absent ones are unset. */
 export type NatsClientSettings = Pick<Config, 'natsUrl'> &
@@ -164,11 +165,6 @@ function tokenIdentity(source: string): NatsIdentity {
   return { who: `the token from ${source}`, fix: `give the token the server's authorization expects in ${source}` };
 }
 
-/** The ConfigError of a server refusing `identity` at connect (`reason`: the server's words, e.g. "Authorization Violation"). */
-export function natsAuthenticationError(identity: NatsIdentity, servers: readonly string[], reason: string): ConfigError {
-  return new ConfigError([`NATS (${servers.join(', ')}) refused ${identity.who}: ${reason}. To fix it, ${identity.fix}, then start again`]);
-}
-
 /**
  * The nats.js connection options for the settings: servers, at most one way to authenticate
  * (token, user/password, NKey seed, credentials file; from the settings or the URL), TLS when a
@@ -180,7 +176,7 @@ export function natsConnectionOptions(settings: NatsClientSettings): ConnectionO
   return resolveNatsConnection(settings).options;
 }
 
-/** natsConnectionOptions, and who the options authenticate as (for natsAuthenticationError). */
+/** natsConnectionOptions, and who the options authenticate as (for the error of a server that refuses them). */
 export function resolveNatsConnection(settings: NatsClientSettings): { options: ConnectionOptions; identity: NatsIdentity } {
   const problems: string[] = [];
   const urls = parseServers(settings.natsUrl, problems);
@@ -247,7 +243,9 @@ export function resolveNatsConnection(settings: NatsClientSettings): { options: 
   if (settings.natsInboxPrefix) options.inboxPrefix = settings.natsInboxPrefix;
   const authenticator = methods[0]?.authenticator;
   if (authenticator) options.authenticator = authenticator;
-  // An empty object still requires TLS (nats.js refuses a server that offers none).
-  if (urls.tls || Object.keys(tls).length > 0) options.tls = tls;
+  // Files or not, TLS is required (nats.js refuses a server that offers none), and each server's
+  // certificate is checked against its own host in NATS_URL (natsServerIdentity). nats.js copies
+  // these options into Node's tls.connect, which TlsOptions does not declare.
+  if (urls.tls || Object.keys(tls).length > 0) options.tls = { ...tls, checkServerIdentity: checkNatsServerIdentity } as TlsOptions;
   return { options, identity: methods[0]?.identity ?? NO_CREDENTIALS };
 }

@@ -4,8 +4,10 @@ import { createProjectionStore } from '../repository/projectionStore.js';
 import { unappliedMigrations } from '../repository/migrate.js';
 import { resolveSchemaMode } from '../repository/schema/schemaMode.js';
 import { countTasks } from '../repository/tasks.js';
-import { openDatabase, storesOf, withCommandParts } from './assembly.js';
+import { storesOf, withCommandParts } from './assembly.js';
+import { connectDatabase } from './connectDatabase.js';
 import { createProgressReporter } from './progress.js';
+import { plural } from './plural.js';
 
 /** `reconcile`: repair drifted summaries through the normal projection and publish each change. */
 export async function runReconcileCommand(config: Config, taskIds: string[]): Promise<number> {
@@ -20,12 +22,12 @@ export async function runReconcileCommand(config: Config, taskIds: string[]): Pr
       repair: (taskIds) => projector.reprojectBatch(taskIds),
       onPage: (p) => {
         const rate = Math.round(p.visited / Math.max(0.001, (Date.now() - started) / 1000));
-        progress.update(`reconcile: ${p.visited}/${total} tasks, ${p.drifted} drifted, ${p.repaired} repaired, ${p.failed} failed (${rate} tasks/s)`);
+        progress.update(`reconcile: ${p.visited}/${plural(total, 'task')}, ${p.drifted} drifted, ${p.repaired} repaired, ${p.failed} failed (${rate} tasks/s)`);
       },
     });
     progress.done();
     process.stdout.write(
-      `reconciled ${result.visited} tasks in ${((Date.now() - started) / 1000).toFixed(1)} s: ${result.drifted} drifted, ${result.repaired} repaired, ${result.failed} failed\n`,
+      `reconciled ${plural(result.visited, 'task')} in ${((Date.now() - started) / 1000).toFixed(1)} s: ${result.drifted} drifted, ${result.repaired} repaired, ${result.failed} failed\n`,
     );
     return result.failed > 0 ? 1 : 0;
   });
@@ -38,7 +40,7 @@ export async function runReconcileCommand(config: Config, taskIds: string[]): Pr
  * `migrate` and exits 2, on either dialect, instead of failing inside a statement.
  */
 export async function runVerifyCommand(config: Config, taskIds: string[], json: boolean): Promise<number> {
-  const db = openDatabase(config);
+  const db = await connectDatabase(config);
   try {
     const { mode, detection } = await resolveSchemaMode(db, 'auto');
     const unapplied = unappliedMigrations(detection, mode);
@@ -64,11 +66,12 @@ export async function runVerifyCommand(config: Config, taskIds: string[], json: 
               : `${d.taskId}\t${d.kind}\tstored=${d.stored ?? '-'}\tderived=${d.derived ?? '-'}${queuedText}\n`,
           );
         }
-        progress.update(`verify: ${p.visited}/${total} tasks, ${p.drifted} drifted`);
+        // The last page's count is the summary below: said once.
+        if (p.visited < total) progress.update(`verify: ${p.visited}/${plural(total, 'task')}, ${p.drifted} drifted`);
       },
     });
     progress.done();
-    process.stderr.write(`verified ${result.visited} tasks: ${result.drifted} drifted\n`);
+    process.stderr.write(`verified ${plural(result.visited, 'task')}: ${result.drifted} drifted\n`);
     return result.drifted > 0 ? 1 : 0;
   } finally {
     await db.destroy();

@@ -4,6 +4,7 @@ import { parseEvent } from '../events/envelope.js';
 import { taskIdOfSession } from '../repository/tasks.js';
 import { withCommandParts } from './assembly.js';
 import { createProgressReporter } from './progress.js';
+import { plural } from './plural.js';
 
 /**
  * `replay`: reads a window of the event stream through an ephemeral ordered consumer (the live
@@ -57,7 +58,7 @@ export async function runReplayCommand(config: Config, window: { since?: string;
       }
       await reader.delete().catch(() => undefined);
     }
-    progress.update(`replay: read ${read} events, ${tasks.size} tasks to reproject`);
+    progress.update(`replay: read ${plural(read, 'event')}, ${plural(tasks.size, 'task')} to reproject`);
     let done = 0;
     let failed = 0;
     await Promise.all(
@@ -75,7 +76,7 @@ export async function runReplayCommand(config: Config, window: { since?: string;
       ),
     );
     progress.done();
-    process.stdout.write(`replayed ${read} events: ${tasks.size} tasks reprojected, ${failed} failed\n`);
+    process.stdout.write(`replayed ${plural(read, 'event')}: ${plural(tasks.size, 'task')} reprojected, ${failed} failed\n`);
     return failed > 0 ? 1 : 0;
   });
 }

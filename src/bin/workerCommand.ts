@@ -2,8 +2,8 @@ import { errors } from '@nats-io/transport-node';
 import type { Config } from '../config.js';
 import { NatsPermissionError } from '../events/natsPermissions.js';
 import { createLogger, resolveLogFormat } from '../logger.js';
-import { openDatabase } from './assembly.js';
-import { connectNats } from './connectNats.js';
+import { probeDatabase } from './connectDatabase.js';
+import { prepareConnections } from './prepareConnections.js';
 import { watchShutdownSignals, type ShutdownSignal } from './shutdownSignals.js';
 import { startWorker } from './worker.js';
 
@@ -21,14 +21,15 @@ function permissionErrorOf(err: unknown): NatsPermissionError | undefined {
  */
 export async function runWorkerCommand(config: Config): Promise<number> {
   const logger = createLogger(config.logLevel, { format: resolveLogFormat(config.logFormat) });
-  // Connected first: bad NATS credentials settings are a ConfigError before any pool exists.
-  const nc = await connectNats(config, 'pending-projector-worker');
-  let db;
+  // Every setting of both connections is checked before either is made; then the database first:
+  // its failure closes no NATS connection that would keep the process alive.
+  const { db, nats } = prepareConnections(config, logger);
+  let nc;
   try {
-    db = openDatabase(config, logger);
+    await probeDatabase(db, config.databaseUrl);
+    nc = await nats.connect('pending-projector-worker');
   } catch (err) {
-    // A DATABASE_URL the worker refuses (a config error): the open connection would keep the process alive.
-    await nc.close().catch(() => undefined);
+    await db.destroy();
     throw err;
   }
   // Once per subject: every projection may meet the same refusal.

@@ -26,6 +26,13 @@ export interface EndpointOptions<S extends z.ZodType> {
   maxRequestBytes: number;
   /** Told of every reply sent: its code and the seconds since the request arrived (the metrics). */
   observe?: (code: ReplyCode, seconds: number) => void;
+  /**
+   * Fields every failure reply of this endpoint carries, whichever step failed: a body refused
+   * before the handler, a handler crash, a reply that could not be sent, or the handler's own
+   * failure. The guard's `{blocked: true, live: true}`: a caller that reads only `blocked` must
+   * never read a failure as "not blocked".
+   */
+  failureFields?: Record<string, unknown>;
 }
 
 const QUEUE_GROUP = 'pending-projector';
@@ -44,15 +51,17 @@ export function serveEndpoint<S extends z.ZodType>(options: EndpointOptions<S>):
   // A reply the connection will not send (over the server's max_payload, or the connection
   // closed) throws; unhandled, that rejection would end the worker. The caller gets `internal`
   // instead, if even that can be sent.
+  const failureFields = options.failureFields ?? {};
+  const withFailureFields = (reply: AnyReply): AnyReply => (reply.ok ? reply : { ...failureFields, ...reply });
   const respond = (msg: { respond(data: Uint8Array): boolean }, reply: AnyReply, startedAt: bigint) => {
     let code: ReplyCode = reply.ok ? 'ok' : reply.error.code;
     try {
-      msg.respond(encoder.encode(JSON.stringify(reply)));
+      msg.respond(encoder.encode(JSON.stringify(withFailureFields(reply))));
     } catch (err) {
       code = 'internal';
       log.error({ err }, 'endpoint reply could not be sent');
       try {
-        msg.respond(encoder.encode(JSON.stringify({ ok: false, error: { code: 'internal', message: `the reply could not be sent: ${(err as Error).message}` } })));
+        msg.respond(encoder.encode(JSON.stringify(withFailureFields({ ok: false, error: { code: 'internal', message: `the reply could not be sent: ${(err as Error).message}` } }))));
       } catch {
         // The connection is gone: the caller's request times out, which it handles as unavailable.
       }

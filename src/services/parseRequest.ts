@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { ReplyFailure } from './endpoint.js';
+import { describeRequestIssues } from './describeRequestIssues.js';
 
 export type ParsedRequest<T> = { ok: true; request: T } | { ok: false; reply: ReplyFailure };
 
@@ -30,6 +31,6 @@ export function parseRequest<S extends z.ZodType>(bytes: Uint8Array, schema: S, 
     return badRequest(`invalid JSON: ${(err as Error).message}`);
   }
   const parsed = schema.safeParse(body);
-  if (!parsed.success) return badRequest(z.prettifyError(parsed.error));
+  if (!parsed.success) return badRequest(describeRequestIssues(parsed.error));
   return { ok: true, request: parsed.data };
 }

@@ -72,6 +72,9 @@ export interface GuardResult {
 /** The guard fails closed: a failure still says `blocked: true`. */
 export type GuardFailure = ReplyFailure & { blocked: true; live: true };
 
+/** The fields every guard failure carries, a `bad_request` included (the endpoint adds them to each). */
+export const GUARD_FAILURE_FIELDS = { blocked: true, live: true } as const satisfies Pick<GuardFailure, 'blocked' | 'live'>;
+
 export interface TurnPayload {
   id: string;
   session_id: string;

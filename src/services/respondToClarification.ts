@@ -10,6 +10,7 @@ import type { MessageRecord } from '../repository/rowMapping.js';
 import { isTruthyFlag } from '../turns/lifecycleTurn.js';
 import type { ClarificationDelivery, ClarificationDeliveryPayload, EventPublisher, RefreshSummary } from './clarificationPorts.js';
 import { messageUpdatedEvents } from './messageUpdatedEvents.js';
+import { describeRequestIssues } from './describeRequestIssues.js';
 import { inspectBundle, validateOutcome, type BundleQuestionView, type NormalizedOutcome } from './outcomeValidation.js';
 import { publishOrRefresh, refreshThenPublish } from './publishOrRefresh.js';
 import { recordedOutcome } from './recordedOutcome.js';
@@ -99,7 +100,7 @@ async function prepare(deps: RespondDeps, log: Logger, request: ParsedRespondReq
 export async function respondToClarification(deps: RespondDeps, input: RespondRequest): Promise<RespondReply> {
   const log = deps.logger.child({ component: 'clarification-respond' });
   const parsed = respondRequestSchema.safeParse(input);
-  if (!parsed.success) return failure('bad_request', z.prettifyError(parsed.error));
+  if (!parsed.success) return failure('bad_request', describeRequestIssues(parsed.error));
   const pendingId = parsed.data.pending_id;
   const prepared = await prepare(deps, log, parsed.data);
   if ('ok' in prepared) return prepared;

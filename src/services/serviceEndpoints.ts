@@ -7,6 +7,7 @@ import type { ClarificationService } from './clarificationService.js';
 import { serveEndpoint, type AnyReply, type ReplyCode } from './endpoint.js';
 import { ENDPOINT_REQUEST_SCHEMAS, type EndpointName, type EndpointRequest } from './endpointRequestSchemas.js';
 import { ENDPOINTS } from './requests.js';
+import { GUARD_FAILURE_FIELDS } from './replies.js';
 import type { TaskService } from './taskService.js';
 import type { PlanCommentService } from './planCommentService.js';
 import type { Metrics } from '../metrics.js';
@@ -41,7 +42,7 @@ export async function startServiceEndpoints(options: ServiceEndpointsOptions): P
           metrics.endpointSeconds.observe({ endpoint }, seconds);
         }
       : undefined;
-  const serve = <N extends EndpointName>(name: N, handler: (request: EndpointRequest<N>) => Promise<AnyReply>) =>
+  const serve = <N extends EndpointName>(name: N, handler: (request: EndpointRequest<N>) => Promise<AnyReply>, failureFields?: Record<string, unknown>) =>
     serveEndpoint({
       nc,
       logger,
@@ -50,6 +51,7 @@ export async function startServiceEndpoints(options: ServiceEndpointsOptions): P
       schema: ENDPOINT_REQUEST_SCHEMAS[name] as z.ZodType,
       handler: handler as (request: unknown) => Promise<AnyReply>,
       observe: observe(name),
+      failureFields,
     });
   const endpoints = [
     serve(ENDPOINTS.summaryGet, (request) => tasks.getSummary(request)),
@@ -58,7 +60,8 @@ export async function startServiceEndpoints(options: ServiceEndpointsOptions): P
     serve(ENDPOINTS.clarificationListPending, (request) => clarifications.listPending(request)),
     serve(ENDPOINTS.clarificationDetach, (request) => clarifications.detach(request)),
     serve(ENDPOINTS.clarificationExpire, (request) => clarifications.expire(request)),
-    serve(ENDPOINTS.sessionGuard, (request) => clarifications.guard(request)),
+    // Fails closed whatever failed, a body it could not read included.
+    serve(ENDPOINTS.sessionGuard, (request) => clarifications.guard(request), GUARD_FAILURE_FIELDS),
     serve(ENDPOINTS.sessionTurns, (request) => clarifications.turns(request)),
     serve(ENDPOINTS.taskPendingActions, (request) => clarifications.pendingActions(request)),
     ...(plans

@@ -94,7 +94,7 @@ describeEachSchemaAndDialect('verify, reconcile and replay commands on %s', (dia
       await t.ctx.knex('task_status_summaries').where({ task_id: taskId }).update({ summary: '{"pending_action":"permission"}' });
     }
     const replayed = await cli(['replay', '--from-seq', '1', '--database-url', t.url, '--nats-url', natsUrl(), '--subject-prefix', prefix]);
-    expect(replayed.stdout).toMatch(/replayed 1 events: 1 tasks reprojected, 0 failed/);
+    expect(replayed.stdout).toMatch(/replayed 1 event: 1 task reprojected, 0 failed/);
     expect(replayed.status).toBe(0);
     const verify = await cli(['verify', '--database-url', t.url]);
     expect(verify.status).toBe(1);

@@ -215,16 +215,16 @@ describeEachDialect('pending-projector doctor on %s', (dialect) => {
 });
 
 describe('pending-projector doctor, database not there', () => {
-  it('exits 2 on a PostgreSQL URL nobody answers, naming the URL without its password', async () => {
+  it('exits 3 (unreachable) on a PostgreSQL URL nobody answers, naming DATABASE_URL and the URL without its password', async () => {
     const url = 'postgres://doctor:hunter2-secret@127.0.0.1:1/nowhere';
     const text = await cli(['doctor', '--database-url', url]);
-    expect(text.status).toBe(2);
-    expect(text.stderr).toMatch(/cannot reach the database postgres:\/\/doctor:\[REDACTED\]@127\.0\.0\.1:1\/nowhere: .*ECONNREFUSED/);
+    expect(text.status).toBe(3);
+    expect(text.stderr).toMatch(/cannot reach the database at postgres:\/\/doctor:\[REDACTED\]@127\.0\.0\.1:1\/nowhere \(DATABASE_URL \/ --database-url\): .*ECONNREFUSED/);
     expect(text.stdout).toMatch(/verdict: the worker cannot run: the database cannot be reached or read\n$/);
     const json = await cli(['doctor', '--database-url', url, '--json']);
-    expect(json.status).toBe(2);
+    expect(json.status).toBe(3);
     const doc = JSON.parse(json.stdout) as Record<string, unknown>;
-    expect(doc).toMatchObject({ reachable: false, schema: null, verdict: { exit_code: 2, status: 'cannot_run' } });
+    expect(doc).toMatchObject({ reachable: false, schema: null, verdict: { exit_code: 3, status: 'cannot_run' } });
     for (const out of [text.stdout, text.stderr, json.stdout, json.stderr]) expect(out).not.toContain('hunter2');
   });
 

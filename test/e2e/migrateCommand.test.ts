@@ -73,12 +73,12 @@ describeEachDialect('pending-projector migrate on %s', (dialect) => {
     expect(out.stdout).toMatch(/1 of 3 indexes/);
   });
 
-  it('refuses a partial Kandev schema with exit 1, naming what is missing', async () => {
+  it('refuses a partial Kandev schema with exit 2, naming what is missing', async () => {
     const t = await kandev();
     await t.db.knex.raw('DROP TABLE task_status_summaries');
     await t.db.knex.raw('ALTER TABLE task_session_messages DROP COLUMN requests_input');
     const out = await cli(['migrate', '--database-url', t.url]);
-    expect(out.status).toBe(1);
+    expect(out.status).toBe(2);
     expect(out.stdout).toBe('');
     expect(out.stderr).toMatch(/refusing this database: it has some of the Kandev tables the service reads, but not all of them/);
     expect(out.stderr).toMatch(/- missing table task_status_summaries /);
@@ -89,7 +89,7 @@ describeEachDialect('pending-projector migrate on %s', (dialect) => {
   it("refuses --schema-mode owned on a Kandev database, saying it would create Kandev's tables", async () => {
     const t = await kandev();
     const out = await cli(['migrate', '--schema-mode', 'owned', '--database-url', t.url]);
-    expect(out.status).toBe(1);
+    expect(out.status).toBe(2);
     expect(out.stderr).toMatch(/migration 0001, which creates Kandev's tables/);
   });
 
@@ -97,7 +97,7 @@ describeEachDialect('pending-projector migrate on %s', (dialect) => {
     const t = await openTestDatabase(dialect, undefined, { file: true });
     opened.push(t);
     const refused = await cli(['migrate', '--schema-mode', 'kandev', '--database-url', t.url]);
-    expect(refused.status).toBe(1);
+    expect(refused.status).toBe(2);
     expect(refused.stderr).toMatch(/SCHEMA_MODE=kandev, but this service created its tables \(owned mode\)/);
     const owned = await cli(['migrate', '--schema-mode', 'owned', '--database-url', t.url]);
     expect(owned.status).toBe(0);

@@ -182,7 +182,7 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     expect(retry.out).toMatch(/re-injected record/);
     expect(retry.status).toBe(0);
     const replay = await runCli(['replay', '--from-seq', '1'], opsEnv);
-    expect(replay.out).toMatch(/replayed \d+ events: \d+ tasks reprojected, 0 failed/);
+    expect(replay.out).toMatch(/replayed \d+ events?: \d+ tasks? reprojected, 0 failed/);
     expect(replay.status).toBe(0);
     expect(replay.out + list.out).not.toContain(passwords.ops);
   }, 90_000);
@@ -537,16 +537,16 @@ describe('secrets on the command line', () => {
     expect(unsupported.out).toContain('unsupported DATABASE_URL "mysql://app@db/k?password=[REDACTED]&sslpassword=[REDACTED]"');
     // doctor names the database it could not reach, on stderr and in its report.
     const doctor = await runCli(['doctor', '--json'], { ...unreachable, DATABASE_URL: `postgres://app@127.0.0.1:1/k?sslmode=disable&pass%77ord=${SECRET}` });
-    expect(doctor.status).toBe(2);
+    expect(doctor.status).toBe(3);
     expect(doctor.out).toContain('postgres://app@127.0.0.1:1/k?sslmode=disable&pass%77ord=[REDACTED]');
     expect(unsupported.out + doctor.out).not.toContain(SECRET);
   }, 30_000);
 
   it('keeps the password of DATABASE_URL and NATS_URL out of a failed connection', async () => {
     const db = await runCli(['migrate'], { ...unreachable, DATABASE_URL: `postgres://postgres:${SECRET}@127.0.0.1:1/test` });
-    expect(db.status).toBe(1);
+    expect(db.status).toBe(3);
     const bus = await runCli(['dead-letters', 'list'], { ...unreachable, NATS_URL: `nats://ops:${SECRET}@127.0.0.1:1` });
-    expect(bus.status).toBe(1);
+    expect(bus.status).toBe(3);
     expect(db.out + bus.out).not.toContain(SECRET);
     expect(db.out.length + bus.out.length).toBeGreaterThan(0);
   }, 30_000);

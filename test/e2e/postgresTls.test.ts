@@ -74,7 +74,7 @@ describe.skipIf(missing.length > 0 && !REQUIRE_INTEGRATION)('PostgreSQL over TLS
     }
 
     const verified = await runCli(['verify', '--task', seeded.taskId], byFile);
-    expect(verified.stderr).toMatch(/verified 1 tasks: 0 drifted/);
+    expect(verified.stderr).toMatch(/verified 1 task: 0 drifted/);
     expect(verified.status).toBe(0);
     for (const output of [migrated.stdout, migrated.stderr, doctor.stdout, doctor.stderr, worker.output(), verified.stdout, verified.stderr]) {
       expect(output).not.toContain(cluster.password);
@@ -112,7 +112,7 @@ describe.skipIf(missing.length > 0 && !REQUIRE_INTEGRATION)('PostgreSQL over TLS
     await expect(withDatabase(verifyFull, {}, connectionTls)).rejects.toThrow(/password/);
     // doctor's first statement is a lone SELECT 1, so the refusal is reported at once.
     const noPassword = await runCli(['doctor'], { DATABASE_URL: verifyFull });
-    expect(noPassword.stderr).toMatch(/cannot reach the database.*password/);
+    expect(noPassword.stderr).toMatch(/cannot log in to the database at .*\(DATABASE_URL \/ --database-url\): .*password/);
     expect(noPassword.status).toBe(2);
   });
 });

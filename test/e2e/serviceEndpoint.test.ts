@@ -58,4 +58,37 @@ describe('a request/reply endpoint over a real NATS', () => {
     expect(await ask({ mode: 'huge' })).toEqual({ ok: false, error: { code: 'internal', message: expect.stringMatching(/reply could not be sent/) } });
     expect(await ask({ mode: 'ok' })).toEqual({ ok: true, answer: 42 });
   });
+
+  it('adds its failure fields to every failure it replies, whichever step failed, and none to a success', async () => {
+    const closed = serveEndpoint({
+      nc,
+      subject: `${subject}_closed`,
+      schema: z.object({ mode: z.enum(['ok', 'fail', 'crash', 'huge']) }),
+      logger: silentLogger(),
+      maxRequestBytes: 1024,
+      failureFields: { blocked: true, live: true },
+      async handler({ mode }): Promise<ProbeReply> {
+        if (mode === 'crash') throw new Error('the store went away');
+        if (mode === 'huge') return { ok: true, answer: 1, padding: 'p'.repeat(nc.info!.max_payload + 1) } as ProbeReply;
+        if (mode === 'fail') return failure('not_found', 'no such thing') as ProbeReply;
+        return { ok: true, answer: 42 };
+      },
+    });
+    try {
+      await nc.flush();
+      const askClosed = async (body: string) => (await nc.request(`${subject}_closed`, body, { timeout: 5000 })).json<Record<string, unknown>>();
+      expect(await askClosed('{"mode": "ok"}')).toEqual({ ok: true, answer: 42 });
+      for (const [body, code] of [
+        ['{"mode": "fail"}', 'not_found'],
+        ['{"mode": "crash"}', 'internal'],
+        ['{"mode": "huge"}', 'internal'],
+        ['{"mode": 1}', 'bad_request'],
+        ['not json', 'bad_request'],
+      ] as const) {
+        expect(await askClosed(body), body).toEqual({ ok: false, error: { code, message: expect.any(String) }, blocked: true, live: true });
+      }
+    } finally {
+      await closed.stop();
+    }
+  });
 });

@@ -5,6 +5,7 @@ import type { ConnectionOptions } from '@nats-io/transport-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/config.js';
 import { natsConnectionOptions, type NatsClientSettings } from '../../src/bin/natsConnectionOptions.js';
+import { checkNatsServerIdentity } from '../../src/bin/natsServerIdentity.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'pp-nats-options-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -42,7 +43,7 @@ describe('NATS connection options from the settings', () => {
   it('reads a lone userinfo as a token, and requires TLS for tls:// URLs', () => {
     const options = natsConnectionOptions({ natsUrl: 'tls://s3cr3t-token@nats.internal:4222' });
     expect(credentialsOf(options)).toEqual({ auth_token: 's3cr3t-token' });
-    expect(options.tls).toEqual({});
+    expect(options.tls).toEqual({ checkServerIdentity: checkNatsServerIdentity });
   });
 
   it('reads the token and the password from their files, without the trailing newline', () => {
@@ -56,8 +57,13 @@ describe('NATS connection options from the settings', () => {
     const ca = file('ca.pem', 'not parsed here');
     const cert = file('cert.pem', 'x');
     const key = file('key.pem', 'x');
-    expect(natsConnectionOptions({ natsUrl: 'nats://h:4222', natsTlsCaFile: ca }).tls).toEqual({ caFile: ca });
-    expect(natsConnectionOptions({ natsUrl: 'tls://h:4222', natsTlsCaFile: ca, natsTlsCertFile: cert, natsTlsKeyFile: key }).tls).toEqual({ caFile: ca, certFile: cert, keyFile: key });
+    expect(natsConnectionOptions({ natsUrl: 'nats://h:4222', natsTlsCaFile: ca }).tls).toEqual({ caFile: ca, checkServerIdentity: checkNatsServerIdentity });
+    expect(natsConnectionOptions({ natsUrl: 'tls://h:4222', natsTlsCaFile: ca, natsTlsCertFile: cert, natsTlsKeyFile: key }).tls).toEqual({
+      caFile: ca,
+      certFile: cert,
+      keyFile: key,
+      checkServerIdentity: checkNatsServerIdentity,
+    });
   });
 
   it('lists every problem at once, naming settings and paths but never a secret', () => {

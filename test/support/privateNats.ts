@@ -143,3 +143,16 @@ export function generateCertificates(): TestCertificates {
     remove: () => rmSync(dir, { recursive: true, force: true }),
   };
 }
+
+/**
+ * Another server certificate from the CA of `certs`, whose subjectAltName is `san` alone (e.g.
+ * `IP:127.0.0.1` or `DNS:localhost`), written beside the others as `<name>.pem` and `<name>-key.pem`.
+ * Its CN names nothing a client checks, so the SAN is all that identifies it.
+ */
+export function generateServerCertificate(certs: TestCertificates, name: string, san: string): { certFile: string; keyFile: string } {
+  const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: certs.dir, stdio: 'pipe' });
+  writeFileSync(join(certs.dir, `${name}.ext`), `subjectAltName=${san}\nextendedKeyUsage=serverAuth\n`);
+  openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', `/CN=${name} test server`, '-keyout', `${name}-key.pem`, '-out', `${name}.csr`);
+  openssl('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial', '-days', '2', '-extfile', `${name}.ext`, '-out', `${name}.pem`);
+  return { certFile: join(certs.dir, `${name}.pem`), keyFile: join(certs.dir, `${name}-key.pem`) };
+}

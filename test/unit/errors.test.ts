@@ -25,6 +25,7 @@ import { SchemaRefusedError } from '../../src/repository/schema/schemaMode.js';
 import { SessionNotFoundError } from '../../src/repository/turns.js';
 import { PlanCommentIntegrityError } from '../../src/repository/planCommentOutcomes.js';
 import { NatsPermissionError } from '../../src/events/natsPermissions.js';
+import { ConnectionFailedError } from '../../src/bin/connectionFailure.js';
 
 /** One instance of every error class of ours. */
 const ours: PendingProjectorError[] = [
@@ -45,6 +46,7 @@ const ours: PendingProjectorError[] = [
   new AdmissionLockOrderError('inside a transaction'),
   new PlanCommentIntegrityError('plan vanished'),
   new NatsPermissionError([{ operation: 'subscribe', subject: 'pending_projector.v1.>', queue: 'pending-projector', purpose: 'the endpoints' }]),
+  new ConnectionFailedError('unreachable', { service: 'NATS', setting: 'NATS_URL / --nats-url', address: 'nats://127.0.0.1:1' }, 'connection refused', 'Check it'),
 ];
 
 describe('the error code registry', () => {
