@@ -1,4 +1,4 @@
-import { errors, RequestError, type NatsConnection } from '@nats-io/transport-node';
+import { errors, RequestError, type NatsConnection } from '@nats-io/nats-core';
 import { topologyFor } from '../events/subjects.js';
 import type {
   DetachReply,
@@ -46,7 +46,7 @@ export interface PendingProjectorClientOptions {
  */
 export type PlanCommentFailure = ReplyFailure & { reason?: string; plan_comments?: PlanCommentsPayload; primary_session_id?: string | null; state?: string; attachment_ids?: string[] } & Record<string, unknown>;
 export type PlanCommentsReply<T extends object = object> = ({ ok: true; plan_comments: PlanCommentsPayload } & T) | PlanCommentFailure;
-/** An accepted prompt (design §4's Admission); `queue_full` failures carry `count` and `max`. */
+/** An accepted prompt (its admission); `queue_full` failures carry `count` and `max`. */
 export type PromptReply = AdmissionPayload | PlanCommentFailure;
 export type QueueListReply = { ok: true; entries: QueueEntryPayload[]; count: number; max: number } | PlanCommentFailure;
 export type AttachmentStageReply = { ok: true; replayed: boolean; attachment: AttachmentPayload } | PlanCommentFailure;
