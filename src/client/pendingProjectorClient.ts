@@ -1,4 +1,4 @@
-import { errors, RequestError, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/nats-core';
 import { topologyFor } from '../events/subjects.js';
 import type {
   DetachReply,
@@ -46,7 +46,7 @@ export interface PendingProjectorClientOptions {
  */
 export type PlanCommentFailure = ReplyFailure & { reason?: string; plan_comments?: PlanCommentsPayload; primary_session_id?: string | null; state?: string; attachment_ids?: string[] } & Record<string, unknown>;
 export type PlanCommentsReply<T extends object = object> = ({ ok: true; plan_comments: PlanCommentsPayload } & T) | PlanCommentFailure;
-/** An accepted prompt (design §4's Admission); `queue_full` failures carry `count` and `max`. */
+/** An accepted prompt (its admission); `queue_full` failures carry `count` and `max`. */
 export type PromptReply = AdmissionPayload | PlanCommentFailure;
 export type QueueListReply = { ok: true; entries: QueueEntryPayload[]; count: number; max: number } | PlanCommentFailure;
 export type AttachmentStageReply = { ok: true; replayed: boolean; attachment: AttachmentPayload } | PlanCommentFailure;
@@ -92,6 +92,14 @@ export interface PendingProjectorClient {
 
 const encoder = new TextEncoder();
 
+// The caller's connection may come from another copy of @nats-io/nats-core than this module would
+// import (a UI's own bundle, or a transport pinned to another version than the newest core npm
+// installs for our peer range), and `instanceof` does not recognise another copy's error classes.
+// The errors are recognised by their shape, which every 3.x copy shares.
+const isNoResponders = (err: unknown): boolean =>
+  typeof (err as { isNoResponders?: unknown } | null)?.isNoResponders === 'function' && (err as { isNoResponders(): boolean }).isNoResponders();
+const isTimeout = (err: unknown): boolean => err instanceof Error && err.name === 'TimeoutError';
+
 /**
  * Creates the client on an open connection. Transport failures become replies too: no worker
  * listening or no reply in time is `{ok: false, error: {code: 'unavailable'}}` (for respond the
@@ -106,10 +114,10 @@ export function createPendingProjectorClient(nc: NatsConnection, options: Pendin
       const reply = await nc.request(subject, encoder.encode(JSON.stringify(body)), { timeout: timeoutMs });
       return reply.json<T>();
     } catch (err) {
-      if (err instanceof RequestError && err.isNoResponders()) {
+      if (isNoResponders(err)) {
         return { ok: false, error: { code: 'unavailable', message: `no pending-projector worker serves ${subject}` } };
       }
-      if (err instanceof errors.TimeoutError) {
+      if (isTimeout(err)) {
         return { ok: false, error: { code: 'unavailable', message: `no reply on ${subject} within ${timeoutMs} ms; the outcome is unknown` } };
       }
       return { ok: false, error: { code: 'unavailable', message: (err as Error).message } };

@@ -2,16 +2,10 @@ import { errors, type NatsConnection, type Subscription } from '@nats-io/transpo
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import { parseRequest } from './parseRequest.js';
+import type { AnyReply } from './replyErrorCodes.js';
 
-/** Stable error codes of every request/reply endpoint. */
-export const REPLY_ERROR_CODES = ['bad_request', 'not_found', 'conflict', 'retryable', 'unavailable', 'internal'] as const;
-export type ReplyErrorCode = (typeof REPLY_ERROR_CODES)[number];
-
-export type ReplyFailure = { ok: false; error: { code: ReplyErrorCode; message: string } };
-export type Reply<T extends object> = ({ ok: true } & T) | ReplyFailure;
-
-/** Any endpoint's reply; a failure may carry extra top-level fields (the guard's `blocked: true`). */
-export type AnyReply = { ok: true } | ReplyFailure;
+export { REPLY_ERROR_CODES } from './replyErrorCodes.js';
+export type { AnyReply, Reply, ReplyErrorCode, ReplyFailure } from './replyErrorCodes.js';
 
 /** What a reply says, as the metrics count it: `ok`, or its error code. */
 export type ReplyCode = 'ok' | ReplyErrorCode;

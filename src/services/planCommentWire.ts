@@ -1,5 +1,5 @@
 import type { AcceptedPrompt, AttachmentRecord, PlanCommentRecord, PlanCommentSnapshot, PromptReceiptRecord, StoreFailure } from '../repository/planCommentStore.js';
-import type { ReplyFailure } from './endpoint.js';
+import type { ReplyFailure } from './replyErrorCodes.js';
 
 /**
  * The wire shapes (snake_case, like Kandev's JSON) of the plan-comment endpoints and of the
