@@ -2,7 +2,7 @@ import { errors, type NatsConnection, type Subscription } from '@nats-io/transpo
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import { parseRequest } from './parseRequest.js';
-import type { AnyReply } from './replyErrorCodes.js';
+import type { AnyReply, ReplyErrorCode } from './replyErrorCodes.js';
 
 export { REPLY_ERROR_CODES } from './replyErrorCodes.js';
 export type { AnyReply, Reply, ReplyErrorCode, ReplyFailure } from './replyErrorCodes.js';
