@@ -6,6 +6,7 @@ import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { topologyFor, topologyStreams } from '../../src/events/subjects.js';
+import { ENDPOINTS } from '../../src/services/requests.js';
 import { createDatabase } from '../../src/repository/database.js';
 import { schemaExists } from '../../src/repository/sandbox/sandboxSchemas.js';
 import { runCli } from '../support/cliProcess.js';
@@ -80,6 +81,11 @@ describeEachDialect('pending-projector sandbox on %s, end to end', (dialect) => 
     const stored = before.reply as unknown as Summary;
     expect(stored.status_summary.pending_action).toBe('clarification');
 
+    // The printed way to watch, without the NATS CLI: it prints the change too.
+    const watchLine = stdout.split('\n').map((l) => l.trim()).find((l) => l.startsWith('npx pending-projector sandbox watch'))!;
+    const watch = spawnLong(shellWords(watchLine).slice(2), childEnv({ NATS_URL: natsUrl() }), { cli: true });
+    await eventually(() => (watch.output().includes('watching ') ? true : undefined), 30_000, 'sandbox watch to subscribe');
+
     summaries = [];
     const answered = await runPrinted(respondWords);
     expect(answered.status).toBe(0);
@@ -87,6 +93,8 @@ describeEachDialect('pending-projector sandbox on %s, end to end', (dialect) => 
     const changed = await eventually(() => summaries.find((s) => s.task_id === stored.task_id), 20_000, 'the answered task summary');
     expect(changed.status_summary.revision).toBe(stored.status_summary.revision + 1);
     expect(changed.status_summary.pending_action).toBeUndefined();
+    await watch.waitFor(new RegExp(`task ${stored.task_id}  revision ${stored.status_summary.revision + 1}  pending_action=\\(none\\)`), 20_000);
+    expect(await watch.stop()).toBe(0);
     expect((await runPrinted(printed(stdout, 'npx', 'clarification.list_pending'))).reply.bundles).toEqual([]);
 
     // The nats CLI form: its subject and body, sent as `nats req` would.
@@ -100,6 +108,22 @@ describeEachDialect('pending-projector sandbox on %s, end to end', (dialect) => 
     const counted = await eventually(() => summaries.find((s) => s.task_id === enqueued.reply.task_id && s.status_summary.queued_prompt_count === 3), 20_000, 'queued_prompt_count 3');
     expect(counted.status_summary.pending_action).toBeUndefined();
   });
+
+  it('answers ok to every printed request, each sent in the printed order as `nats req` would send it', async () => {
+    const lines = sandbox
+      .stdout()
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l.startsWith('nats req '));
+    expect(lines.length).toBe(Object.keys(ENDPOINTS).length);
+    const failed: string[] = [];
+    for (const line of lines) {
+      const [, , subject, body] = shellWords(line);
+      const reply = (await nc.request(subject!, body!, { timeout: 65_000 })).json<{ ok: boolean }>();
+      if (reply.ok !== true) failed.push(`${subject}: ${JSON.stringify(reply)}`);
+    }
+    expect(failed).toEqual([]);
+  }, 120_000);
 
   it('exits 0 at SIGTERM, leaving neither its database nor its streams behind', async () => {
     const where = sandbox.stdout().match(/^ {2}database: (.*)$/m)![1]!;
