@@ -56,8 +56,9 @@ void (async () => {
     say(`bus: task.status_summary.updated  revision=${s.revision}  pending_action=${s.pending_action ?? '(none)'}`);
   }
 })();
+// Generous: on a loaded machine a projection can take seconds, and the demo only reports what happens.
 const waitFor = async (predicate: () => boolean, what: string) => {
-  for (let i = 0; i < 200 && !predicate(); i++) await sleep(25);
+  for (const deadline = Date.now() + 30_000; Date.now() < deadline && !predicate(); ) await sleep(25);
   if (!predicate()) throw new Error(`demo: timed out waiting for ${what}`);
 };
 

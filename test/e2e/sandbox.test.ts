@@ -14,7 +14,8 @@ import { describeEachDialect } from '../support/databases.js';
 import { connectTestNats, eventually, natsUrl } from '../support/nats.js';
 import { childEnv, shellWords, spawnLong, type LongProcess } from '../support/sandboxProcess.js';
 
-// Starting a worker, migrating and seeding, on a loaded 2-core host.
+// Starting a worker, migrating and seeding, on a loaded 2-core host; each printed npx command is a
+// process of its own (seconds each there).
 const READY_MS = 90_000;
 
 interface Summary {
@@ -107,7 +108,7 @@ describeEachDialect('pending-projector sandbox on %s, end to end', (dialect) => 
     expect(enqueued.reply).toMatchObject({ ok: true, delivery_kind: 'queued' });
     const counted = await eventually(() => summaries.find((s) => s.task_id === enqueued.reply.task_id && s.status_summary.queued_prompt_count === 3), 20_000, 'queued_prompt_count 3');
     expect(counted.status_summary.pending_action).toBeUndefined();
-  });
+  }, 180_000);
 
   it('answers ok to every printed request, each sent in the printed order as `nats req` would send it', async () => {
     const lines = sandbox
@@ -148,7 +149,7 @@ describeEachDialect('pending-projector sandbox on %s, end to end', (dialect) => 
     }
     const jsm = await jetstreamManager(nc);
     for (const stream of topologyStreams(topologyFor(prefix))) await expect(jsm.streams.info(stream)).rejects.toThrow();
-  });
+  }, 60_000);
 });
 
 it('refuses a SQLite DATABASE_URL that exists, and leaves the file as it was', async () => {
