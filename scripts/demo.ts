@@ -1,5 +1,6 @@
 /**
- * `npm run demo`: the spec's incident, end to end, on SQLite and the local NATS.
+ * `npm run demo`: the incident the current-turn rule was written for, end to end, on a temporary
+ * database (SQLite unless DATABASE_URL names a PostgreSQL one) and the local NATS.
  *
  * A real turn opens; 0.8 s later the agent-resume path writes its boot message on a lifecycle turn;
  * the agent then asks a question on the real turn. Before the fix the lifecycle turn (newer
@@ -7,47 +8,45 @@
  * summaries show it staying visible until it is answered.
  */
 import { randomUUID } from 'node:crypto';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { topologyFor, topologyStreams } from '../src/events/subjects.js';
+import { topologyFor } from '../src/events/subjects.js';
+import { removeTopology } from '../src/events/removeTopology.js';
 import { silentLogger } from '../src/logger.js';
 import { claimClarificationBundle, finalizeClarificationDelivery } from '../src/repository/clarificationClaims.js';
 import { listUnresolvedClarificationBundles } from '../src/repository/clarifications.js';
 import { createRepositoryContext } from '../src/repository/context.js';
-import { createDatabase } from '../src/repository/database.js';
 import { createMessage } from '../src/repository/messages.js';
 import { getPendingActionsBySessionIds } from '../src/repository/pendingActions.js';
 import { createSession, createTask } from '../src/repository/tasks.js';
 import { getCurrentTurn, listVisibleTurns, startTurn } from '../src/repository/turns.js';
 import { newestDurableTurnId } from '../src/turns/index.js';
+import { connectNats } from '../src/bin/connectNats.js';
+import { openSandboxDatabase } from '../src/bin/sandboxDatabase.js';
 import { startWorker } from '../src/bin/worker.js';
+import { workerConfigFrom } from '../src/bin/workerSettings.js';
 
-const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pending-projector-demo-'));
-const db = createDatabase(`sqlite:${path.join(dir, 'demo.db')}`);
+// The worker's own defaults and environment (NATS_URL, DATABASE_URL, ...), as `pending-projector
+// worker` reads them: a setting renamed or added there reaches the demo too.
+const prefix = `demo_${randomUUID().slice(0, 8)}.`;
+const config = workerConfigFrom(process.env, { subjectPrefix: prefix, healthPort: 0 });
+// DATABASE_URL unset: a temporary SQLite file; PostgreSQL: a schema of its own. Removed at the end.
+const database = await openSandboxDatabase(config);
+const { db } = database;
 const started = Date.now();
 const say = (text: string) => process.stdout.write(`[${String(Date.now() - started).padStart(5)} ms] ${text}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const encoder = new TextEncoder();
 
-const nc = await connect({ servers: natsUrl }).catch((err: Error) => {
-  process.stderr.write(`demo needs NATS with JetStream at ${natsUrl} (set NATS_URL): ${err.message}\n`);
+const nc = await connectNats(config, 'pending-projector-demo').catch(async (err: Error) => {
+  process.stderr.write(`demo needs NATS with JetStream at ${config.natsUrl} (set NATS_URL): ${err.message}\n`);
+  await database.remove();
   process.exit(2);
 });
-const prefix = `demo_${randomUUID().slice(0, 8)}.`;
 const topology = topologyFor(prefix);
 const publish = (type: string, data: Record<string, unknown>) =>
   nc.publish(`${prefix}${type}`, encoder.encode(JSON.stringify({ id: randomUUID(), type, source: 'demo-backend', timestamp: new Date().toISOString(), data })));
 
-const worker = await startWorker({
-  db,
-  nc,
-  logger: silentLogger(),
-  config: { subjectPrefix: prefix, healthPort: 0, concurrency: 4, projectionTransactions: 1, maxEventBytes: 262_144, maxDeliver: 5, ackWaitMs: 30_000, streamMaxAgeMs: 3_600_000, reconcilePageSize: 500, bootReconcile: true, respondDeadlineMs: 30_000 },
-});
+const worker = await startWorker({ db, nc, logger: silentLogger(), config });
 const summaries: Array<{ revision: number; pending_action?: string }> = [];
 const sub = nc.subscribe(topology.summarySubject);
 void (async () => {
@@ -57,8 +56,9 @@ void (async () => {
     say(`bus: task.status_summary.updated  revision=${s.revision}  pending_action=${s.pending_action ?? '(none)'}`);
   }
 })();
+// Generous: on a loaded machine a projection can take seconds, and the demo only reports what happens.
 const waitFor = async (predicate: () => boolean, what: string) => {
-  for (let i = 0; i < 200 && !predicate(); i++) await sleep(25);
+  for (const deadline = Date.now() + 30_000; Date.now() < deadline && !predicate(); ) await sleep(25);
   if (!predicate()) throw new Error(`demo: timed out waiting for ${what}`);
 };
 
@@ -66,7 +66,7 @@ try {
   const ctx = createRepositoryContext(db);
   const task = await createTask(ctx, { workspaceId: 'demo-workspace', title: 'Architectural question' });
   const session = await createSession(ctx, { taskId: task.id, state: 'RUNNING', isPrimary: true });
-  say(`worker up on ${natsUrl} (prefix "${prefix}"), SQLite at ${dir}`);
+  say(`worker up on ${config.natsUrl} (prefix "${prefix}"), ${database.where}`);
 
   const realTurn = await startTurn(ctx, session.id);
   publish('turn.started', { task_id: task.id, session_id: session.id, turn_id: realTurn.id });
@@ -116,11 +116,8 @@ try {
 } finally {
   sub.unsubscribe();
   await worker.stop();
-  const jsm = await jetstreamManager(nc);
-  for (const stream of topologyStreams(topology)) {
-    await jsm.streams.delete(stream).catch(() => undefined);
-  }
+  await removeTopology(await jetstreamManager(nc), topology);
   await nc.drain();
-  await db.destroy();
-  fs.rmSync(dir, { recursive: true, force: true });
+  await database.remove();
+  say('demo done: its database and streams are removed');
 }

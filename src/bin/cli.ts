@@ -5,11 +5,13 @@ import { runWorkerCommand } from './workerCommand.js';
 import { runReconcileCommand, runVerifyCommand } from './reconcileCommands.js';
 import { runReplayCommand } from './replayCommand.js';
 import { runDeadLettersCommand } from './deadLettersCommand.js';
+import { runSandboxCommand } from './sandboxCommand.js';
+import { runSandboxRequest, runSandboxWatch } from './sandboxRequest.js';
 import { parseSampleRows, runDoctorCommand } from './doctorCommand.js';
-import { NATS_CLIENT_SETTINGS } from './natsConnectionOptions.js';
 import { describeFailure } from './commandFailure.js';
 import { closestName } from './closestName.js';
 import { wrapText } from '../textWrap.js';
+import { BUS_SETTINGS, STORE_SETTINGS, WORKER_SETTINGS } from './workerSettings.js';
 
 /**
  * `pending-projector <command>`: the only entry point that reads configuration as a whole and
@@ -26,10 +28,8 @@ interface Command {
   run(config: Config, args: { values: Record<string, unknown>; positionals: string[] }): Promise<number>;
 }
 
-const DB: SettingName[] = ['databaseUrl', 'databasePasswordFile', 'logLevel', 'logFormat', 'dbMaxConnections'];
-const BUS: SettingName[] = [...NATS_CLIENT_SETTINGS, 'subjectPrefix'];
-// Commands that read or write Kandev's rows (everything but migrate and dead-letters).
-const STORES: SettingName[] = [...DB, 'timestampForm'];
+const BUS = BUS_SETTINGS;
+const STORES = STORE_SETTINGS;
 
 const COMMANDS: Record<string, Command> = {
   migrate: {
@@ -64,7 +64,7 @@ const COMMANDS: Record<string, Command> = {
   worker: {
     summary: 'run the projector: consume events, compare-and-set summaries, publish replacements',
     usage: 'pending-projector worker [flags]',
-    settings: [...STORES, ...BUS, 'schemaMode', 'healthPort', 'shutdownTimeoutMs', 'projectionBatchSize', 'projectionTransactions', 'maxEventBytes', 'maxDeliver', 'ackWaitMs', 'streamMaxAgeMs', 'reconcilePageSize', 'bootReconcile', 'respondDeadlineMs', 'summaryBucketStorage', 'admissionLockTimeoutMs', 'turnStartHookSubject', 'turnStartHookTimeoutMs', 'reservationTtlMs', 'promptDeadlineMs', 'dispatchPollMs', 'queueMaxPerSession', 'failpoints'],
+    settings: WORKER_SETTINGS,
     run: (config) => runWorkerCommand(config),
   },
   reconcile: {
@@ -102,6 +102,25 @@ const COMMANDS: Record<string, Command> = {
     positionals: true,
     run: (config, args) => runDeadLettersCommand(config, args.positionals, Number(args.values.limit ?? 100)),
   },
+  sandbox: {
+    summary: 'try it: a temporary database seeded with a small workspace, the worker on its own subject prefix, and commands to try every endpoint; Ctrl-C removes it all (docs/sandbox.md)',
+    usage: 'pending-projector sandbox [flags] (DATABASE_URL unset: a temporary SQLite file; PostgreSQL: a schema of its own)',
+    settings: WORKER_SETTINGS.filter((name) => name !== 'healthPort' && name !== 'schemaMode' && name !== 'failpoints'),
+    run: (config) => runSandboxCommand(config),
+  },
+  'sandbox request': {
+    summary: "send one request to a worker's endpoint and print the reply (what `nats req` does); exit 0 when it is ok",
+    usage: "pending-projector sandbox request <endpoint> '<json body>' --subject-prefix P",
+    settings: BUS,
+    run: (config, args) => runSandboxRequest(config, args.positionals),
+  },
+  'sandbox watch': {
+    summary: 'print every task summary a worker publishes (what `nats sub P.task.status_summary.updated` does)',
+    usage: 'pending-projector sandbox watch --subject-prefix P [--json]',
+    settings: BUS,
+    options: { json: { type: 'boolean', help: 'print each envelope as published' } },
+    run: (config, args) => runSandboxWatch(config, { json: Boolean(args.values.json) }),
+  },
 };
 
 /**
@@ -119,6 +138,9 @@ function unknownFlag(args: readonly string[], options: Record<string, { short?: 
   }
   return undefined;
 }
+
+/** `sandbox request` and `sandbox watch` are commands of their own, with their own settings. */
+const SUBCOMMANDS = new Set(['sandbox request', 'sandbox watch']);
 
 function flagOptions(command: Command) {
   const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean; short?: string }> = { help: { type: 'boolean', short: 'h' } };
@@ -141,7 +163,9 @@ function commandHelp(command: Command): string {
 }
 
 export async function main(argv: string[]): Promise<number> {
-  const [name, ...rest] = argv;
+  const [first, ...afterFirst] = argv;
+  const sub = `${first} ${afterFirst[0]}`;
+  const [name, rest] = SUBCOMMANDS.has(sub) ? [sub, afterFirst.slice(1)] : [first, afterFirst];
   if (!name || name === '--help' || name === '-h' || name === 'help') {
     process.stdout.write(usage());
     return name ? 0 : 2;

@@ -1,0 +1,86 @@
+import { RequestError } from '@nats-io/transport-node';
+import type { Config } from '../config.js';
+import { topologyFor } from '../events/subjects.js';
+import { ENDPOINTS } from '../services/requests.js';
+import { connectNats } from './connectNats.js';
+import type { NatsClientSettings } from './natsConnectionOptions.js';
+
+/**
+ * `pending-projector sandbox request <endpoint> [json]` and `pending-projector sandbox watch`: what
+ * `nats req` and `nats sub` do for the worker's subjects, for those without the NATS CLI. They work
+ * against any worker (give its --subject-prefix), not only a sandbox's.
+ */
+
+export type BusConfig = NatsClientSettings & Pick<Config, 'subjectPrefix'>;
+
+const ENDPOINT_NAMES: readonly string[] = Object.values(ENDPOINTS);
+// As the typed client: clarification.respond may wait for the agent's confirmation, then a refresh.
+const RESPOND_TIMEOUT_MS = 65_000;
+const TIMEOUT_MS = 10_000;
+
+/** Sends `body` (JSON text, sent as given) to the endpoint; prints the reply; exit 0 when it is `ok: true`. */
+export async function runSandboxRequest(config: BusConfig, positionals: readonly string[]): Promise<number> {
+  const [endpoint, body = '{}', ...extra] = positionals;
+  if (!endpoint || !ENDPOINT_NAMES.includes(endpoint) || extra.length > 0) {
+    process.stderr.write(
+      `${endpoint && !ENDPOINT_NAMES.includes(endpoint) ? `unknown endpoint ${JSON.stringify(endpoint)}. ` : ''}` +
+        `usage: pending-projector sandbox request <endpoint> '<json body>' [--subject-prefix P]\nendpoints: ${ENDPOINT_NAMES.join(', ')}\n`,
+    );
+    return 2;
+  }
+  const subject = topologyFor(config.subjectPrefix).serviceSubject(endpoint);
+  const nc = await connectNats(config, 'pending-projector-request');
+  try {
+    const reply = await nc.request(subject, body, { timeout: endpoint === ENDPOINTS.clarificationRespond ? RESPOND_TIMEOUT_MS : TIMEOUT_MS });
+    const text = reply.string();
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      process.stdout.write(`${text}\n`);
+      return 1;
+    }
+    process.stdout.write(`${JSON.stringify(parsed, null, 2)}\n`);
+    return (parsed as { ok?: unknown }).ok === true ? 0 : 1;
+  } catch (err) {
+    const noWorker = err instanceof RequestError && err.isNoResponders();
+    process.stderr.write(
+      noWorker
+        ? `pending-projector: no worker serves ${subject}: is the sandbox (or a worker) running, with --subject-prefix ${JSON.stringify(config.subjectPrefix)}?\n`
+        : `pending-projector: ${subject}: ${(err as Error).message}\n`,
+    );
+    return 1;
+  } finally {
+    await nc.close();
+  }
+}
+
+/** One line per published task summary until SIGINT/SIGTERM; `json`: the envelope as published. */
+export async function runSandboxWatch(config: BusConfig, options: { json: boolean }): Promise<number> {
+  const topology = topologyFor(config.subjectPrefix);
+  const nc = await connectNats(config, 'pending-projector-watch');
+  const sub = nc.subscribe(topology.summarySubject);
+  const stop = () => sub.unsubscribe();
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  // Subscribed before this line is printed: a change made after seeing it is shown.
+  await nc.flush();
+  process.stderr.write(`watching ${topology.summarySubject} (Ctrl-C to stop)\n`);
+  for await (const m of sub) {
+    if (options.json) {
+      process.stdout.write(`${m.string()}\n`);
+      continue;
+    }
+    try {
+      const { data } = m.json<{ data: { task_id: string; status_summary: Record<string, unknown> } }>();
+      const s = data.status_summary;
+      process.stdout.write(
+        `task ${data.task_id}  revision ${String(s.revision)}  pending_action=${String(s.pending_action ?? '(none)')}  queued_prompt_count=${String(s.queued_prompt_count ?? 0)}\n`,
+      );
+    } catch {
+      process.stdout.write(`${m.string()}\n`);
+    }
+  }
+  await nc.close();
+  return 0;
+}
