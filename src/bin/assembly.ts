@@ -92,12 +92,17 @@ export interface Parts {
 /** What opening the database reads; the password file is optional for in-process callers. */
 export type DatabaseConfig = Pick<Config, 'databaseUrl' | 'dbMaxConnections'> & Partial<Pick<Config, 'databasePasswordFile'>>;
 
-/** The database pool of `DATABASE_URL`; Knex's warnings go to `logger` when one is given. */
-export function openDatabase(config: DatabaseConfig, logger?: Logger): Database {
+/**
+ * The database pool of `DATABASE_URL`; Knex's warnings go to `logger` when one is given. `readOnly`
+ * (verify): nothing can be written, and a missing SQLite file throws SqliteFileMissingError instead
+ * of being created.
+ */
+export function openDatabase(config: DatabaseConfig, logger?: Logger, options: { readOnly?: boolean } = {}): Database {
   return createDatabase(config.databaseUrl, {
     maxConnections: config.dbMaxConnections,
     passwordFile: config.databasePasswordFile || undefined,
     onWarning: logger ? (message) => logger.warn({ component: 'knex' }, message) : undefined,
+    readOnly: options.readOnly,
   });
 }
 
