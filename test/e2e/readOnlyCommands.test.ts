@@ -1,12 +1,13 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { afterEach, describe, expect, inject, it } from 'vitest';
 import { createRepositoryContext } from '../../src/repository/context.js';
 import { createDatabase } from '../../src/repository/database.js';
 import { runCli, type CliOutcome } from '../support/cliProcess.js';
 import { databaseContents, postgresObjects } from '../support/databaseContents.js';
-import { describeEachDialect, openEmptyDatabase, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, isAvailable, openEmptyDatabase, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { fileTree } from '../support/fileTree.js';
 import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/seed.js';
 
@@ -127,5 +128,44 @@ describe('verify and doctor on a SQLite file that does not exist', () => {
     const report = JSON.parse(doctorJson.stdout) as { reachable: boolean; problems: Array<{ check: string; message: string }>; verdict: { status: string } };
     expect(report).toMatchObject({ reachable: false, verdict: { status: 'cannot_run' } });
     expect(report.problems).toEqual([{ check: 'database', message: expect.stringContaining(missing) }]);
+  });
+});
+
+describe.skipIf(!isAvailable('postgres'))('doctor and migrate on a PostgreSQL URL whose search_path schema does not exist', () => {
+  afterEach(() => {
+    for (const dir of scratchDirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('doctor cannot run (exit 2) and migrate refuses in one line (exit 2), both naming the schema and CREATE SCHEMA, creating nothing', async () => {
+    // A database with this service's tables in public would hide nothing: the URL selects no schema at all.
+    const t = await openEmptyDatabase('postgres');
+    try {
+      const schema = `nosuch_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
+      const serverUrl = inject('postgresUrl')!;
+      const url = `${serverUrl}${serverUrl.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${schema}`)}`;
+      const cwd = scratchDir();
+      const objects = await postgresObjects(t, [schema, 'public']);
+
+      const doctor = await runCli(['doctor', '--database-url', url], NO_DATABASE_ENV, { cwd });
+      expect(doctor.status).toBe(2);
+      expect(doctor.stdout).toContain(`schema mode: not decided: the search_path (${schema}) selects no schema\n`);
+      expect(doctor.stdout).toContain(`\ncannot run: the search_path of DATABASE_URL (${schema}) names no schema that exists in this database`);
+      expect(doctor.stdout).toContain(`create it (CREATE SCHEMA ${schema};)`);
+      expect(doctor.stdout).toMatch(new RegExp(`\\nverdict: the worker cannot run: the search_path of DATABASE_URL selects no schema \\(${schema}\\)\\n$`));
+      const json = JSON.parse((await runCli(['doctor', '--json', '--database-url', url], NO_DATABASE_ENV, { cwd })).stdout) as Record<string, any>;
+      expect(json.schema.search_path_schema_missing).toEqual({ search_path: schema, create_schema: `CREATE SCHEMA ${schema}` });
+      expect(json.verdict).toMatchObject({ exit_code: 2, status: 'cannot_run' });
+
+      const migrate = await runCli(['migrate', '--database-url', url], NO_DATABASE_ENV, { cwd });
+      expect(migrate.status).toBe(2);
+      expect(migrate.stdout).toBe('');
+      expect(migrate.stderr).not.toContain('3F000');
+      expect(migrate.stderr.split('\n')).toEqual([expect.stringMatching(new RegExp(`^pending-projector: the search_path of DATABASE_URL \\(${schema}\\) .*CREATE SCHEMA ${schema};`)), '']);
+
+      expect(await postgresObjects(t, [schema, 'public'])).toEqual(objects);
+      expect(fileTree(cwd)).toEqual([]);
+    } finally {
+      await t.close();
+    }
   });
 });
