@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { redactCredentials, redactSecretsOfUrl } from '../redaction.js';
-import { createDatabase, DatabaseUrlError, type Database } from '../repository/database.js';
+import { createDatabase, DatabaseUrlError, SqliteFileMissingError, type Database } from '../repository/database.js';
 import type { Config } from '../config.js';
 import { databaseConnectionFailure } from './connectionFailure.js';
 
@@ -10,18 +10,20 @@ export type DatabaseConfig = Pick<Config, 'databaseUrl' | 'dbMaxConnections'> & 
 /**
  * The database pool of `DATABASE_URL`, not connected yet (Knex's warnings go to `logger` when one
  * is given). A URL no dialect takes throws DatabaseUrlError; a file that cannot be made (a SQLite
- * directory without permission) a ConnectionFailedError naming DATABASE_URL.
+ * directory without permission) a ConnectionFailedError naming DATABASE_URL. `readOnly` (verify):
+ * nothing can be written, and a missing SQLite file throws SqliteFileMissingError instead of being created.
  */
-export function openDatabase(config: DatabaseConfig, logger?: Logger): Database {
+export function openDatabase(config: DatabaseConfig, logger?: Logger, options: { readOnly?: boolean } = {}): Database {
   try {
     return createDatabase(config.databaseUrl, {
       maxConnections: config.dbMaxConnections,
       passwordFile: config.databasePasswordFile || undefined,
       // A failed connect also rejects the statement that asked for it, which reports it (once).
       onWarning: logger ? (message) => !message.startsWith('Acquire connection error') && logger.warn({ component: 'knex' }, message) : undefined,
+      readOnly: options.readOnly,
     });
   } catch (err) {
-    if (err instanceof DatabaseUrlError) throw err;
+    if (err instanceof DatabaseUrlError || err instanceof SqliteFileMissingError) throw err;
     throw databaseConnectionFailure(err, redactCredentials(config.databaseUrl), (text) => redactSecretsOfUrl(text, config.databaseUrl));
   }
 }

@@ -1,8 +1,7 @@
-import fs from 'node:fs';
 import type { Config } from '../config.js';
 import { coerceError } from '../errors.js';
 import { redactSecretsOfUrl } from '../redaction.js';
-import { createDatabase } from '../repository/database.js';
+import { createDatabase, SqliteFileMissingError } from '../repository/database.js';
 import { inspectDatabase, type InspectionProgress } from '../repository/doctor/inspectDatabase.js';
 import { unservedIndexes } from '../repository/schema/indexInspection.js';
 import { doctorJson, doctorText, type DoctorReport } from './doctorReport.js';
@@ -74,12 +73,6 @@ function slowCheckProgress(everyMs = 1000) {
   };
 }
 
-function sqliteFileMissing(url: string): string | undefined {
-  if (!url.startsWith('sqlite:') || url === 'sqlite::memory:') return undefined;
-  const file = url.slice('sqlite:'.length);
-  return file && !fs.existsSync(file) ? file : undefined;
-}
-
 /**
  * `doctor`: reads the database read-only (SQLite opened read-only, PostgreSQL sessions
  * `default_transaction_read_only`), migrates nothing, and prints every finding with a verdict:
@@ -91,13 +84,18 @@ export async function runDoctorCommand(config: DoctorConfig, options: DoctorOpti
     process.stdout.write(options.json ? `${JSON.stringify(doctorJson(report), null, 2)}\n` : doctorText(report));
     return report.verdict.exitCode;
   };
-  const missingFile = sqliteFileMissing(config.databaseUrl);
-  if (missingFile !== undefined) {
-    const message = `no SQLite database at ${missingFile}: doctor opens a database read-only and never creates one`;
-    process.stderr.write(`pending-projector doctor: ${message}\n`);
-    return write({ database: config.databaseUrl, dialect: 'sqlite', inspection: null, verdict: unreachableVerdict(message), addIndexesCommand: null });
+  // The text report says it once, on its "cannot run:" line; beside a JSON document, stderr says it for a person.
+  const cannotRun = (message: string, database: string, dialect: DoctorReport['dialect']) => {
+    if (options.json) process.stderr.write(`pending-projector doctor: ${message}\n`);
+    return write({ database, dialect, inspection: null, verdict: unreachableVerdict(message), addIndexesCommand: null });
+  };
+  let db;
+  try {
+    db = createDatabase(config.databaseUrl, { readOnly: true, maxConnections: 1, passwordFile: config.databasePasswordFile || undefined });
+  } catch (err) {
+    if (!(err instanceof SqliteFileMissingError)) throw err;
+    return cannotRun(err.message, config.databaseUrl, 'sqlite');
   }
-  const db = createDatabase(config.databaseUrl, { readOnly: true, maxConnections: 1, passwordFile: config.databasePasswordFile || undefined });
   const progress = slowCheckProgress();
   try {
     try {
@@ -116,8 +114,7 @@ export async function runDoctorCommand(config: DoctorConfig, options: DoctorOpti
       // Reached, yet a read failed (a lost connection, a permission): the worker's reads would fail too.
       const message = `could not read the database ${db.description}: ${redactSecretsOfUrl(coerceError(err).message, config.databaseUrl)}`;
       progress.stop();
-      process.stderr.write(`pending-projector doctor: ${message}\n`);
-      return write({ database: db.description, dialect: db.dialect.name, inspection: null, verdict: unreachableVerdict(message), addIndexesCommand: null });
+      return cannotRun(message, db.description, db.dialect.name);
     }
     progress.stop();
     const unserved = inspection.detection.shape !== 'empty' && unservedIndexes(inspection.indexes).length > 0;

@@ -21,7 +21,10 @@ const count = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? on
 function schemaLines(inspection: DatabaseInspection): string[] {
   const { decision, detection } = inspection;
   const lines: string[] = [];
-  if (decision.ok) {
+  if (inspection.missingSchema) {
+    // Every table reads as missing then: the mode detection would decide is not this database's.
+    lines.push(`schema mode: not decided: the search_path (${inspection.missingSchema.searchPath}) selects no schema`);
+  } else if (decision.ok) {
     lines.push(`schema mode: ${decision.mode} (${decision.because})`);
     lines.push(
       inspection.pendingMigrations.length
@@ -157,6 +160,7 @@ export function doctorJson(report: DoctorReport): Record<string, unknown> {
       mode: i.decision.ok ? i.decision.mode : null,
       because: i.decision.ok ? i.decision.because : null,
       refused: i.decision.ok ? null : { headline: i.decision.headline, problems: i.decision.problems },
+      search_path_schema_missing: i.missingSchema && { search_path: i.missingSchema.searchPath, create_schema: i.missingSchema.createSchema },
       pending_migrations: i.pendingMigrations,
       tables: i.detection.tables.map((t) => ({ table: t.table, present: t.present, columns: t.columns.map((c) => ({ name: c.name, present: c.present, type: c.type })) })),
       missing_tables: i.detection.missingTables,

@@ -2,6 +2,7 @@ import type { DatabaseInspection } from '../repository/doctor/inspectDatabase.js
 import { formsFound, type TimestampColumnFinding } from '../repository/doctor/timestampTextForms.js';
 import { unservedIndexes } from '../repository/schema/indexInspection.js';
 import { plural } from './plural.js';
+import { describeMissingSearchPathSchema } from '../repository/schema/searchPath.js';
 
 /**
  * What `doctor` makes of an inspection: the problems that stop the worker (exit 2), the warnings it
@@ -55,6 +56,8 @@ export function judgeInspection(inspection: DatabaseInspection, addIndexesComman
   const problems: DoctorFinding[] = [];
   const warnings: DoctorFinding[] = [];
   const { decision, detection } = inspection;
+  // First: it explains every other finding (the database only looks empty).
+  if (inspection.missingSchema) problems.push({ check: 'database', message: describeMissingSearchPathSchema(inspection.missingSchema) });
   if (!decision.ok) {
     problems.push({ check: 'schema', message: `refused: ${decision.headline}` });
     for (const problem of decision.problems) problems.push({ check: 'schema', message: problem });
@@ -100,6 +103,9 @@ export function judgeInspection(inspection: DatabaseInspection, addIndexesComman
   }
 
   if (problems.length > 0) {
+    if (inspection.missingSchema) {
+      return { exitCode: 2, status: 'cannot_run', summary: `the worker cannot run: the search_path of DATABASE_URL selects no schema (${inspection.missingSchema.searchPath})`, problems, warnings };
+    }
     const headline = decision.ok ? problems[0]!.message : decision.headline;
     return { exitCode: 2, status: 'cannot_run', summary: `the worker cannot run on this database: ${headline}`, problems, warnings };
   }

@@ -4,8 +4,9 @@ import { createProjectionStore } from '../repository/projectionStore.js';
 import { unappliedMigrations } from '../repository/migrate.js';
 import { resolveSchemaMode } from '../repository/schema/schemaMode.js';
 import { countTasks } from '../repository/tasks.js';
+import { SqliteFileMissingError } from '../repository/database.js';
 import { storesOf, withCommandParts } from './assembly.js';
-import { connectDatabase } from './connectDatabase.js';
+import { openDatabase, probeDatabase } from './connectDatabase.js';
 import { createProgressReporter } from './progress.js';
 import { plural } from './plural.js';
 
@@ -34,13 +35,21 @@ export async function runReconcileCommand(config: Config, taskIds: string[]): Pr
 }
 
 /**
- * `verify`: report drift without writing anything; exit 1 when any task differs. It migrates
- * nothing, so on a database whose schema mode still lacks this service's migrations (beside
+ * `verify`: report drift without writing anything; exit 1 when any task differs. It opens the
+ * database read-only (a missing SQLite file is exit 2, never created) and migrates nothing, so on a database whose schema mode still lacks this service's migrations (beside
  * Kandev's tables on PostgreSQL: the pp_json_* helpers every statement calls) it says to run
  * `migrate` and exits 2, on either dialect, instead of failing inside a statement.
  */
 export async function runVerifyCommand(config: Config, taskIds: string[], json: boolean): Promise<number> {
-  const db = await connectDatabase(config);
+  let db;
+  try {
+    db = openDatabase(config, undefined, { readOnly: true });
+  } catch (err) {
+    if (!(err instanceof SqliteFileMissingError)) throw err;
+    process.stderr.write(`pending-projector: ${err.message}\n`);
+    return 2;
+  }
+  await probeDatabase(db, config.databaseUrl);
   try {
     const { mode, detection } = await resolveSchemaMode(db, 'auto');
     const unapplied = unappliedMigrations(detection, mode);

@@ -5,6 +5,7 @@ import { createLogger, resolveLogFormat } from '../logger.js';
 import { probeDatabase } from './connectDatabase.js';
 import { prepareConnections } from './prepareConnections.js';
 import { watchShutdownSignals, type ShutdownSignal } from './shutdownSignals.js';
+import { DatabaseUrlError } from '../repository/database.js';
 import { startWorker } from './worker.js';
 
 /** The permission error behind a failed start (startComponents wraps it when stopping failed too). */
@@ -51,14 +52,17 @@ export async function runWorkerCommand(config: Config): Promise<number> {
     worker = await startWorker({ db, nc, config, logger });
   } catch (err) {
     const denied = permissionErrorOf(err);
+    // A DATABASE_URL only the database could refuse (a search_path selecting no schema): configuration too.
+    const badUrl = err instanceof DatabaseUrlError ? err : undefined;
     if (denied) {
       logger.fatal({ denials: denied.denials }, denied.message);
       process.stderr.write(`pending-projector: ${denied.message}\n`);
-    } else logger.fatal({ err }, 'worker failed to start');
+    } else if (badUrl) process.stderr.write(`pending-projector: ${badUrl.message}\n`);
+    else logger.fatal({ err }, 'worker failed to start');
     await nc.close().catch(() => undefined);
     await db.destroy();
-    // Missing permissions are the deployment's configuration: the config-error exit code.
-    return denied ? 2 : 1;
+    // Missing permissions and a refused URL are the deployment's configuration: the config-error exit code.
+    return denied || badUrl ? 2 : 1;
   }
   return new Promise<number>((resolve) => {
     const shutdown = (signal: ShutdownSignal) => {

@@ -8,6 +8,8 @@ import { startSqliteCheckpointer, type SqliteCheckpointer, type SqliteCheckpoint
 import { redactCredentials } from '../redaction.js';
 import { toCanonicalTimestamp } from '../timestamps.js';
 import { DatabaseUrlError } from './databaseUrlError.js';
+import { SqliteFileMissingError } from './sqliteFileMissingError.js';
+import { readOnlyLeftovers } from './sqliteReadOnlyLeftovers.js';
 import { postgresConnection, readPasswordFile } from './postgresConnection.js';
 
 /** An open database: the Knex instance plus the dialect capabilities every query is built with. */
@@ -33,9 +35,11 @@ export interface DatabaseOptions {
   /** Starts the SQLite WAL checkpointer thread (tests inject one that fails); `false` leaves checkpoints to SQLite. */
   walCheckpointer?: false | ((options: SqliteCheckpointerOptions) => SqliteCheckpointer);
   /**
-   * Opens the database so that nothing can be written (`doctor`): SQLite read-only, refusing a file
-   * that does not exist instead of creating it, with no journal-mode change and no checkpointer;
-   * PostgreSQL sessions with `default_transaction_read_only`, so a write statement fails.
+   * Opens the database so that nothing can be written (`doctor`, `verify`): SQLite read-only, with
+   * no journal-mode change and no checkpointer, throwing SqliteFileMissingError for a file that does
+   * not exist instead of creating it (or its directory), and removing the `-wal`/`-shm` files the
+   * read left once it closes (sqliteReadOnlyLeftovers.ts); PostgreSQL sessions with
+   * `default_transaction_read_only`, so a write statement fails.
    */
   readOnly?: boolean;
   /**
@@ -71,7 +75,7 @@ const pgTypes = {
   },
 };
 
-export { DatabaseUrlError };
+export { DatabaseUrlError, SqliteFileMissingError };
 
 /**
  * Parses `sqlite:<path>`, `sqlite::memory:` or `postgres://...` and opens a pool. Every command
@@ -110,12 +114,14 @@ export function createDatabase(url: string = DEFAULT_DATABASE_URL, options: Data
     const memory = filename === ':memory:';
     // An in-memory database is private to its connection: there is nothing another process could see written.
     const readOnly = options.readOnly === true && !memory;
+    if (readOnly && !fs.existsSync(filename)) throw new SqliteFileMissingError(url, path.resolve(filename));
     if (!memory && !readOnly) fs.mkdirSync(path.dirname(path.resolve(filename)), { recursive: true });
+    const leftovers = readOnly ? readOnlyLeftovers(filename) : undefined;
     const startCheckpointer = memory || readOnly || options.walCheckpointer === false ? undefined : (options.walCheckpointer ?? startSqliteCheckpointer);
     let checkpointer: SqliteCheckpointer | undefined;
     const knex = knexFactory({
       client: ImmediateBetterSQLite3Client as unknown as typeof knexFactory.Client,
-      // better-sqlite3's readonly open fails on a missing file rather than creating it.
+      // SQLite's read-only open never creates the file, even if it went away since the check above.
       connection: readOnly ? { filename, options: { readonly: true } } : { filename },
       useNullAsDefault: true,
       log: knexLog(options),
@@ -149,14 +155,21 @@ export function createDatabase(url: string = DEFAULT_DATABASE_URL, options: Data
         },
       },
     });
-    return wrap(knex, 'sqlite', url, 1, () => checkpointer);
+    return wrap(knex, 'sqlite', url, 1, () => checkpointer, () => leftovers?.tidy());
   }
   throw new DatabaseUrlError(
     `unsupported DATABASE_URL ${JSON.stringify(url)}: use sqlite:<path>, sqlite::memory: or postgres://user@host:port/db`,
   );
 }
 
-function wrap(knex: Knex, name: 'sqlite' | 'postgres', description: string, maxConnections: number, checkpointer: () => SqliteCheckpointer | undefined = () => undefined): Database {
+function wrap(
+  knex: Knex,
+  name: 'sqlite' | 'postgres',
+  description: string,
+  maxConnections: number,
+  checkpointer: () => SqliteCheckpointer | undefined = () => undefined,
+  afterClose: () => void = () => undefined,
+): Database {
   let destroyed: Promise<void> | undefined;
   return {
     knex,
@@ -169,7 +182,10 @@ function wrap(knex: Knex, name: 'sqlite' | 'postgres', description: string, maxC
     destroy() {
       // The pool first: the checkpointer's connection is then the last one, and closing it
       // checkpoints and removes the WAL.
-      destroyed ??= knex.destroy().then(() => checkpointer()?.stop());
+      destroyed ??= knex.destroy().then(async () => {
+        await checkpointer()?.stop();
+        afterClose();
+      });
       return destroyed;
     },
   };

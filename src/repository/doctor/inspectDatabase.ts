@@ -4,6 +4,7 @@ import { detectTimestampForms } from '../timestampForms.js';
 import { systemClock } from '../../timestamps.js';
 import type { SchemaTarget } from '../schema/catalog.js';
 import { inspectRequiredIndexes, type IndexInspection } from '../schema/indexInspection.js';
+import { missingSearchPathSchema, type MissingSearchPathSchema } from '../schema/searchPath.js';
 import { decideSchemaMode, detectSchema, type SchemaDetection, type SchemaModeDecision, type SchemaModeSetting } from '../schema/schemaMode.js';
 import { scanMetadata, type MetadataScan, type MetadataScanProgress } from './metadataScan.js';
 import { findSeveralOpenTurns, type SeveralOpenTurns } from './openTurns.js';
@@ -19,6 +20,8 @@ import { sampleTimestampForms, type TimestampColumnFinding } from './timestampTe
  */
 export interface DatabaseInspection {
   readonly dialect: DialectName;
+  /** PostgreSQL: the search_path selects no existing schema (every other finding then reads an empty database). */
+  readonly missingSchema: MissingSearchPathSchema | null;
   readonly setting: SchemaModeSetting;
   readonly detection: SchemaDetection;
   readonly decision: SchemaModeDecision;
@@ -71,6 +74,7 @@ async function asTheWorkerWouldRead(target: SchemaTarget, detection: SchemaDetec
 export async function inspectDatabase(target: SchemaTarget, options: InspectionOptions): Promise<DatabaseInspection> {
   const progress = options.onProgress ?? (() => undefined);
   progress({ check: 'schema' });
+  const missingSchema = (await missingSearchPathSchema(target)) ?? null;
   const detection = await detectSchema(target);
   const decision = decideSchemaMode(detection, options.schemaMode);
   progress({ check: 'indexes' });
@@ -82,6 +86,7 @@ export async function inspectDatabase(target: SchemaTarget, options: InspectionO
   const openTurns = turnsReadable(detection) ? await findSeveralOpenTurns(target) : null;
   return {
     dialect: target.dialect.name,
+    missingSchema,
     setting: options.schemaMode,
     detection,
     decision,

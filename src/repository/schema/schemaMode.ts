@@ -1,6 +1,7 @@
 import { kandevModeMigrations, migrations } from '../../../migrations/index.js';
 import { ERROR_CODES, PendingProjectorError } from '../../errors.js';
 import { catalogRows, tableColumns, type SchemaTarget } from './catalog.js';
+import { missingSearchPathSchema, SearchPathSchemaMissingError } from './searchPath.js';
 import { MIGRATIONS_TABLE, SERVICE_TABLES, SERVICE_TABLE_NAMES, type ServiceTable } from './serviceTables.js';
 
 /**
@@ -147,8 +148,14 @@ export class SchemaRefusedError extends PendingProjectorError {
   }
 }
 
-/** Detects the schema and decides its mode under `setting`; throws SchemaRefusedError when refused. */
+/**
+ * Detects the schema and decides its mode under `setting`; throws SchemaRefusedError when refused,
+ * and SearchPathSchemaMissingError (a configuration error) when PostgreSQL's search_path selects no
+ * schema, where the database would only look empty.
+ */
 export async function resolveSchemaMode(target: SchemaTarget, setting: SchemaModeSetting): Promise<{ mode: SchemaMode; because: string; detection: SchemaDetection }> {
+  const missing = await missingSearchPathSchema(target);
+  if (missing) throw new SearchPathSchemaMissingError(missing);
   const detection = await detectSchema(target);
   const decision = decideSchemaMode(detection, setting);
   if (!decision.ok) throw new SchemaRefusedError(decision.headline, decision.problems);
