@@ -47,6 +47,19 @@ export async function runWorkerCommand(config: Config): Promise<number> {
       }
     }
   })();
+  // Listening before the start: a signal while the worker starts is kept and acted on once it has
+  // started, instead of killing the process before its shutdown path exists.
+  let requested: ShutdownSignal | undefined;
+  let onStop = (signal: ShutdownSignal) => {
+    requested = signal;
+  };
+  const unwatch = watchShutdownSignals({
+    stop: (signal) => onStop(signal),
+    force: (signal) => {
+      logger.error({ signal }, 'second signal: exiting now');
+      process.exit(130);
+    },
+  });
   let worker;
   try {
     worker = await startWorker({ db, nc, config, logger });
@@ -59,6 +72,7 @@ export async function runWorkerCommand(config: Config): Promise<number> {
       process.stderr.write(`pending-projector: ${denied.message}\n`);
     } else if (badUrl) process.stderr.write(`pending-projector: ${badUrl.message}\n`);
     else logger.fatal({ err }, 'worker failed to start');
+    unwatch();
     await nc.close().catch(() => undefined);
     await db.destroy();
     // Missing permissions and a refused URL are the deployment's configuration: the config-error exit code.
@@ -85,12 +99,7 @@ export async function runWorkerCommand(config: Config): Promise<number> {
         }
       })();
     };
-    watchShutdownSignals({
-      stop: shutdown,
-      force: (signal) => {
-        logger.error({ signal }, 'second signal: exiting now');
-        process.exit(130);
-      },
-    });
+    onStop = shutdown;
+    if (requested) shutdown(requested);
   });
 }
