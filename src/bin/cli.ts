@@ -112,6 +112,7 @@ const COMMANDS: Record<string, Command> = {
     summary: "send one request to a worker's endpoint and print the reply (what `nats req` does); exit 0 when it is ok",
     usage: "pending-projector sandbox request <endpoint> '<json body>' --subject-prefix P",
     settings: BUS,
+    positionals: true,
     run: (config, args) => runSandboxRequest(config, args.positionals),
   },
   'sandbox watch': {
