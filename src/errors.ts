@@ -14,6 +14,11 @@ export const ERROR_CODES = {
   CONFIG_INVALID: 'CONFIG_INVALID',
   /** DatabaseUrlError (src/repository/database.ts): a DATABASE_URL no dialect accepts. */
   CONFIG_DATABASE_URL: 'CONFIG_DATABASE_URL',
+  /**
+   * SqliteWorkerLockedError (src/repository/sqliteWorkerLock.ts): a worker started on a SQLite file
+   * that another worker serves (a configuration error: exit 2).
+   */
+  SQLITE_WORKER_LOCKED: 'SQLITE_WORKER_LOCKED',
   /** PoisonInputError: an input no retry can make succeed. */
   POISON_INPUT: 'POISON_INPUT',
   /** ConflictExhaustedError: the summary compare-and-set kept losing. */

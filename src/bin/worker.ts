@@ -20,6 +20,7 @@ import { startComponents, type WorkerComponent } from './worker/component.js';
 import { consumerLagProbe } from './worker/consumerLagProbe.js';
 import { deliveryRecoveryLoop } from './worker/deliveryRecoveryLoop.js';
 import { healthServerComponent } from './worker/healthServer.js';
+import { holdSqliteWorkerLock } from './worker/holdSqliteWorkerLock.js';
 import { promptDispatcherComponent } from './worker/promptDispatcherComponent.js';
 import { serviceEndpointsComponent } from './worker/serviceEndpointsComponent.js';
 import { summaryBucketRefillerComponent } from './worker/summaryBucketRefiller.js';
@@ -108,7 +109,8 @@ function bootLease(ctx: RepositoryContext): Lease {
 }
 
 /**
- * Checks the NATS user's permissions (NatsPermissionError names each one missing), then assembles
+ * Checks the NATS user's permissions (NatsPermissionError names each one missing), takes a SQLite
+ * file's worker lock (SqliteWorkerLockedError when another worker serves the file), then assembles
  * one worker and starts its components in order; a component that fails to start stops
  * the ones before it. Live events flow while the boot reconcile runs (under a lease: one replica at
  * a time) and coalesce with it.
@@ -118,6 +120,18 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
   // Before anything is migrated or created: a user lacking a permission is told which, now.
   const denials = await probeNatsPermissions(nc, workerPermissionNeeds(topologyFor(config.subjectPrefix), config.natsInboxPrefix ?? '_INBOX'));
   if (denials.length > 0) throw new NatsPermissionError(denials);
+  // Before the migration too: a second worker on a SQLite file is refused before it writes anything.
+  const releaseLock = await holdSqliteWorkerLock(deps.db);
+  try {
+    return await startHoldingLock(deps, releaseLock);
+  } catch (err) {
+    releaseLock();
+    throw err;
+  }
+}
+
+async function startHoldingLock(deps: WorkerDeps, releaseLock: () => void): Promise<WorkerHandle> {
+  const { nc, config, logger } = deps;
   const metrics = createMetrics();
   const parts = await assembleParts({ db: deps.db, nc, config, logger, clock: deps.clock, metrics, inbound: config });
   const { ctx, projector, topology, epoch } = parts;
@@ -224,7 +238,11 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
     stop() {
       stopped ??= (async () => {
         serving = false;
-        await started.stop();
+        try {
+          await started.stop();
+        } finally {
+          releaseLock();
+        }
         log.info('worker stopped');
       })();
       return stopped;

@@ -6,6 +6,7 @@ import { probeDatabase } from './connectDatabase.js';
 import { prepareConnections } from './prepareConnections.js';
 import { watchShutdownSignals, type ShutdownSignal } from './shutdownSignals.js';
 import { DatabaseUrlError } from '../repository/database.js';
+import { SqliteWorkerLockedError } from '../repository/sqliteWorkerLock.js';
 import { startWorker } from './worker.js';
 
 /** The permission error behind a failed start (startComponents wraps it when stopping failed too). */
@@ -65,8 +66,9 @@ export async function runWorkerCommand(config: Config): Promise<number> {
     worker = await startWorker({ db, nc, config, logger });
   } catch (err) {
     const denied = permissionErrorOf(err);
-    // A DATABASE_URL only the database could refuse (a search_path selecting no schema): configuration too.
-    const badUrl = err instanceof DatabaseUrlError ? err : undefined;
+    // A DATABASE_URL only the database could refuse (a search_path selecting no schema), or a SQLite
+    // file another worker serves: configuration too.
+    const badUrl = err instanceof DatabaseUrlError || err instanceof SqliteWorkerLockedError ? err : undefined;
     if (denied) {
       logger.fatal({ denials: denied.denials }, denied.message);
       process.stderr.write(`pending-projector: ${denied.message}\n`);

@@ -20,6 +20,8 @@ export interface Database {
   readonly description: string;
   /** Connections the pool opens at most (SQLite: 1, its single writer). */
   readonly maxConnections: number;
+  /** SQLite file databases: the file's absolute path (the worker locks it: sqliteWorkerLock.ts). */
+  readonly sqliteFile?: string;
   /** SQLite file databases: the thread that checkpoints the WAL, once the first connection opened. */
   readonly walCheckpointer?: SqliteCheckpointer;
   destroy(): Promise<void>;
@@ -155,7 +157,7 @@ export function createDatabase(url: string = DEFAULT_DATABASE_URL, options: Data
         },
       },
     });
-    return wrap(knex, 'sqlite', url, 1, () => checkpointer, () => leftovers?.tidy());
+    return wrap(knex, 'sqlite', url, 1, () => checkpointer, () => leftovers?.tidy(), memory ? undefined : path.resolve(filename));
   }
   throw new DatabaseUrlError(
     `unsupported DATABASE_URL ${JSON.stringify(url)}: use sqlite:<path>, sqlite::memory: or postgres://user@host:port/db`,
@@ -169,6 +171,7 @@ function wrap(
   maxConnections: number,
   checkpointer: () => SqliteCheckpointer | undefined = () => undefined,
   afterClose: () => void = () => undefined,
+  sqliteFile?: string,
 ): Database {
   let destroyed: Promise<void> | undefined;
   return {
@@ -176,6 +179,7 @@ function wrap(
     dialect: dialectFor(name),
     description,
     maxConnections,
+    sqliteFile,
     get walCheckpointer() {
       return checkpointer();
     },

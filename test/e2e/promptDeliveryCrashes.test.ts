@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
-import { afterEach, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { createPendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
 import type { DialectName } from '../../src/repository/dialect.js';
 import { collectEvents } from '../support/busEvents.js';
-import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { describeEachDialect, isAvailable, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { createGate } from '../support/gate.js';
 import { connectTestNats, deleteTopology, eventually, natsUrl, uniquePrefix } from '../support/nats.js';
 import { seedPlanTask, type PlanTask } from '../support/planComments.js';
@@ -155,9 +155,13 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
     expect(await h.label(id)).toBe('acknowledged');
     expect(await countPromptsOnStream(h.nc, h.prefix, task.sessionId)).toBe(1);
   });
+});
 
+// Two worker processes on one database: PostgreSQL only, a second worker on a SQLite file is refused
+// (test/e2e/sqliteSingleWorker.test.ts).
+describe.skipIf(!isAvailable('postgres'))('prompt delivery by two worker processes on postgres', () => {
   it('22: a stale owner stalled past the TTL (process stopped inside its hook) loses the receipt to a takeover; it writes and publishes nothing after', async () => {
-    const h = await harness(dialect);
+    const h = await harness('postgres');
     // The test serves the turn-start hook and holds the first request (A's) until the end.
     const gate = createGate();
     const firstRequest = createGate();
@@ -204,7 +208,7 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
   });
 
   it('11: two worker processes on one session with five queued rows: FIFO, each published once, never two reserved or attempted at once', async () => {
-    const h = await harness(dialect);
+    const h = await harness('postgres');
     await h.start();
     await h.start();
     const task = await seedPlanTask(h.t.ctx);

@@ -150,6 +150,8 @@ describeEachDialect('what a person reads of a real worker on %s', (dialect) => {
   });
 
   it('logs pino-pretty text with LOG_FORMAT=pretty, secrets masked, and flushes its last lines at shutdown', async () => {
+    // The last test: the shared worker stops first, as a second worker on a SQLite file is refused.
+    expect(await worker.stop()).toBe(0);
     const pretty = await spawnWorker({ DATABASE_URL: databaseUrl, NATS_URL: natsWithToken(), SUBJECT_PREFIX: prefix, BOOT_RECONCILE: 'false', LOG_FORMAT: 'pretty' });
     const code = await pretty.stop();
     const out = pretty.output();

@@ -26,6 +26,7 @@ import { SessionNotFoundError } from '../../src/repository/turns.js';
 import { PlanCommentIntegrityError } from '../../src/repository/planCommentOutcomes.js';
 import { NatsPermissionError } from '../../src/events/natsPermissions.js';
 import { ConnectionFailedError } from '../../src/bin/connectionFailure.js';
+import { SqliteWorkerLockedError } from '../../src/repository/sqliteWorkerLock.js';
 
 /** One instance of every error class of ours. */
 const ours: PendingProjectorError[] = [
@@ -46,6 +47,7 @@ const ours: PendingProjectorError[] = [
   new AdmissionLockOrderError('inside a transaction'),
   new PlanCommentIntegrityError('plan vanished'),
   new NatsPermissionError([{ operation: 'subscribe', subject: 'pending_projector.v1.>', queue: 'pending-projector', purpose: 'the endpoints' }]),
+  new SqliteWorkerLockedError('/data/pp.db', '/data/pp.db.worker-lock', { pid: 7, host: 'h', since: '2026-12-02T00:00:00.000Z' }),
   new ConnectionFailedError('unreachable', { service: 'NATS', setting: 'NATS_URL / --nats-url', address: 'nats://127.0.0.1:1' }, 'connection refused', 'Check it'),
 ];
 
