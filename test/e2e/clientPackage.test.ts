@@ -1,15 +1,12 @@
-import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { packIntoScratch, run, type PackedScratch } from '../support/packedScratch.js';
 import { connectTestNats, deleteTopology, natsAvailable, natsUrl, uniquePrefix } from '../support/nats.js';
 import { spawnWorker, type WorkerProcess } from '../support/workerProcess.js';
 
-const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const PACKAGE_DIR = join(ROOT, 'packages', 'client');
 // Packing runs the build (esbuild, then the declaration bundle, which type-checks zod's types and
@@ -86,26 +83,14 @@ describe('the light client package', () => {
   let tarball: string;
   let scratch: string;
   let installLog: string;
+  let install: PackedScratch['install'];
 
   beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'pending-projector-client-'));
-    await run('npm', ['pack', '--pack-destination', dir, '--silent'], { cwd: PACKAGE_DIR, maxBuffer: 64 * 1024 * 1024 });
-    const packed = (await readdir(dir)).filter((name) => name.endsWith('.tgz'));
-    expect(packed).toHaveLength(1);
-    tarball = join(dir, packed[0]!);
-
-    scratch = join(dir, 'scratch');
-    await mkdir(scratch);
-    await writeFile(join(scratch, 'package.json'), JSON.stringify({ name: 'scratch', private: true, type: 'module' }));
+    ({ dir, tarball, scratch, install } = await packIntoScratch(PACKAGE_DIR, 'pending-projector-client'));
     // A backend's install on Node 20: the light package, the Node transport and the core at the
     // version the service pins for Node 20 (3.4 wants Node 22). Install scripts run: a package
     // that needs one fails the checks below.
-    const installed = await run(
-      'npm',
-      ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=warn', tarball, '@nats-io/transport-node@3.3.1', '@nats-io/nats-core@3.3.1'],
-      { cwd: scratch, maxBuffer: 64 * 1024 * 1024 },
-    );
-    installLog = `${installed.stdout}\n${installed.stderr}`;
+    installLog = await install(['--loglevel=warn', tarball, '@nats-io/transport-node@3.3.1', '@nats-io/nats-core@3.3.1']);
   }, SLOW_MS);
 
   afterAll(async () => {
@@ -182,7 +167,7 @@ describe('the light client package', () => {
 
       // The peer's newest core beside a transport pinned to an older one: two copies of the core,
       // whose error classes differ. The client must still tell "no worker" from other failures.
-      await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', '@nats-io/nats-core@3.4.0'], { cwd: scratch, maxBuffer: 64 * 1024 * 1024 });
+      await install(['--loglevel=error', '@nats-io/nats-core@3.4.0']);
       const cores = (await installedPackages(join(scratch, 'node_modules'))).filter((p) => p.name === '@nats-io/nats-core').map((p) => p.version);
       expect(cores.sort()).toEqual(['3.3.1', '3.4.0']);
       expect(await consume()).toMatchObject(expected);

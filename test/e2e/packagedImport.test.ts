@@ -1,13 +1,10 @@
-import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { packIntoScratch, run, type PackedScratch } from '../support/packedScratch.js';
 
-const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 // Packing builds dist/ (prepack) and installing resolves ~265 packages; on a busy 2-core host both
 // together have taken over a minute.
@@ -41,22 +38,12 @@ describe('the packed package', () => {
   let scratch: string;
 
   beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'pending-projector-pack-'));
-    await run('npm', ['pack', '--pack-destination', dir, '--silent'], { cwd: ROOT, maxBuffer: 64 * 1024 * 1024 });
-    const packed = (await readdir(dir)).filter((name) => name.endsWith('.tgz'));
-    expect(packed).toHaveLength(1);
-    tarball = join(dir, packed[0]!);
-
-    scratch = join(dir, 'scratch');
-    await mkdir(scratch);
-    await writeFile(join(scratch, 'package.json'), JSON.stringify({ name: 'scratch', private: true, type: 'module' }));
+    let install: PackedScratch['install'];
+    ({ dir, tarball, scratch, install } = await packIntoScratch(ROOT, 'pending-projector-pack'));
     // --ignore-scripts skips compiling better-sqlite3 (over a minute here), which neither entry
     // point loads: the consumer script asserts that no native addon was loaded, so the imports
     // run exactly as they would after a full install.
-    await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts', '--loglevel=error', tarball], {
-      cwd: scratch,
-      maxBuffer: 64 * 1024 * 1024,
-    });
+    await install(['--ignore-scripts', '--loglevel=error', tarball]);
   }, SLOW_MS);
 
   afterAll(async () => {
