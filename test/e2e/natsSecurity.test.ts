@@ -345,7 +345,10 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     }, 60_000);
 
     it('exits 2 naming the endpoint subject and queue group it may not subscribe to', async () => {
-      const run = await runCli(['worker'], workerEnv(narrow.url, { NATS_USER: 'noserve', NATS_PASSWORD: 'p2' }));
+      // A database of its own: the refusal comes once the worker took the SQLite file's worker lock,
+      // which the worker of the flows above holds on theirs.
+      const db = await openTestDatabase('sqlite', undefined, { file: true });
+      const run = await runCli(['worker'], workerEnv(narrow.url, { NATS_USER: 'noserve', NATS_PASSWORD: 'p2', DATABASE_URL: db.url })).finally(() => db.close());
       expect(run.status).toBe(2);
       expect(run.out).toMatch(/subscribe to "pending_projector\.v1\.[a-z_.]+" in queue group "pending-projector"/);
       expect(run.out).not.toContain('"worker started"');
