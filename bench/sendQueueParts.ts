@@ -19,9 +19,8 @@ import type { TaskAdmission } from '../src/repository/admission/taskAdmission.js
 import type { RepositoryContext } from '../src/repository/context.js';
 import { createPlanCommentStore, type PlanCommentSchema } from '../src/repository/planCommentStore.js';
 import type { PromptReceiptStore } from '../src/repository/promptReceiptStore.js';
-import { WrongAnswerError } from './benchRun.js';
+import { WrongAnswerError } from './harness.js';
 import type { SeededCommentedTask } from './seed/fixtures.js';
-import type { Timed } from './sendParts.js';
 
 /** The worker's QUEUE_MAX_PER_SESSION and RESERVATION_TTL_MS in this bench; the bare steps use the same. */
 export const QUEUE_MAX_PER_SESSION = 10;
@@ -40,7 +39,7 @@ export interface BareQueueDeps {
 /**
  * One prompt through the queue path's transactions, no bus: the enqueue's accepting transaction
  * (as queue.enqueue runs it with comment refs: one admission mutation around acceptPrompt,
- * deliveryKind 'queued'), then W1 reserveHead, W3 persistTranscript, W4 markAttempted and W6 settle
+ * deliveryKind 'queued'), then reserveHead, persistTranscript, markAttempted and settle
  * (acknowledged). Not the dispatcher's reads around them (head eligibility, eligibility under the
  * reservation, the waiting counts of its events), nor any event.
  *
@@ -152,7 +151,7 @@ export function startPromptAgent(nc: NatsConnection, topology: Topology): Prompt
   };
 }
 
-/** The prompt of `expected`'s receipt, as the dispatcher builds it (design §4, "Prompt to the agent"). */
+/** The prompt of `expected`'s receipt, as the dispatcher builds it. */
 function checkPrompt(topology: Topology, prompt: ArrivedPrompt, expected: ExpectedPrompt): void {
   const { task, receiptId } = expected;
   const data = prompt.envelope.data ?? {};
@@ -202,12 +201,4 @@ export async function enqueueUntilPrompt(client: PendingProjectorClient, agent: 
   // The prompt may have arrived before the reply: the dispatcher is kicked before the reply goes out.
   const prompt = await agent.arrival({ receiptId: callerId, task, deliveryKind: 'queued', content });
   return { ms: prompt.at - start, receiptId: callerId };
-}
-
-/** Runs `fn` once per item, one at a time; each sample is what `fn` returned (ms). */
-export async function timeReported<T>(items: readonly T[], fn: (item: T) => Promise<number>): Promise<Timed> {
-  const samples: number[] = [];
-  const start = performance.now();
-  for (const item of items) samples.push(await fn(item));
-  return { samples, opsPerSec: items.length / ((performance.now() - start) / 1000) };
 }

@@ -15,9 +15,9 @@ import { loadTaskPendingStates } from '../src/repository/pendingActions.js';
 import { loadStatusSummaries } from '../src/repository/statusSummaries.js';
 import { listTaskIdsAfter } from '../src/repository/tasks.js';
 import type { WorkerHandle } from '../src/bin/worker.js';
-import { ConsumerStalledError, ackProgress, encodeEvent, lastEventSeq, sleep, waitAcked, type SummaryWatcher } from './workerNats.js';
+import { ConsumerStalledError, ackProgress, encodeEvent, lastEventSeq, waitAcked, type SummaryWatcher } from './bus.js';
 import type { MemorySample } from './workerProcess.js';
-import { WrongAnswerError } from './benchRun.js';
+import { WrongAnswerError, sleep } from './harness.js';
 import { createRng } from './seed/random.js';
 
 export interface BenchEnv {
@@ -40,13 +40,6 @@ export interface Rate {
 
 export const perSecond = (r: Rate) => (r.count * 1000) / r.ms;
 export const addRates = (a: Rate, b: Rate): Rate => ({ count: a.count + b.count, ms: a.ms + b.ms });
-
-/** Nearest-rank percentile of an unsorted list. */
-export function percentile(values: readonly number[], p: number): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
-}
 
 /** (1) One projection's work per task, `concurrency` at a time: projectTask straight, no bus in. */
 export async function measureLimit(env: BenchEnv, publisher: SummaryPublisher, taskIds: readonly string[], concurrency: number): Promise<Rate> {
@@ -106,7 +99,7 @@ export async function waitSettled(
     }
     await sleep(2);
   }
-  return waitAcked(env.jsm, env.topology, seq0 + count, { pollMs: 2, stallMs });
+  return waitAcked(env.jsm, env.topology, seq0 + count, 2, stallMs);
 }
 
 /**

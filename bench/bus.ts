@@ -1,16 +1,20 @@
 /**
- * NATS side of the worker benchmark: a Kandev-like event publisher, a client that watches the
- * summary subject, and the consumer-progress probe every throughput figure ends on.
+ * The bus side every bench shares: a worker's settings under a random subject prefix and the
+ * removal of its streams, one bus round trip to an echo responder, a Kandev-like event publisher,
+ * a client that watches the summary subject, and the consumer-progress probe every throughput
+ * figure of the worker bench ends on.
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import { topologyStreams, type Topology } from '../src/events/subjects.js';
+import type { WorkerConfig } from '../src/bin/worker.js';
+import { SETTINGS } from '../src/config.js';
+import { topologyFor, topologyStreams, type Topology } from '../src/events/subjects.js';
+import type { DialectName } from '../src/repository/dialect.js';
+import { onCleanup, sleep, timeEach, type Timed } from './harness.js';
 
 const encoder = new TextEncoder();
-
-export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** A Kandev bus envelope, encoded. */
 export function encodeEvent(type: string, data: Record<string, unknown>): Uint8Array {
@@ -18,9 +22,47 @@ export function encodeEvent(type: string, data: Record<string, unknown>): Uint8A
 }
 
 /**
+ * A fresh topology under a random prefix (`<name><random>_<dialect>.`), removed at the end of the
+ * run; the randomness is what lets the removal match every stream carrying the prefix.
+ */
+export function benchTopology(nc: NatsConnection, name: string, dialect: DialectName): { prefix: string; topology: Topology; remove: () => Promise<void> } {
+  const prefix = `${name}${randomUUID().replaceAll('-', '').slice(0, 8)}_${dialect}.`;
+  const topology = topologyFor(prefix);
+  return { prefix, topology, remove: onCleanup(() => deleteTopology(nc, topology)) };
+}
+
+/** The worker's settings in every bench; each bench overrides what it measures. */
+export function benchWorkerConfig(prefix: string, overrides: Partial<WorkerConfig> = {}): WorkerConfig {
+  return {
+    subjectPrefix: prefix,
+    healthPort: 0,
+    projectionBatchSize: 16,
+    projectionTransactions: SETTINGS.projectionTransactions.default,
+    maxEventBytes: 256 * 1024,
+    maxDeliver: 10,
+    ackWaitMs: 30_000,
+    streamMaxAgeMs: 3_600_000,
+    reconcilePageSize: 500,
+    bootReconcile: false,
+    respondDeadlineMs: 30_000,
+    ...overrides,
+  };
+}
+
+/** `count` bus round trips, one at a time: a request carrying `body` to an echo responder on the same server. */
+export async function busRoundTrips(nc: NatsConnection, prefix: string, body: string, count: number): Promise<Timed> {
+  const subject = `${prefix}bench.echo`;
+  const echo = nc.subscribe(subject, { callback: (_err, m) => void m.respond(m.data) });
+  try {
+    return await timeEach(Array.from({ length: count }), async () => void (await nc.request(subject, body, { timeout: 5000 })));
+  } finally {
+    echo.unsubscribe();
+  }
+}
+
+/**
  * Deletes every stream (and so every consumer) and KV bucket derived from the topology: the ones
- * named in it, and any other stream carrying its prefix token (the worker may grow new ones). The
- * benchmark's prefix is random, so the prefix match touches nothing else.
+ * named in it, and any other stream carrying its prefix token (the worker may grow new ones).
  */
 export async function deleteTopology(nc: NatsConnection, topology: Topology): Promise<void> {
   const jsm = await jetstreamManager(nc);
@@ -28,9 +70,7 @@ export async function deleteTopology(nc: NatsConnection, topology: Topology): Pr
   const lower = topology.summaryBucket.slice(0, topology.summaryBucket.indexOf('pending_projector_'));
   const names = new Set(topologyStreams(topology));
   if (upper && lower) {
-    for await (const name of jsm.streams.names()) {
-      if (name.startsWith(upper) || name.startsWith(`KV_${lower}`)) names.add(name);
-    }
+    for await (const name of jsm.streams.names()) if (name.startsWith(upper) || name.startsWith(`KV_${lower}`)) names.add(name);
   }
   for (const stream of names) await jsm.streams.delete(stream).catch(() => undefined);
 }
@@ -44,13 +84,7 @@ export class ConsumerStalledError extends Error {
   override name = 'ConsumerStalledError';
 }
 
-export interface AckProgress {
-  ackFloor: number;
-  numPending: number;
-  numAckPending: number;
-}
-
-export async function ackProgress(jsm: JetStreamManager, topology: Topology): Promise<AckProgress> {
+export async function ackProgress(jsm: JetStreamManager, topology: Topology): Promise<{ ackFloor: number; numPending: number; numAckPending: number }> {
   const info = await jsm.consumers.info(topology.eventsStream, topology.consumer);
   return { ackFloor: info.ack_floor.stream_seq, numPending: info.num_pending, numAckPending: info.num_ack_pending };
 }
@@ -60,23 +94,15 @@ export async function ackProgress(jsm: JetStreamManager, topology: Topology): Pr
  * every event up to `targetSeq` acknowledged and nothing pending or unacknowledged. Fails when the
  * ack floor does not move for `stallMs` (a lost core publish or a stuck worker).
  */
-export async function waitAcked(jsm: JetStreamManager, topology: Topology, targetSeq: number, options: { pollMs?: number; stallMs?: number } = {}): Promise<number> {
-  const pollMs = options.pollMs ?? 10;
-  const stallMs = options.stallMs ?? 60_000;
+export async function waitAcked(jsm: JetStreamManager, topology: Topology, targetSeq: number, pollMs: number, stallMs: number): Promise<number> {
   let floor = -1;
   let movedAt = performance.now();
   for (;;) {
     const p = await ackProgress(jsm, topology);
     const now = performance.now();
     if (p.ackFloor >= targetSeq && p.numPending === 0 && p.numAckPending === 0) return now;
-    if (p.ackFloor !== floor) {
-      floor = p.ackFloor;
-      movedAt = now;
-    } else if (now - movedAt > stallMs) {
-      throw new ConsumerStalledError(
-        `consumer made no progress for ${stallMs} ms: ack floor ${p.ackFloor} of ${targetSeq}, ${p.numPending} pending, ${p.numAckPending} unacknowledged`,
-      );
-    }
+    if (p.ackFloor !== floor) [floor, movedAt] = [p.ackFloor, now];
+    else if (now - movedAt > stallMs) throw new ConsumerStalledError(`consumer made no progress for ${stallMs} ms: ${JSON.stringify(p)}, target ${targetSeq}`);
     await sleep(pollMs);
   }
 }
@@ -92,8 +118,7 @@ export class SummaryWatcher {
   received = 0;
 
   constructor(nc: NatsConnection, topology: Topology) {
-    const sub = nc.subscribe(topology.summarySubject);
-    this.sub = sub;
+    const sub = (this.sub = nc.subscribe(topology.summarySubject));
     void (async () => {
       for await (const m of sub) {
         const at = performance.now();
