@@ -77,10 +77,10 @@ export async function timeEach<T>(items: readonly T[], fn: (item: T) => Promise<
 
 /** Runs `fn` once per item with `concurrency` calls in flight; returns items per second. */
 export async function inFlight<T>(items: readonly T[], concurrency: number, fn: (item: T) => Promise<unknown>): Promise<number> {
-  const queue = [...items];
+  let next = 0;
   const start = performance.now();
   const lane = async () => {
-    for (let item = queue.shift(); item !== undefined; item = queue.shift()) await fn(item);
+    while (next < items.length) await fn(items[next++]!);
   };
   await Promise.all(Array.from({ length: concurrency }, lane));
   return items.length / ((performance.now() - start) / 1000);

@@ -37,17 +37,8 @@ interface Options {
   pool: number;
 }
 
-interface TaskSets {
-  bare: SeededCommentedTask[];
-  bareQueue: SeededCommentedTask[];
-  repo: SeededCommentedTask[];
-  sendLatency: SeededCommentedTask[];
-  sendThroughput: SeededCommentedTask[];
-  queueLatency: SeededCommentedTask[];
-  queueThroughput: SeededCommentedTask[];
-}
-
 const TASK_SETS = ['bare', 'bareQueue', 'repo', 'sendLatency', 'sendThroughput', 'queueLatency', 'queueThroughput'] as const;
+type TaskSets = Record<(typeof TASK_SETS)[number], SeededCommentedTask[]>;
 
 /** `count` tasks per set, each with one IDLE session, a plan and 5 plan comments. */
 async function seedTaskSets(ctx: RepositoryContext, store: PlanCommentStore, count: number): Promise<TaskSets> {

@@ -7,25 +7,17 @@ import { f2, int, latencyCell, pair, verdict, type DialectResult, type Latency, 
 
 const TARGET_BARE_P99_FACTOR = 3;
 
-export interface Figures {
+/**
+ * Latencies one at a time: the bare transaction and queue steps, the round trip, the lease (PostgreSQL
+ * also the advisory lock alone), the repository send, the comments_updated publish alone, the send
+ * (endpoint) and the queue path; and the sends and prompts per second at --concurrency in flight.
+ */
+export type Figures = Record<'bare' | 'bareQueue' | 'rtt' | 'lease' | 'repoSend' | 'publish' | 'endpoint' | 'queue', Latency> & {
   dialect: DialectName;
-  bare: Latency;
-  bareQueue: Latency;
-  rtt: Latency;
-  lease: Latency;
-  /** PostgreSQL only. */
   advisory?: Latency;
-  repoSend: Latency;
-  /** The task_plan.comments_updated publish a send makes after COMMIT, alone. */
-  publish: Latency;
-  endpoint: Latency;
-  /** Sends per second with --concurrency in flight. */
   endpointConcurrentOpsPerSec: number;
-  /** queue.enqueue until its prompt reached the agent. */
-  queue: Latency;
-  /** Prompts delivered per second with --concurrency enqueues in flight. */
   queueConcurrentOpsPerSec: number;
-}
+};
 
 export function sendReport(options: { sends: number; concurrency: number }, f: Figures): DialectResult {
   const [n, c, x] = [options.sends, options.concurrency, TARGET_BARE_P99_FACTOR];

@@ -17,7 +17,7 @@ import { listTaskIdsAfter } from '../src/repository/tasks.js';
 import type { WorkerHandle } from '../src/bin/worker.js';
 import { ConsumerStalledError, ackProgress, encodeEvent, lastEventSeq, waitAcked, type SummaryWatcher } from './bus.js';
 import type { MemorySample } from './workerProcess.js';
-import { WrongAnswerError, sleep } from './harness.js';
+import { WrongAnswerError, inFlight, sleep } from './harness.js';
 import { createRng } from './seed/random.js';
 
 export interface BenchEnv {
@@ -44,20 +44,12 @@ export const addRates = (a: Rate, b: Rate): Rate => ({ count: a.count + b.count,
 /** (1) One projection's work per task, `concurrency` at a time: projectTask straight, no bus in. */
 export async function measureLimit(env: BenchEnv, publisher: SummaryPublisher, taskIds: readonly string[], concurrency: number): Promise<Rate> {
   const deps = { store: createProjectionStore(env.ctx), publisher, logger: env.logger };
-  let next = 0;
   let unexpected = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < taskIds.length) {
-        const result = await projectTask(deps, taskIds[next++]!);
-        if (result.outcome !== 'changed') unexpected++;
-      }
-    }),
-  );
-  const ms = performance.now() - started;
+  const rate = await inFlight(taskIds, concurrency, async (taskId) => {
+    if ((await projectTask(deps, taskId)).outcome !== 'changed') unexpected++;
+  });
   if (unexpected > 0) throw new WrongAnswerError(`limit: ${unexpected} of ${taskIds.length} projections did not change the summary`);
-  return { count: taskIds.length, ms };
+  return { count: taskIds.length, ms: (taskIds.length * 1000) / rate };
 }
 
 function stateChanged(env: BenchEnv, taskId: string): Uint8Array {
@@ -198,23 +190,14 @@ export async function measureBareKeysetReads(ctx: RepositoryContext, pageSize: n
 
 /**
  * (5e) The bus alone: `count` full summary replacements through the worker's publisher (JetStream
- * publish with dedupe id, then KV put) with `inFlight` at a time, as a reconcile page of repairs
+ * publish with dedupe id, then KV put) with `concurrency` at a time, as a reconcile page of repairs
  * has them, and no database: the most repairs per second any boot reconcile could publish.
  */
-export async function measurePublishCeiling(publisher: SummaryPublisher, count: number, inFlight: number): Promise<Rate> {
-  const started = performance.now();
-  let next = 0;
-  const lane = async () => {
-    for (let i = next++; i < count; i = next++) {
-      await publisher.publishSummary({
-        taskId: `ceiling-${String(i).padStart(7, '0')}`,
-        workspaceId: 'ws-ceiling',
-        summary: { pending_action: 'clarification', revision: 1, updated_at: '2026-11-30T00:00:00.000000000Z' },
-      });
-    }
-  };
-  await Promise.all(Array.from({ length: inFlight }, lane));
-  return { count, ms: performance.now() - started };
+export async function measurePublishCeiling(publisher: SummaryPublisher, count: number, concurrency: number): Promise<Rate> {
+  const summary = { pending_action: 'clarification', revision: 1, updated_at: '2026-11-30T00:00:00.000000000Z' } as const;
+  const keys = Array.from({ length: count }, (_, i) => `ceiling-${String(i).padStart(7, '0')}`);
+  const rate = await inFlight(keys, concurrency, (taskId) => publisher.publishSummary({ taskId, workspaceId: 'ws-ceiling', summary }));
+  return { count, ms: (count * 1000) / rate };
 }
 
 /** What the memory measurement needs from the worker process under test. */
