@@ -7,6 +7,7 @@
  * (PASS and FAIL are printed results); 2 for bad arguments, 1 when it could not run, 130 after a
  * signal.
  */
+import fs from 'node:fs';
 import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
@@ -230,8 +231,6 @@ export interface Bench<O> {
   script: string;
   /** What the run compares, for the first line. */
   title: string;
-  /** What it measures and its targets, for `--help`. */
-  about: string;
   options: Record<string, OptionSpec>;
   parse(read: OptionReader, dialects: readonly DialectName[]): O;
   /** Lines after the header's options line. */
@@ -249,6 +248,13 @@ export interface BenchServices extends Services {
 const DEFAULT_POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/test';
 const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
 
+/** What a bench measures and its targets: its section of bench/README.md, so the two never disagree. */
+function about(script: string): string {
+  const readme = fs.readFileSync(new URL('README.md', import.meta.url), 'utf8');
+  const section = readme.slice(readme.indexOf(`## \`npm run ${script}\``));
+  return /```text\n([\s\S]*?)```/.exec(section)?.[1]?.trim() ?? '';
+}
+
 function usage(bench: Bench<unknown>): string {
   const options: Array<[string, OptionSpec]> = [
     ['dialect', { arg: 'sqlite|postgres|both', default: 'both', help: 'sqlite, postgres or both' }],
@@ -263,7 +269,7 @@ function usage(bench: Bench<unknown>): string {
   return [
     `npm run ${bench.script} -- ${synopsis}`,
     '',
-    bench.about.trim(),
+    about(bench.script),
     '',
     'Options:',
     ...described,

@@ -186,14 +186,6 @@ async function measure(dialect: DialectName, options: Options, services: { postg
 runBench<Options>({
   script: 'bench:queries',
   title: 'the windowed pending-action statement against the per-session loop, per dialect',
-  about: `
-Seeds --sessions sessions (20 turns and 50 messages each, Kandev's shapes) and measures, per dialect:
-  windowed@1k   getPendingActionsBySessionIds for 1,000 sessions in one statement (median of --repeat + 2 runs)
-  windowed@all  the same for every session (median of --repeat runs)
-  loop@1k       the per-session loop it replaces, one call per session (median of ceil(--repeat / 2) runs)
-  loop@all      the loop over every session, once, if its estimate fits --loop-budget-ms; else extrapolated
-Targets: loop@1k / windowed@1k >= 5x; windowed@all / windowed@1k <= 12x.
-Every answer is checked against an independent model of the seeded data; a disagreement stops the run.`,
   options: {
     sessions: { arg: '<n>', default: '10000', help: 'sessions to seed' },
     repeat: { arg: '<n>', default: '5', help: 'timed runs, see above' },

@@ -97,13 +97,6 @@ async function measure(dialect: DialectName, options: Options, services: BenchSe
 runBench<Options>({
   script: 'bench:respond',
   title: 'detached answers (resume via JetStream) against the bare transactions and a bus round trip, per dialect',
-  about: `
-Measures, per dialect, on --bundles one-question pending bundles each:
-  bare       claim + finalize, the two transactions a detached answer needs, one at a time
-  rtt        one bus round trip: a request to an echo responder on the same server
-  respond    clarification.respond through the bus and the worker, one at a time; its throughput at
-             --concurrency requests in flight as context
-Target: respond p99 <= 3 x bare p99 + rtt p99. Every reply is checked; a wrong one stops the run.`,
   options: {
     bundles: { arg: '<n>', default: '400', help: 'bundles per measurement' },
     concurrency: { arg: '<n>', default: '8', help: 'requests in flight for the throughput' },

@@ -231,25 +231,6 @@ async function quiesce(ctx: RepositoryContext, receiptTable: string, worker: Wor
 runBench<Options>({
   script: 'bench:send',
   title: `message.send and queue.enqueue with ${COMMENTS_PER_SEND} plan comments against the bare transactions of their writes and bus round trips, and the admission lease alone, per dialect`,
-  about: `
-Measures, per dialect, on --sends tasks each (one IDLE session, a plan, 5 plan comments):
-  bare       the writes of an accepted send in one transaction, one at a time (no reads, locks or checks)
-  bare queue the queue path's transactions for one prompt, timed as one, no bus and no dispatcher:
-             enqueue's accepting transaction, then reserveHead, persistTranscript, markAttempted, settle
-  rtt        one bus round trip: a request to an echo responder on the same server
-  lease      the admission lease alone, around nothing; PostgreSQL also: the advisory lock + unlock of
-             its keys on one reserved connection
-  repo send  context: the lease around acceptPrompt, no bus
-  publish    context: the task_plan.comments_updated JetStream publish a send issues after COMMIT, alone
-  send       message.send with 5 plan_comment_refs through the bus and the worker, one at a time; its
-             throughput at --concurrency requests in flight
-  queue      queue.enqueue with 5 plan_comment_refs until the worker's dispatcher delivered its prompt to
-             the "agent" (a subscription on <prefix>agent.*.prompt), one at a time; its throughput
-             (prompts delivered per second) at --concurrency in flight
-Targets: send p99 <= 3 x bare p99 + rtt p99; queue p99 <= 3 x bare queue p99 + 2 x rtt p99 (the
-request and the prompt's publish). No turn-start hook is configured. Every reply and every prompt is
-checked (each exactly once at the agent); a wrong one stops the run. bench/README.md says why the
-figures without the bus are taken before the worker starts.`,
   options: {
     sends: { arg: '<n>', default: '300', help: 'tasks per measurement' },
     concurrency: { arg: '<n>', default: '8', help: 'requests in flight for the throughput' },

@@ -20,7 +20,7 @@ import { benchTopology, benchWorkerConfig, SummaryWatcher } from './bus.js';
 import { formatLevelDiagnosis, startLevelTrace } from './diagnostics/levelTrace.js';
 import { DIALECT_TITLE, onCleanup, progress, runBench, secs, type BenchServices, type DialectResult } from './harness.js';
 import { renderLatencyChart } from './latencyChart.js';
-import { TARGET_P99_OVER_TRICKLE, latencyLevels, levelEventCount, measureLatencyLevels } from './latencyLevels.js';
+import { latencyLevels, levelEventCount, measureLatencyLevels } from './latencyLevels.js';
 import { openScratchDatabase } from './scratchDatabase.js';
 import { seedTasks, settleAfterBulkWrites, toggleTasks } from './seed/seeder.js';
 import { measureBoot } from './workerBoot.js';
@@ -250,21 +250,6 @@ const reports: DialectReport[] = [];
 runBench<Options>({
   script: 'bench',
   title: 'the worker against the bare work of a projection, per dialect',
-  about: `
-Measures the worker on each dialect, in one run, and prints each figure with its target and PASS/FAIL:
-  (1) limit: projectTask (reread, compare-and-set, publish) on distinct stale tasks, 16 at a time,
-      no bus in: the bare work of the projections.
-  (2) the worker, one event per distinct changed task: events/s until every event is acked.   >= 0.7 x (1)
-  (3) the worker, bursts of events per task, task after task: events/s.                         >= 5 x (1)
-  (4) publish -> summary latency, the worker in its own process, one level after another, each
-      paced for the same time (--latency-seconds): a trickle at 5% of (1), then 25% and 50% of (1)
-      (the targets: p99 <= ${TARGET_P99_OVER_TRICKLE} x the trickle's p99), 75% of (1) and 50% of (2) as context;
-      the bare round trip (projectTask until a client has the summary, one at a time) as context.
-      The points are drawn to an SVG chart.
-  (5) boot reconcile after an outage (1% of the tasks changed) against bare keyset reads of the
-      same pages: >= 0.5 x; a first start, a walk with nothing to repair, the bus alone and a
-      refill of an emptied summary bucket as context.
-  (6) worker RSS after 1,000,000 events minus after a 200,000-event warm-up, own process: <= 50 MB.`,
   options: {
     scale: { arg: '<f>', default: '1', help: 'multiplies every count, each with a floor (0.05 runs in minutes)' },
     'latency-seconds': {
