@@ -84,27 +84,36 @@ export class ConsumerStalledError extends Error {
   override name = 'ConsumerStalledError';
 }
 
-export async function ackProgress(jsm: JetStreamManager, topology: Topology): Promise<{ ackFloor: number; numPending: number; numAckPending: number }> {
-  const info = await jsm.consumers.info(topology.eventsStream, topology.consumer);
-  return { ackFloor: info.ack_floor.stream_seq, numPending: info.num_pending, numAckPending: info.num_ack_pending };
-}
-
 /**
- * Resolves with performance.now() at the first poll that sees the worker's durable consumer with
- * every event up to `targetSeq` acknowledged and nothing pending or unacknowledged. Fails when the
- * ack floor does not move for `stallMs` (a lost core publish or a stuck worker).
+ * Polls `probe` every `pollMs` until it reports done, resolving with performance.now() at that
+ * poll; fails when its progress figure has not moved for `stallMs` (a lost core publish or a stuck
+ * worker), since waiting longer would only hide it.
  */
-export async function waitAcked(jsm: JetStreamManager, topology: Topology, targetSeq: number, pollMs: number, stallMs: number): Promise<number> {
-  let floor = -1;
+export async function waitProgress(probe: () => Promise<{ done: boolean; progress: number; state: string }>, pollMs: number, stallMs: number): Promise<number> {
+  let last = Number.NaN;
   let movedAt = performance.now();
   for (;;) {
-    const p = await ackProgress(jsm, topology);
+    const p = await probe();
     const now = performance.now();
-    if (p.ackFloor >= targetSeq && p.numPending === 0 && p.numAckPending === 0) return now;
-    if (p.ackFloor !== floor) [floor, movedAt] = [p.ackFloor, now];
-    else if (now - movedAt > stallMs) throw new ConsumerStalledError(`consumer made no progress for ${stallMs} ms: ${JSON.stringify(p)}, target ${targetSeq}`);
+    if (p.done) return now;
+    if (p.progress !== last) [last, movedAt] = [p.progress, now];
+    else if (now - movedAt > stallMs) throw new ConsumerStalledError(`no progress for ${stallMs} ms: ${p.state}`);
     await sleep(pollMs);
   }
+}
+
+/** Until the worker's durable consumer has every event up to `targetSeq` acknowledged and nothing pending or unacknowledged. */
+export function waitAcked(jsm: JetStreamManager, topology: Topology, targetSeq: number, pollMs: number, stallMs: number): Promise<number> {
+  return waitProgress(
+    async () => {
+      const info = await jsm.consumers.info(topology.eventsStream, topology.consumer);
+      const floor = info.ack_floor.stream_seq;
+      const state = `consumer ack floor ${floor} of ${targetSeq}, ${info.num_pending} pending, ${info.num_ack_pending} unacknowledged`;
+      return { done: floor >= targetSeq && info.num_pending === 0 && info.num_ack_pending === 0, progress: floor, state };
+    },
+    pollMs,
+    stallMs,
+  );
 }
 
 /**

@@ -26,6 +26,18 @@ export class WrongAnswerError extends Error {
   readonly code = 'BENCH_WRONG_ANSWER';
 }
 
+/**
+ * Checks an answer of the system under test: a WrongAnswerError naming every field of `actual` that
+ * is not `===` its value in `expected`, with `actual` itself (cut short) for the rest.
+ */
+export function expectFields(what: string, actual: object, expected: Record<string, unknown>): void {
+  const got = actual as Record<string, unknown>;
+  const wrong = Object.entries(expected).filter(([key, value]) => got[key] !== value);
+  if (wrong.length === 0) return;
+  const fields = wrong.map(([key, value]) => `${key} ${JSON.stringify(got[key])} (expected ${JSON.stringify(value)})`).join(', ');
+  throw new WrongAnswerError(`${what}: ${fields}; got ${JSON.stringify(actual).slice(0, 600)}`);
+}
+
 export const progress = (line: string): void => void process.stderr.write(`${line}\n`);
 export const secs = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

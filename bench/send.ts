@@ -20,7 +20,7 @@ import { rawRows, type RepositoryContext } from '../src/repository/context.js';
 import { createPromptReceiptStore } from '../src/repository/promptReceiptStore.js';
 import { formatPlanCommentPrompt } from '../src/turns/planCommentPrompt.js';
 import { benchTopology, benchWorkerConfig, busRoundTrips } from './bus.js';
-import { WrongAnswerError, inFlight, latencyOf, onCleanup, progress, runBench, sleep, timeEach, type BenchServices, type DialectResult } from './harness.js';
+import { WrongAnswerError, expectFields, inFlight, latencyOf, onCleanup, progress, runBench, sleep, timeEach, type BenchServices, type DialectResult } from './harness.js';
 import { openScratchDatabase, type ScratchDatabase } from './scratchDatabase.js';
 import { seedCommentedTask, type SeededCommentedTask } from './seed/fixtures.js';
 import { advisoryLockRoundTrips, bareAcceptance, discardReceipts, leaseAlone, repositorySend } from './sendParts.js';
@@ -67,9 +67,8 @@ async function promptOf(store: PlanCommentStore, task: SeededCommentedTask): Pro
 async function sendOnce(client: PendingProjectorClient, task: SeededCommentedTask): Promise<string> {
   const callerId = randomUUID();
   const reply = await client.sendMessage({ session_id: task.sessionId, caller_id: callerId, content: TYPED, plan_comment_refs: task.refs });
-  if (!reply.ok || reply.replayed || reply.receipt_id !== callerId || reply.message_id !== callerId || reply.plan_comments?.comments.length !== 0) {
-    throw new WrongAnswerError(`message.send on task ${task.taskId}: ${JSON.stringify(reply)}`);
-  }
+  const left = reply.ok ? reply.plan_comments?.comments.length : undefined;
+  expectFields(`message.send on task ${task.taskId}`, { ...reply, comments_left: left }, { ok: true, replayed: false, receipt_id: callerId, message_id: callerId, comments_left: 0 });
   return callerId;
 }
 

@@ -19,7 +19,7 @@ import type { TaskAdmission } from '../src/repository/admission/taskAdmission.js
 import type { RepositoryContext } from '../src/repository/context.js';
 import { createPlanCommentStore, type PlanCommentSchema } from '../src/repository/planCommentStore.js';
 import type { PromptReceiptStore } from '../src/repository/promptReceiptStore.js';
-import { WrongAnswerError } from './harness.js';
+import { WrongAnswerError, expectFields } from './harness.js';
 import type { SeededCommentedTask } from './seed/fixtures.js';
 
 /** The worker's QUEUE_MAX_PER_SESSION and RESERVATION_TTL_MS in this bench; the bare steps use the same. */
@@ -154,28 +154,17 @@ export function startPromptAgent(nc: NatsConnection, topology: Topology): Prompt
 /** The prompt of `expected`'s receipt, as the dispatcher builds it. */
 function checkPrompt(topology: Topology, prompt: ArrivedPrompt, expected: ExpectedPrompt): void {
   const { task, receiptId } = expected;
-  const data = prompt.envelope.data ?? {};
-  const fine =
-    prompt.subject === topology.agentPromptSubject(task.sessionId) &&
-    prompt.callerId === receiptId &&
-    prompt.envelope.type === SESSION_PROMPT &&
-    prompt.envelope.id === promptMsgId(receiptId) &&
-    data.receipt_id === receiptId &&
-    data.caller_id === receiptId &&
-    data.message_id === receiptId &&
-    data.task_id === task.taskId &&
-    data.session_id === task.sessionId &&
-    data.delivery_kind === expected.deliveryKind &&
-    data.content === expected.content &&
-    typeof data.turn_id === 'string' &&
-    data.turn_id !== '' &&
-    typeof data.prompt_seq === 'number';
-  if (!fine) {
-    const { content: _content, ...rest } = data;
-    throw new WrongAnswerError(
-      `the prompt of receipt ${receiptId} (task ${task.taskId}, ${expected.deliveryKind}) on ${prompt.subject}: ${JSON.stringify({ ...rest, content_as_expected: data.content === expected.content })}`,
-    );
-  }
+  const { content, ...data } = prompt.envelope.data ?? {};
+  const actual = { ...data, subject: prompt.subject, caller_header: prompt.callerId, type: prompt.envelope.type, id: prompt.envelope.id };
+  expectFields(
+    `the prompt of receipt ${receiptId} (task ${task.taskId}, ${expected.deliveryKind})`,
+    { ...actual, content_as_expected: content === expected.content, turn_id: typeof data.turn_id === 'string' && data.turn_id !== '', prompt_seq: typeof data.prompt_seq },
+    {
+      ...{ subject: topology.agentPromptSubject(task.sessionId), caller_header: receiptId, type: SESSION_PROMPT, id: promptMsgId(receiptId) },
+      ...{ receipt_id: receiptId, caller_id: receiptId, message_id: receiptId, task_id: task.taskId, session_id: task.sessionId },
+      ...{ delivery_kind: expected.deliveryKind, content_as_expected: true, turn_id: true, prompt_seq: 'number' },
+    },
+  );
 }
 
 /**
@@ -187,17 +176,9 @@ export async function enqueueUntilPrompt(client: PendingProjectorClient, agent: 
   const callerId = randomUUID();
   const start = performance.now();
   const reply = await client.enqueue({ session_id: task.sessionId, caller_id: callerId, content: typed, plan_comment_refs: task.refs });
-  if (
-    !reply.ok ||
-    reply.replayed ||
-    reply.delivery_kind !== 'queued' ||
-    reply.receipt_id !== callerId ||
-    reply.queue_id !== callerId ||
-    reply.session_id !== task.sessionId ||
-    reply.plan_comments?.comments.length !== 0
-  ) {
-    throw new WrongAnswerError(`queue.enqueue on task ${task.taskId}: ${JSON.stringify(reply)}`);
-  }
+  const left = reply.ok ? reply.plan_comments?.comments.length : undefined;
+  const expected = { ok: true, replayed: false, delivery_kind: 'queued', receipt_id: callerId, queue_id: callerId, session_id: task.sessionId, comments_left: 0 };
+  expectFields(`queue.enqueue on task ${task.taskId}`, { ...reply, comments_left: left }, expected);
   // The prompt may have arrived before the reply: the dispatcher is kicked before the reply goes out.
   const prompt = await agent.arrival({ receiptId: callerId, task, deliveryKind: 'queued', content });
   return { ms: prompt.at - start, receiptId: callerId };

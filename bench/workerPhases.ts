@@ -15,7 +15,7 @@ import { loadTaskPendingStates } from '../src/repository/pendingActions.js';
 import { loadStatusSummaries } from '../src/repository/statusSummaries.js';
 import { listTaskIdsAfter } from '../src/repository/tasks.js';
 import type { WorkerHandle } from '../src/bin/worker.js';
-import { ConsumerStalledError, ackProgress, encodeEvent, lastEventSeq, waitAcked, type SummaryWatcher } from './bus.js';
+import { encodeEvent, lastEventSeq, waitAcked, waitProgress, type SummaryWatcher } from './bus.js';
 import type { MemorySample } from './workerProcess.js';
 import { WrongAnswerError, inFlight, sleep } from './harness.js';
 import { createRng } from './seed/random.js';
@@ -76,21 +76,14 @@ export async function waitSettled(
   settled: () => Promise<number> = () => settledEvents(env),
   stallMs = 60_000,
 ): Promise<number> {
-  let last = -1;
-  let movedAt = performance.now();
-  for (;;) {
-    const n = (await settled()) - settled0;
-    if (n >= count) break;
-    const now = performance.now();
-    if (n !== last) {
-      last = n;
-      movedAt = now;
-    } else if (now - movedAt > stallMs) {
-      const p = await ackProgress(env.jsm, env.topology);
-      throw new ConsumerStalledError(`worker settled ${n} of ${count} events and made no progress for ${stallMs} ms (consumer: ${JSON.stringify(p)})`);
-    }
-    await sleep(2);
-  }
+  await waitProgress(
+    async () => {
+      const n = (await settled()) - settled0;
+      return { done: n >= count, progress: n, state: `the worker settled ${n} of ${count} events` };
+    },
+    2,
+    stallMs,
+  );
   return waitAcked(env.jsm, env.topology, seq0 + count, 2, stallMs);
 }
 
@@ -274,12 +267,12 @@ export async function measureMemory(
       }
       sent += n;
       await env.nc.flush();
-      let waitedMs = 0;
       const behind = midAt !== undefined && sent === midAt ? sent : sent - 3 * batch;
-      while ((await settledCount()) - settled0 < behind) {
-        if ((waitedMs += 5) > 60_000) throw new ConsumerStalledError(`worker stuck at ${(await settledCount()) - settled0} of ${sent} events`);
-        await sleep(5);
-      }
+      const caughtUp = async () => {
+        const settled = (await settledCount()) - settled0;
+        return { done: settled >= behind, progress: settled, state: `the worker settled ${settled} of ${sent} events` };
+      };
+      await waitProgress(caughtUp, 5, 60_000);
       if (midAt !== undefined && sent === midAt) {
         const pause = performance.now();
         mid = (await probe.sample()).memory;
