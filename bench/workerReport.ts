@@ -36,48 +36,21 @@ const trickleOf = (r: DialectReport) => r.latency.find((l) => l.role === 'trickl
 /** (4)'s threshold: TARGET_P99_OVER_TRICKLE × the trickle's p99, ms. */
 export const latencyThresholdMs = (r: DialectReport) => TARGET_P99_OVER_TRICKLE * trickleOf(r).p99;
 
-interface Figures {
-  limit: number;
-  distinct: number;
-  bursts: number;
-  reconcile: number;
-  reads: number;
-  rssDeltaMb: number;
-  targets: LevelResult[];
-  checks: { distinct: boolean; bursts: boolean; latency: boolean; reconcile: boolean; memory: boolean };
-}
-
-function figures(r: DialectReport): Figures {
-  const limit = perSecond(r.limit);
-  const distinct = perSecond(r.distinct);
-  const bursts = perSecond(r.bursts.rate);
-  const reconcile = (r.boot.reconcile.progress.visited * 1000) / r.boot.reconcile.ms;
-  const reads = perSecond(r.boot.reads);
-  const rssDeltaMb = mb(r.memory.after.rss - r.memory.warm.rss);
-  const targets = r.latency.filter((l) => l.role === 'target');
-  const threshold = latencyThresholdMs(r);
-  return {
-    limit,
-    distinct,
-    bursts,
-    reconcile,
-    reads,
-    rssDeltaMb,
-    targets,
-    checks: {
-      distinct: distinct / limit >= TARGET_DISTINCT_OVER_LIMIT,
-      bursts: bursts / limit >= TARGET_BURSTS_OVER_LIMIT,
-      latency: targets.every((l) => l.p99 <= threshold),
-      reconcile: reconcile / reads >= TARGET_RECONCILE_OVER_READS,
-      memory: rssDeltaMb <= TARGET_MEMORY_MB,
-    },
-  };
-}
-
 const levelRate = (l: LevelResult) => `${int(l.offeredRate)}/s (${int(l.achievedRate)}/s achieved)`;
 
 export function workerReport(r: DialectReport, fullLatencySeconds: number): DialectResult {
-  const f = figures(r);
+  const targets = r.latency.filter((l) => l.role === 'target');
+  const [limit, distinct, bursts, reads] = [r.limit, r.distinct, r.bursts.rate, r.boot.reads].map(perSecond) as [number, number, number, number];
+  const reconcile = (r.boot.reconcile.progress.visited * 1000) / r.boot.reconcile.ms;
+  const rssDeltaMb = mb(r.memory.after.rss - r.memory.warm.rss);
+  const checks = {
+    distinct: distinct / limit >= TARGET_DISTINCT_OVER_LIMIT,
+    bursts: bursts / limit >= TARGET_BURSTS_OVER_LIMIT,
+    latency: targets.every((l) => l.p99 <= latencyThresholdMs(r)),
+    reconcile: reconcile / reads >= TARGET_RECONCILE_OVER_READS,
+    memory: rssDeltaMb <= TARGET_MEMORY_MB,
+  };
+  const f = { limit, distinct, bursts, reconcile, reads, rssDeltaMb, targets, checks };
   const { boot, memory: m } = r;
   const trickle = trickleOf(r);
   const threshold = latencyThresholdMs(r);
