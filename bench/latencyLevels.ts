@@ -6,10 +6,10 @@
  * its p99 at a trickle (5% of (1)).
  */
 import { performance } from 'node:perf_hooks';
-import { WrongAnswerError } from './benchRun.js';
+import { WrongAnswerError, percentile, sleep } from './harness.js';
 import type { LevelDiagnosis, LevelTrace } from './diagnostics/levelTrace.js';
-import { encodeEvent, sleep } from './workerNats.js';
-import { percentile, type BenchEnv } from './workerPhases.js';
+import { encodeEvent } from './bus.js';
+import type { BenchEnv } from './workerPhases.js';
 
 export const TARGET_P99_OVER_TRICKLE = 2;
 

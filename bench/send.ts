@@ -6,14 +6,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { parseArgs } from 'node:util';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { startWorker, type WorkerHandle } from '../src/bin/worker.js';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../src/client/pendingProjectorClient.js';
 import { NatsPlanCommentPublisher } from '../src/events/natsPlanCommentPublisher.js';
-import { topologyFor } from '../src/events/subjects.js';
 import { silentLogger } from '../src/logger.js';
 import { systemClock } from '../src/timestamps.js';
 import { createTaskAdmission } from '../src/repository/admission/taskAdmission.js';
@@ -22,122 +19,26 @@ import { openPlanCommentStore, type PlanCommentStore } from '../src/repository/p
 import { rawRows, type RepositoryContext } from '../src/repository/context.js';
 import { createPromptReceiptStore } from '../src/repository/promptReceiptStore.js';
 import { formatPlanCommentPrompt } from '../src/turns/planCommentPrompt.js';
-import { WrongAnswerError, onCleanup, parseCommandLine, progress, runBench, secs } from './benchRun.js';
-import { optionChecks } from './optionChecks.js';
-import { collectRunInfo, formatRunInfo } from './runInfo.js';
+import { benchTopology, benchWorkerConfig, busRoundTrips } from './bus.js';
+import { WrongAnswerError, expectFields, inFlight, latencyOf, onCleanup, progress, runBench, sleep, timeEach, type BenchServices, type DialectResult } from './harness.js';
 import { openScratchDatabase, type ScratchDatabase } from './scratchDatabase.js';
 import { seedCommentedTask, type SeededCommentedTask } from './seed/fixtures.js';
-import { advisoryLockRoundTrips, bareAcceptance, discardReceipts, inFlight, leaseAlone, repositorySend, timeEach } from './sendParts.js';
-import { QUEUE_MAX_PER_SESSION, RESERVATION_TTL_MS, bareQueueSteps, enqueueUntilPrompt, startPromptAgent, timeReported, type ExpectedPrompt } from './sendQueueParts.js';
-import { formatReport, formatSummary, latencyOf, type Figures } from './sendReport.js';
-import { deleteTopology } from './workerNats.js';
-
-const USAGE = `
-npm run bench:send -- [--dialect sqlite|postgres|both] [--sends <n>] [--concurrency <n>] [--pool <n>]
-
-Measures, per dialect, on --sends tasks each (one IDLE session, a plan, 5 plan comments):
-  bare       the writes of an accepted send in one transaction, one at a time: the 5 comment rows
-             deleted at their versions, comments_revision bumped, the turn, the prompt sequence
-             number, the user message, the receipt row (no reads, no locks, no checks)
-  bare queue the queue path's transactions for one prompt, timed as one, one prompt at a time, no
-             bus and no dispatcher: enqueue's accepting transaction (the admission mutation around
-             acceptPrompt, queued, 5 comments), then through a prompt receipt store reserveHead,
-             persistTranscript, markAttempted and settle (acknowledged); not the dispatcher's reads
-             around them (eligibility, waiting counts) nor its events
-  rtt        one bus round trip: a request to an echo responder on the same server
-  lease      the admission lease alone, around nothing (task + caller-id keys); PostgreSQL also:
-             the advisory lock + unlock of those keys on one reserved connection
-  repo send  context: the lease around acceptPrompt, no bus
-  publish    context: the task_plan.comments_updated JetStream publish a send issues after COMMIT,
-             alone (on a random task id, into this run's own output stream); the reply does not
-             wait for its acknowledgement
-  send       message.send with 5 plan_comment_refs through the bus and the worker, one at a time
-             (until its reply); its throughput at --concurrency requests in flight (each on its own task)
-  queue      queue.enqueue with 5 plan_comment_refs through the bus and the worker, from the request
-             until the worker's dispatcher delivered its prompt to the "agent" (a core subscription
-             on <prefix>agent.*.prompt, matched by receipt id), one at a time, each on a fresh IDLE
-             session (a delivery leaves it RUNNING); its throughput (prompts delivered per second)
-             at --concurrency in flight
-Targets: send p99 <= 3 x bare p99 + rtt p99; queue p99 <= 3 x bare queue p99 + 2 x rtt p99 (the
-request and the prompt's publish). No turn-start hook is configured.
-
-The figures without the bus (bare, bare queue, lease, repo send) are taken before the worker
-starts, so no prompt dispatcher exists while they run: none can race the bare queue steps for a
-session's head between the accept and reserveHead (its poll would find the new receipt due), and
-none delivers the direct receipts bare and repo send leave (those are deleted before it starts).
-The worker's dispatcher delivers every accepted message.send too: the bench checks that each
-send's prompt reaches the agent exactly once, and waits for all of them before timing the queue.
-Every reply and every prompt is checked; a wrong one stops the run.
-
-Options:
-  --dialect      sqlite, postgres or both (default both)
-  --sends        tasks per measurement (default 300)
-  --concurrency  requests in flight for the throughput (default 8)
-  --pool         PostgreSQL pool size of the worker and the bench, at least 2 (default 4)
-  --help         this text
-
-PostgreSQL: BENCH_POSTGRES_URL, else POSTGRES_URL, else postgres://postgres@127.0.0.1:5432/test; NATS:
-NATS_URL (default nats://127.0.0.1:4222). Progress goes to stderr, results to stdout.
-Exit code: 0 when the run completed, whatever its verdicts (PASS and FAIL are printed results);
-2 for bad arguments; 1 when it could not run (a service not reachable, an error, or a wrong reply).
-`;
+import { advisoryLockRoundTrips, bareAcceptance, discardReceipts, leaseAlone, repositorySend } from './sendParts.js';
+import { QUEUE_MAX_PER_SESSION, RESERVATION_TTL_MS, bareQueueSteps, enqueueUntilPrompt, startPromptAgent, type ExpectedPrompt } from './sendQueueParts.js';
+import { sendReport, type Figures } from './sendReport.js';
 
 const COMMENTS_PER_SEND = 5;
 const LOCK_TIMEOUT_MS = 5_000;
 const TYPED = 'Please address these before you go on.';
 
 interface Options {
-  dialects: DialectName[];
   sends: number;
   concurrency: number;
   pool: number;
-  postgresUrl: string;
-  natsUrl: string;
-}
-
-function parseOptions(): Options {
-  const { values } = parseCommandLine(
-    () =>
-      parseArgs({
-        strict: true,
-        allowPositionals: false,
-        options: {
-          dialect: { type: 'string', default: 'both' },
-          sends: { type: 'string', default: '300' },
-          concurrency: { type: 'string', default: '8' },
-          pool: { type: 'string', default: '4' },
-        },
-      }),
-    USAGE,
-  );
-  const check = optionChecks();
-  const dialects = check.dialects(values.dialect);
-  const int = check.int;
-  const sends = int('sends', values.sends, 1);
-  const concurrency = int('concurrency', values.concurrency, 1);
-  const pool = int('pool', values.pool, 2);
-  check.done();
-  return {
-    dialects,
-    sends,
-    concurrency,
-    pool,
-    postgresUrl: process.env.BENCH_POSTGRES_URL ?? process.env.POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
-    natsUrl: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
-  };
-}
-
-interface TaskSets {
-  bare: SeededCommentedTask[];
-  bareQueue: SeededCommentedTask[];
-  repo: SeededCommentedTask[];
-  sendLatency: SeededCommentedTask[];
-  sendThroughput: SeededCommentedTask[];
-  queueLatency: SeededCommentedTask[];
-  queueThroughput: SeededCommentedTask[];
 }
 
 const TASK_SETS = ['bare', 'bareQueue', 'repo', 'sendLatency', 'sendThroughput', 'queueLatency', 'queueThroughput'] as const;
+type TaskSets = Record<(typeof TASK_SETS)[number], SeededCommentedTask[]>;
 
 /** `count` tasks per set, each with one IDLE session, a plan and 5 plan comments. */
 async function seedTaskSets(ctx: RepositoryContext, store: PlanCommentStore, count: number): Promise<TaskSets> {
@@ -166,14 +67,14 @@ async function promptOf(store: PlanCommentStore, task: SeededCommentedTask): Pro
 async function sendOnce(client: PendingProjectorClient, task: SeededCommentedTask): Promise<string> {
   const callerId = randomUUID();
   const reply = await client.sendMessage({ session_id: task.sessionId, caller_id: callerId, content: TYPED, plan_comment_refs: task.refs });
-  if (!reply.ok || reply.replayed || reply.receipt_id !== callerId || reply.message_id !== callerId || reply.plan_comments?.comments.length !== 0) {
-    throw new WrongAnswerError(`message.send on task ${task.taskId}: ${JSON.stringify(reply)}`);
-  }
+  const left = reply.ok ? reply.plan_comments?.comments.length : undefined;
+  expectFields(`message.send on task ${task.taskId}`, { ...reply, comments_left: left }, { ok: true, replayed: false, receipt_id: callerId, message_id: callerId, comments_left: 0 });
   return callerId;
 }
 
-async function measure(dialect: DialectName, nc: NatsConnection, options: Options): Promise<Figures> {
-  const scratch = await openScratchDatabase(dialect, { postgresUrl: options.postgresUrl, maxConnections: options.pool, schemaPrefix: 'bench_send_' });
+async function measure(dialect: DialectName, options: Options, services: BenchServices): Promise<DialectResult> {
+  const nc = await services.nats();
+  const scratch = await openScratchDatabase(dialect, { postgresUrl: services.postgresUrl, maxConnections: options.pool, schemaPrefix: 'bench_send_' });
   const drop = onCleanup(() => scratch.drop());
   try {
     const store = await openPlanCommentStore(scratch.ctx);
@@ -213,7 +114,7 @@ async function measure(dialect: DialectName, nc: NatsConnection, options: Option
     }
 
     const throughTheBus = await measureThroughTheBus(dialect, nc, scratch, tasks, contentOf, options);
-    return {
+    return sendReport(options, {
       dialect,
       bare: latencyOf(bare),
       bareQueue: latencyOf(bareQueue),
@@ -221,7 +122,7 @@ async function measure(dialect: DialectName, nc: NatsConnection, options: Option
       advisory: advisory && latencyOf(advisory),
       repoSend: latencyOf(repoSend),
       ...throughTheBus,
-    };
+    });
   } finally {
     await drop();
   }
@@ -238,34 +139,21 @@ async function measureThroughTheBus(
   contentOf: ReadonlyMap<string, string>,
   options: Options,
 ): Promise<BusFigures> {
-  // Random: deleteTopology also removes every stream whose name starts with the prefix's.
-  const prefix = `benchsend${randomUUID().replaceAll('-', '').slice(0, 8)}_${dialect}.`;
-  const topology = topologyFor(prefix);
-  const removeTopology = onCleanup(() => deleteTopology(nc, topology));
+  const { prefix, topology, remove: removeTopology } = benchTopology(nc, 'benchsend', dialect);
   const receiptTable = (await openPlanCommentStore(scratch.ctx)).schema.receiptTable ?? 'queued_messages';
   const worker = await startWorker({
     db: scratch.db,
     nc,
     logger: silentLogger(),
-    config: {
-      subjectPrefix: prefix,
-      healthPort: 0,
-      projectionBatchSize: 16,
+    config: benchWorkerConfig(prefix, {
       projectionTransactions: 2,
-      maxEventBytes: 262_144,
-      maxDeliver: 10,
-      ackWaitMs: 30_000,
-      streamMaxAgeMs: 3_600_000,
-      reconcilePageSize: 500,
-      bootReconcile: false,
-      respondDeadlineMs: 30_000,
       admissionLockTimeoutMs: LOCK_TIMEOUT_MS,
       // No turn-start hook (the default): the target is the service's own cost.
       turnStartHookSubject: '',
       // The values the bare queue steps use.
       queueMaxPerSession: QUEUE_MAX_PER_SESSION,
       reservationTtlMs: RESERVATION_TTL_MS,
-    },
+    }),
   });
   const jsm = await jetstreamManager(nc);
   const stopWorker = onCleanup(() => worker.stop());
@@ -275,13 +163,8 @@ async function measureThroughTheBus(
     const contentFor = (task: SeededCommentedTask) => contentOf.get(task.taskId)!;
 
     progress(`[${dialect}] bus round trips x ${options.sends}`);
-    const echoSubject = `${prefix}bench.echo`;
-    const echo = nc.subscribe(echoSubject, { callback: (_err, m) => { m.respond(m.data); } });
     const echoBody = JSON.stringify({ session_id: randomUUID(), caller_id: randomUUID(), content: TYPED, plan_comment_refs: tasks.bare[0]!.refs });
-    const rtt = await timeEach(Array.from({ length: options.sends }), async () => {
-      await nc.request(echoSubject, echoBody, { timeout: 5000 });
-    });
-    echo.unsubscribe();
+    const rtt = await busRoundTrips(nc, prefix, echoBody, options.sends);
 
     progress(`[${dialect}] task_plan.comments_updated publish x ${options.sends}`);
     const publisher = new NatsPlanCommentPublisher(nc, topology, systemClock);
@@ -299,7 +182,7 @@ async function measureThroughTheBus(
     // One at a time means on an idle worker: each sample starts once the previous prompt was
     // delivered, settled and its events projected, so it measures the send, not the overlap with
     // its predecessor's delivery (the throughput below has all of that in flight at once).
-    const endpoint = await timeReported(tasks.sendLatency, async (task) => {
+    const endpoint = await timeEach(tasks.sendLatency, async (task) => {
       const t0 = performance.now();
       const receiptId = await sendOnce(client, task);
       const ms = performance.now() - t0;
@@ -315,7 +198,7 @@ async function measureThroughTheBus(
 
     progress(`[${dialect}] queue.enqueue until its prompt x ${tasks.queueLatency.length} one at a time, then ${tasks.queueThroughput.length} at ${options.concurrency} in flight`);
     const enqueue = (task: SeededCommentedTask) => enqueueUntilPrompt(client, agent, task, TYPED, contentFor(task));
-    const queue = await timeReported(tasks.queueLatency, async (task) => {
+    const queue = await timeEach(tasks.queueLatency, async (task) => {
       const sample = await enqueue(task);
       await quiesce(scratch.ctx, receiptTable, worker, jsm, sample.receiptId);
       return sample.ms;
@@ -344,24 +227,14 @@ async function quiesce(ctx: RepositoryContext, receiptTable: string, worker: Wor
   await worker.projector.whenIdle();
 }
 
-async function main(): Promise<void> {
-  const started = performance.now();
-  const options = parseOptions();
-  const out = (lines: readonly string[]) => process.stdout.write(`${lines.join('\n')}\n`);
-  out([
-    `npm run bench:send: message.send and queue.enqueue with ${COMMENTS_PER_SEND} plan comments against the bare transactions of their writes and bus round trips, and the admission lease alone, per dialect`,
-    ...formatRunInfo(await collectRunInfo(options)),
-    `options:  --dialect ${options.dialects.join('+')} --sends ${options.sends} --concurrency ${options.concurrency} --pool ${options.pool}`,
-  ]);
-  const nc = await connect({ servers: options.natsUrl });
-  onCleanup(() => nc.drain());
-  const all: Figures[] = [];
-  for (const dialect of options.dialects) {
-    const figures = await measure(dialect, nc, options);
-    out(formatReport(figures, options));
-    all.push(figures);
-  }
-  out(['', ...formatSummary(all), `wall time ${secs(performance.now() - started)}`]);
-}
-
-runBench('npm run bench:send', main);
+runBench<Options>({
+  script: 'bench:send',
+  title: `message.send and queue.enqueue with ${COMMENTS_PER_SEND} plan comments against the bare transactions of their writes and bus round trips, and the admission lease alone, per dialect`,
+  options: {
+    sends: { arg: '<n>', default: '300', help: 'tasks per measurement' },
+    concurrency: { arg: '<n>', default: '8', help: 'requests in flight for the throughput' },
+    pool: { arg: '<n>', default: '4', help: 'PostgreSQL pool size of the worker and the bench, at least 2' },
+  },
+  parse: (read) => ({ sends: read.int('sends', 1), concurrency: read.int('concurrency', 1), pool: read.int('pool', 2) }),
+  measure,
+});

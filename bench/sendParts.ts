@@ -15,38 +15,8 @@ import { insertPromptReceipt } from '../src/repository/promptReceipts.js';
 import { insertPromptTranscript } from '../src/repository/promptTranscript.js';
 import type { ReceiptTable } from '../src/repository/schema/planCommentTables.js';
 import { bumpCommentsRevision } from '../src/repository/taskPlans.js';
-import { WrongAnswerError } from './benchRun.js';
+import { WrongAnswerError, timeEach, type Timed } from './harness.js';
 import type { SeededCommentedTask } from './seed/fixtures.js';
-
-/** Per-operation wall times (ms) and the throughput of the whole loop (operations per second). */
-export interface Timed {
-  samples: number[];
-  opsPerSec: number;
-}
-
-/** Runs `fn` once per item, one at a time, timing each call. */
-export async function timeEach<T>(items: readonly T[], fn: (item: T) => Promise<void>): Promise<Timed> {
-  const samples: number[] = [];
-  const start = performance.now();
-  for (const item of items) {
-    const t0 = performance.now();
-    await fn(item);
-    samples.push(performance.now() - t0);
-  }
-  return { samples, opsPerSec: items.length / ((performance.now() - start) / 1000) };
-}
-
-/** Runs `fn` once per item with `concurrency` calls in flight; returns items per second. */
-export async function inFlight<T>(items: readonly T[], concurrency: number, fn: (item: T) => Promise<unknown>): Promise<number> {
-  const queue = [...items];
-  const start = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      for (let item = queue.shift(); item !== undefined; item = queue.shift()) await fn(item);
-    }),
-  );
-  return items.length / ((performance.now() - start) / 1000);
-}
 
 /**
  * The writes acceptPrompt makes for an accepted send of `task`'s comments, in one transaction, with

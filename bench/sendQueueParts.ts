@@ -19,9 +19,8 @@ import type { TaskAdmission } from '../src/repository/admission/taskAdmission.js
 import type { RepositoryContext } from '../src/repository/context.js';
 import { createPlanCommentStore, type PlanCommentSchema } from '../src/repository/planCommentStore.js';
 import type { PromptReceiptStore } from '../src/repository/promptReceiptStore.js';
-import { WrongAnswerError } from './benchRun.js';
+import { WrongAnswerError, expectFields } from './harness.js';
 import type { SeededCommentedTask } from './seed/fixtures.js';
-import type { Timed } from './sendParts.js';
 
 /** The worker's QUEUE_MAX_PER_SESSION and RESERVATION_TTL_MS in this bench; the bare steps use the same. */
 export const QUEUE_MAX_PER_SESSION = 10;
@@ -40,7 +39,7 @@ export interface BareQueueDeps {
 /**
  * One prompt through the queue path's transactions, no bus: the enqueue's accepting transaction
  * (as queue.enqueue runs it with comment refs: one admission mutation around acceptPrompt,
- * deliveryKind 'queued'), then W1 reserveHead, W3 persistTranscript, W4 markAttempted and W6 settle
+ * deliveryKind 'queued'), then reserveHead, persistTranscript, markAttempted and settle
  * (acknowledged). Not the dispatcher's reads around them (head eligibility, eligibility under the
  * reservation, the waiting counts of its events), nor any event.
  *
@@ -152,31 +151,20 @@ export function startPromptAgent(nc: NatsConnection, topology: Topology): Prompt
   };
 }
 
-/** The prompt of `expected`'s receipt, as the dispatcher builds it (design §4, "Prompt to the agent"). */
+/** The prompt of `expected`'s receipt, as the dispatcher builds it. */
 function checkPrompt(topology: Topology, prompt: ArrivedPrompt, expected: ExpectedPrompt): void {
   const { task, receiptId } = expected;
-  const data = prompt.envelope.data ?? {};
-  const fine =
-    prompt.subject === topology.agentPromptSubject(task.sessionId) &&
-    prompt.callerId === receiptId &&
-    prompt.envelope.type === SESSION_PROMPT &&
-    prompt.envelope.id === promptMsgId(receiptId) &&
-    data.receipt_id === receiptId &&
-    data.caller_id === receiptId &&
-    data.message_id === receiptId &&
-    data.task_id === task.taskId &&
-    data.session_id === task.sessionId &&
-    data.delivery_kind === expected.deliveryKind &&
-    data.content === expected.content &&
-    typeof data.turn_id === 'string' &&
-    data.turn_id !== '' &&
-    typeof data.prompt_seq === 'number';
-  if (!fine) {
-    const { content: _content, ...rest } = data;
-    throw new WrongAnswerError(
-      `the prompt of receipt ${receiptId} (task ${task.taskId}, ${expected.deliveryKind}) on ${prompt.subject}: ${JSON.stringify({ ...rest, content_as_expected: data.content === expected.content })}`,
-    );
-  }
+  const { content, ...data } = prompt.envelope.data ?? {};
+  const actual = { ...data, subject: prompt.subject, caller_header: prompt.callerId, type: prompt.envelope.type, id: prompt.envelope.id };
+  expectFields(
+    `the prompt of receipt ${receiptId} (task ${task.taskId}, ${expected.deliveryKind})`,
+    { ...actual, content_as_expected: content === expected.content, turn_id: typeof data.turn_id === 'string' && data.turn_id !== '', prompt_seq: typeof data.prompt_seq },
+    {
+      ...{ subject: topology.agentPromptSubject(task.sessionId), caller_header: receiptId, type: SESSION_PROMPT, id: promptMsgId(receiptId) },
+      ...{ receipt_id: receiptId, caller_id: receiptId, message_id: receiptId, task_id: task.taskId, session_id: task.sessionId },
+      ...{ delivery_kind: expected.deliveryKind, content_as_expected: true, turn_id: true, prompt_seq: 'number' },
+    },
+  );
 }
 
 /**
@@ -188,26 +176,10 @@ export async function enqueueUntilPrompt(client: PendingProjectorClient, agent: 
   const callerId = randomUUID();
   const start = performance.now();
   const reply = await client.enqueue({ session_id: task.sessionId, caller_id: callerId, content: typed, plan_comment_refs: task.refs });
-  if (
-    !reply.ok ||
-    reply.replayed ||
-    reply.delivery_kind !== 'queued' ||
-    reply.receipt_id !== callerId ||
-    reply.queue_id !== callerId ||
-    reply.session_id !== task.sessionId ||
-    reply.plan_comments?.comments.length !== 0
-  ) {
-    throw new WrongAnswerError(`queue.enqueue on task ${task.taskId}: ${JSON.stringify(reply)}`);
-  }
+  const left = reply.ok ? reply.plan_comments?.comments.length : undefined;
+  const expected = { ok: true, replayed: false, delivery_kind: 'queued', receipt_id: callerId, queue_id: callerId, session_id: task.sessionId, comments_left: 0 };
+  expectFields(`queue.enqueue on task ${task.taskId}`, { ...reply, comments_left: left }, expected);
   // The prompt may have arrived before the reply: the dispatcher is kicked before the reply goes out.
   const prompt = await agent.arrival({ receiptId: callerId, task, deliveryKind: 'queued', content });
   return { ms: prompt.at - start, receiptId: callerId };
-}
-
-/** Runs `fn` once per item, one at a time; each sample is what `fn` returned (ms). */
-export async function timeReported<T>(items: readonly T[], fn: (item: T) => Promise<number>): Promise<Timed> {
-  const samples: number[] = [];
-  const start = performance.now();
-  for (const item of items) samples.push(await fn(item));
-  return { samples, opsPerSec: items.length / ((performance.now() - start) / 1000) };
 }

@@ -1,80 +1,33 @@
 /**
- * `npm run bench`: the worker (src/worker.ts) against the bare work one projection does, on SQLite
- * (a temp file) and PostgreSQL (a fresh schema), over the real NATS JetStream under a unique subject
- * prefix, every ratio taken between figures of the same run. USAGE below says what each figure is.
+ * `npm run bench`: the worker against the bare work one projection does, on SQLite (a temp file)
+ * and PostgreSQL (a fresh schema), over the real NATS JetStream under a unique subject prefix,
+ * every ratio taken between figures of the same run.
  */
-import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connectNats } from '../src/bin/connectNats.js';
-import { SETTINGS } from '../src/config.js';
+import { startWorker } from '../src/bin/worker.js';
 import { NatsSummaryPublisher } from '../src/events/natsSummaryPublisher.js';
 import { ensureOutputTopology } from '../src/events/natsTopology.js';
-import { topologyFor } from '../src/events/subjects.js';
 import { silentLogger } from '../src/logger.js';
 import type { DialectName } from '../src/repository/dialect.js';
 import { systemClock } from '../src/timestamps.js';
-import { startWorker, type WorkerConfig } from '../src/bin/worker.js';
-import { onCleanup, parseCommandLine, progress, runBench, secs } from './benchRun.js';
-import { optionChecks } from './optionChecks.js';
+import { benchTopology, benchWorkerConfig, SummaryWatcher } from './bus.js';
 import { formatLevelDiagnosis, startLevelTrace } from './diagnostics/levelTrace.js';
+import { DIALECT_TITLE, onCleanup, progress, runBench, secs, type BenchServices, type DialectResult } from './harness.js';
 import { renderLatencyChart } from './latencyChart.js';
-import { TARGET_P99_OVER_TRICKLE, latencyLevels, levelEventCount, measureLatencyLevels } from './latencyLevels.js';
-import { collectRunInfo, formatRunInfo } from './runInfo.js';
+import { latencyLevels, levelEventCount, measureLatencyLevels } from './latencyLevels.js';
 import { openScratchDatabase } from './scratchDatabase.js';
 import { seedTasks, settleAfterBulkWrites, toggleTasks } from './seed/seeder.js';
-import { DIALECT_TITLE } from './table.js';
 import { measureBoot } from './workerBoot.js';
-import { deleteTopology, SummaryWatcher } from './workerNats.js';
 import { addRates, measureBareRoundTrips, measureBursts, measureDistinct, measureLimit, measureMemory, perSecond, type BenchEnv, type Rate } from './workerPhases.js';
 import { WorkerProcess } from './workerProcess.js';
-import { formatDialectReport, formatSummary, latencyThresholdMs, type DialectReport } from './workerReport.js';
+import { latencyThresholdMs, workerReport, type DialectReport } from './workerReport.js';
 
-const USAGE = `
-npm run bench -- [--dialect sqlite|postgres|both] [--scale <f>] [--latency-seconds <s>] [--chart <file>] [--diagnose]
-
-Measures the worker on each dialect, in one run, and prints each figure with its target and PASS/FAIL:
-  (1) limit: projectTask (reread, compare-and-set, publish) on distinct stale tasks, 16 at a time,
-      no bus in: the bare work of the projections.
-  (2) the worker, one event per distinct changed task: events/s until every event is acked.   >= 0.7 x (1)
-  (3) the worker, bursts of events per task, task after task: events/s.                         >= 5 x (1)
-  (4) publish -> summary latency, the worker in its own process, one level after another, each
-      paced for the same time (--latency-seconds): a trickle at 5% of (1), then 25% and 50% of (1)
-      (the targets: p99 <= ${TARGET_P99_OVER_TRICKLE} x the trickle's p99), 75% of (1) and 50% of (2) as context;
-      the bare round trip (projectTask until a client has the summary, one at a time) as context.
-      The points are drawn to an SVG chart.
-  (5) boot reconcile after an outage (1% of the tasks changed) against bare keyset reads of the
-      same pages: >= 0.5 x; a first start, a walk with nothing to repair, the bus alone and a
-      refill of an emptied summary bucket as context.
-  (6) worker RSS after 1,000,000 events minus after a 200,000-event warm-up, own process: <= 50 MB.
-
-Options:
-  --dialect          sqlite, postgres or both (default both)
-  --scale            multiplies every count, each with a floor (default 1; 0.05 runs in minutes)
-  --latency-seconds  publishing time of each latency level (default 30, times --scale below 1, at
-                     least 2); a verdict on (4) needs at least 30 s per level
-  --chart            where the latency chart goes (default: docs/latency-vs-load.svg after a full
-                     run, that is both dialects at --scale 1 with 30 s or more per level; a file
-                     under the OS temp dir otherwise)
-  --diagnose         also trace each latency level (GCs, event-loop stalls, tail episodes)
-  --help             this text
-
-Services: POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test), NATS_URL (default
-nats://127.0.0.1:4222). Progress goes to stderr, results to stdout.
-Exit code: 0 when the run completed, whatever its verdicts (PASS and FAIL are printed results);
-2 for bad arguments; 1 when it could not run (a service not reachable, an error, or a wrong answer
-from the worker, which leaves the figures meaningless). Streams, KV bucket, schema and temp file
-are removed at the end, also after an error or a first SIGINT/SIGTERM.
-`;
-
-const DEFAULT_POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/test';
-const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
 const CONCURRENCY = 16;
 const PAGE_SIZE = 500;
 // The worker CLI's default pool (DB_MAX_CONNECTIONS); SQLite always has its one writer.
@@ -102,74 +55,15 @@ const COUNTS = {
 type Counts = { [K in keyof typeof COUNTS]: number };
 
 interface Options {
-  dialects: DialectName[];
   scale: number;
   latencySeconds: number;
   chartFile: string;
   diagnose: boolean;
   counts: Counts;
-  postgresUrl: string;
-  natsUrl: string;
 }
 
-function parseOptions(): Options {
-  const { values } = parseCommandLine(
-    () =>
-      parseArgs({
-        strict: true,
-        allowPositionals: false,
-        options: {
-          dialect: { type: 'string', default: 'both' },
-          scale: { type: 'string', default: '1' },
-          'latency-seconds': { type: 'string' },
-          chart: { type: 'string' },
-          diagnose: { type: 'boolean', default: false },
-        },
-      }),
-    USAGE,
-  );
-  const check = optionChecks();
-  const dialects = check.dialects(values.dialect);
-  const scale = Number(values.scale);
-  if (!Number.isFinite(scale) || scale <= 0 || scale > 100) check.problem(`--scale must be a number in (0, 100] (got ${values.scale})`);
-  const latencySeconds = values['latency-seconds'] === undefined ? Math.max(2, FULL_LATENCY_SECONDS * Math.min(1, scale)) : Number(values['latency-seconds']);
-  if (!(Number.isFinite(latencySeconds) && latencySeconds >= 1 && latencySeconds <= 3600)) check.problem(`--latency-seconds must be seconds in [1, 3600] (got ${values['latency-seconds']})`);
-  check.done();
-  const fullRun = dialects.length === 2 && scale >= 1 && latencySeconds >= FULL_LATENCY_SECONDS;
-  return {
-    dialects,
-    scale,
-    latencySeconds,
-    chartFile: values.chart ?? (fullRun ? CHART_FILE : path.join(os.tmpdir(), 'pending-projector-latency-vs-load.svg')),
-    diagnose: values.diagnose,
-    counts: Object.fromEntries(Object.entries(COUNTS).map(([k, [base, floor]]) => [k, Math.max(floor, Math.round(base * scale))])) as Counts,
-    postgresUrl: process.env.POSTGRES_URL ?? DEFAULT_POSTGRES_URL,
-    natsUrl: process.env.NATS_URL ?? DEFAULT_NATS_URL,
-  };
-}
-
-async function openNats(options: Options, name: string): Promise<NatsConnection> {
-  // The worker CLI's connection options (src/bin/connectNats.ts).
-  const nc = await connectNats({ natsUrl: options.natsUrl }, name);
-  onCleanup(() => nc.drain());
-  return nc;
-}
-
-function workerConfig(prefix: string, bootReconcile: boolean): WorkerConfig {
-  return {
-    subjectPrefix: prefix,
-    healthPort: 0,
-    projectionBatchSize: CONCURRENCY,
-    projectionTransactions: SETTINGS.projectionTransactions.default,
-    maxEventBytes: 256 * 1024,
-    maxDeliver: 10,
-    ackWaitMs: 30_000,
-    streamMaxAgeMs: 3_600_000,
-    reconcilePageSize: PAGE_SIZE,
-    bootReconcile,
-    respondDeadlineMs: 30_000,
-  };
-}
+const workerConfig = (prefix: string, bootReconcile: boolean) =>
+  benchWorkerConfig(prefix, { projectionBatchSize: CONCURRENCY, reconcilePageSize: PAGE_SIZE, bootReconcile });
 
 /** Consecutive ranges of the toggle tasks, one per phase; the rest of the seeded tasks are mixed. */
 function slices(counts: Counts) {
@@ -186,23 +80,27 @@ function slices(counts: Counts) {
   };
 }
 
-async function benchDialect(dialect: DialectName, options: Options): Promise<DialectReport> {
+async function benchDialect(dialect: DialectName, options: Options, services: BenchServices): Promise<DialectReport> {
   const label = `[${dialect}]`;
   const dialectStarted = performance.now();
   const { counts } = options;
   const plan = slices(counts);
   const reconcileTasks = Math.max(counts.reconcileTasks, plan.total);
-  const scratch = await openScratchDatabase(dialect, { postgresUrl: options.postgresUrl, maxConnections: PG_POOL, schemaPrefix: 'bench_worker_' });
+  const scratch = await openScratchDatabase(dialect, { postgresUrl: services.postgresUrl, maxConnections: PG_POOL, schemaPrefix: 'bench_worker_' });
   onCleanup(() => scratch.drop());
   const { db, ctx, where, url, searchPath } = scratch;
-  const ncWorker = await openNats(options, `bench-worker-${dialect}`);
-  const ncClient = await openNats(options, `bench-client-${dialect}`);
-  const prefix = `bench${randomUUID().replaceAll('-', '').slice(0, 8)}_${dialect}.`;
-  const topology = topologyFor(prefix);
-  onCleanup(() => deleteTopology(ncClient, topology));
+  // The worker CLI's connection options; the worker and the clients each on a connection of their own.
+  const openNats = async (name: string) => {
+    const nc = await connectNats({ natsUrl: services.natsUrl }, `bench-${name}-${dialect}`);
+    onCleanup(() => nc.drain());
+    return nc;
+  };
+  const ncWorker = await openNats('worker');
+  const ncClient = await openNats('client');
+  const { prefix, topology } = benchTopology(ncClient, 'bench', dialect);
   const jsm = await jetstreamManager(ncClient);
   const logger = silentLogger();
-  progress(`${label} database ${where}; NATS ${options.natsUrl} prefix ${prefix}`);
+  progress(`${label} database ${where}; NATS ${services.natsUrl} prefix ${prefix}`);
 
   progress(`${label} seeding ${reconcileTasks} tasks (${plan.total} of them toggleable)`);
   let nextReport = 0.2;
@@ -294,7 +192,7 @@ async function benchDialect(dialect: DialectName, options: Options): Promise<Dia
   const bare = await measureBareRoundTrips(env, publisher, bareIds);
   await stop();
   progress(`${label} (4) latency levels, ${options.latencySeconds} s each, against a worker process`);
-  const paced = await WorkerProcess.start({ databaseUrl: url, searchPath, maxConnections: PG_POOL, natsUrl: options.natsUrl, config: workerConfig(prefix, false), diagnose: options.diagnose });
+  const paced = await WorkerProcess.start({ databaseUrl: url, searchPath, maxConnections: PG_POOL, natsUrl: services.natsUrl, config: workerConfig(prefix, false), diagnose: options.diagnose });
   const stopPaced = onCleanup(() => paced.stop());
   const latency = await measureLatencyLevels(
     {
@@ -315,7 +213,7 @@ async function benchDialect(dialect: DialectName, options: Options): Promise<Dia
   // publisher, nor what seeding and the phases above left in the allocator).
   const hot = ids.slice(0, counts.memoryHotTasks);
   progress(`${label} (6) memory: a worker process; ${counts.memoryWarmup} warm-up events, then ${counts.memoryEvents}`);
-  const child = await WorkerProcess.start({ databaseUrl: url, searchPath, maxConnections: PG_POOL, natsUrl: options.natsUrl, config: workerConfig(prefix, false) });
+  const child = await WorkerProcess.start({ databaseUrl: url, searchPath, maxConnections: PG_POOL, natsUrl: services.natsUrl, config: workerConfig(prefix, false) });
   const stopChild = onCleanup(() => child.stop());
   const memoryStarted = performance.now();
   const memory = await measureMemory(env, child, hot, { warmup: counts.memoryWarmup, events: counts.memoryEvents, midEvents: counts.memoryMidpoint }, (done, peak) => {
@@ -346,41 +244,66 @@ async function benchDialect(dialect: DialectName, options: Options): Promise<Dia
   };
 }
 
-async function main(): Promise<void> {
-  const started = performance.now();
-  const options = parseOptions();
-  const info = await collectRunInfo(options);
-  const out = (lines: readonly string[]) => process.stdout.write(`${lines.join('\n')}\n`);
-  out([
-    'npm run bench: the worker against the bare work of a projection, per dialect',
-    ...formatRunInfo(info),
-    `options:  --dialect ${options.dialects.join('+')} --scale ${options.scale} --latency-seconds ${options.latencySeconds}${options.diagnose ? ' --diagnose' : ''}; counts ${JSON.stringify(options.counts)}`,
-  ]);
-  if (options.latencySeconds < FULL_LATENCY_SECONDS) {
-    out([`note:     ${options.latencySeconds} s per latency level: (4)'s verdict is indicative only; a verdict needs ${FULL_LATENCY_SECONDS} s or more per level.`]);
-  }
-  const reports: DialectReport[] = [];
-  for (const dialect of options.dialects) {
-    const report = await benchDialect(dialect, options);
-    reports.push(report);
-    out(formatDialectReport(report, FULL_LATENCY_SECONDS));
-    if (options.diagnose) {
-      out(['', `  diagnostics (--diagnose), ${DIALECT_TITLE[dialect]} latency levels:`]);
-      for (const level of report.latency) if (level.diagnosis) out(formatLevelDiagnosis(level.label, level.diagnosis, latencyThresholdMs(report)));
-    }
-  }
-  fs.mkdirSync(path.dirname(options.chartFile), { recursive: true });
-  fs.writeFileSync(
-    options.chartFile,
-    renderLatencyChart(
-      reports.map((r) => ({ title: DIALECT_TITLE[r.dialect], levels: r.latency, thresholdMs: latencyThresholdMs(r) })),
-      [
-        `${info.date.slice(0, 10)}, ${info.cpu}, ${info.cores} cores; SQLite ${info.versions.sqlite}, PostgreSQL ${info.versions.postgres}, nats-server ${info.versions.natsServer}`,
-        `${options.latencySeconds} s of publishing per level, --scale ${options.scale}${options.latencySeconds < FULL_LATENCY_SECONDS ? ` (a verdict needs ${FULL_LATENCY_SECONDS} s per level)` : ''}; worker in its own process`,
-      ],
-    ),
-  );
-  out(['', ...formatSummary(reports, FULL_LATENCY_SECONDS), '', `latency chart written to ${options.chartFile}`, `wall time ${secs(performance.now() - started)}`]);
-}
+/** Every dialect's report, for the chart drawn at the end. */
+const reports: DialectReport[] = [];
 
-runBench('npm run bench', main);
+runBench<Options>({
+  script: 'bench',
+  title: 'the worker against the bare work of a projection, per dialect',
+  options: {
+    scale: { arg: '<f>', default: '1', help: 'multiplies every count, each with a floor (0.05 runs in minutes)' },
+    'latency-seconds': {
+      arg: '<s>',
+      help: `publishing time of each latency level (default 30, times --scale below 1, at
+least 2); a verdict on (4) needs at least 30 s per level`,
+    },
+    chart: {
+      arg: '<file>',
+      help: `where the latency chart goes (default: docs/latency-vs-load.svg after a full
+run, that is both dialects at --scale 1 with 30 s or more per level; a file
+under the OS temp dir otherwise)`,
+    },
+    diagnose: { help: 'also trace each latency level (GCs, event-loop stalls, tail episodes)' },
+  },
+  parse(read, dialects) {
+    const scale = Number(read.string('scale'));
+    if (!Number.isFinite(scale) || scale <= 0 || scale > 100) read.problem(`--scale must be a number in (0, 100] (got ${read.string('scale')})`);
+    const given = read.string('latency-seconds');
+    const latencySeconds = given === undefined ? Math.max(2, FULL_LATENCY_SECONDS * Math.min(1, scale)) : Number(given);
+    if (!(Number.isFinite(latencySeconds) && latencySeconds >= 1 && latencySeconds <= 3600)) read.problem(`--latency-seconds must be seconds in [1, 3600] (got ${given})`);
+    const fullRun = dialects.length === 2 && scale >= 1 && latencySeconds >= FULL_LATENCY_SECONDS;
+    return {
+      scale,
+      latencySeconds,
+      chartFile: read.string('chart') ?? (fullRun ? CHART_FILE : path.join(os.tmpdir(), 'pending-projector-latency-vs-load.svg')),
+      diagnose: read.flag('diagnose'),
+      counts: Object.fromEntries(Object.entries(COUNTS).map(([k, [base, floor]]) => [k, Math.max(floor, Math.round(base * scale))])) as Counts,
+    };
+  },
+  header: (options) => [
+    `          --latency-seconds ${options.latencySeconds}; counts ${JSON.stringify(options.counts)}`,
+    ...(options.latencySeconds < FULL_LATENCY_SECONDS
+      ? [`note:     ${options.latencySeconds} s per latency level: (4)'s verdict is indicative only; a verdict needs ${FULL_LATENCY_SECONDS} s or more per level.`]
+      : []),
+  ],
+  async measure(dialect, options, services): Promise<DialectResult> {
+    const report = await benchDialect(dialect, options, services);
+    reports.push(report);
+    const result = workerReport(report, FULL_LATENCY_SECONDS);
+    if (options.diagnose) {
+      result.after!.push('', `  diagnostics (--diagnose), ${DIALECT_TITLE[dialect]} latency levels:`);
+      for (const level of report.latency) if (level.diagnosis) result.after!.push(...formatLevelDiagnosis(level.label, level.diagnosis, latencyThresholdMs(report)));
+    }
+    return result;
+  },
+  finish(_results, options, info) {
+    fs.mkdirSync(path.dirname(options.chartFile), { recursive: true });
+    const caption = [
+      `${info.date.slice(0, 10)}, ${info.cpu}, ${info.cores} cores; SQLite ${info.versions.sqlite}, PostgreSQL ${info.versions.postgres}, nats-server ${info.versions.natsServer}`,
+      `${options.latencySeconds} s of publishing per level, --scale ${options.scale}${options.latencySeconds < FULL_LATENCY_SECONDS ? ` (a verdict needs ${FULL_LATENCY_SECONDS} s per level)` : ''}; worker in its own process`,
+    ];
+    const series = reports.map((r) => ({ title: DIALECT_TITLE[r.dialect], levels: r.latency, thresholdMs: latencyThresholdMs(r) }));
+    fs.writeFileSync(options.chartFile, renderLatencyChart(series, caption));
+    return ['', `latency chart written to ${options.chartFile}`];
+  },
+});

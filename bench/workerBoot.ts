@@ -16,9 +16,9 @@ import { refillSummaryBucket, type RefillProgress } from '../src/projectors/refi
 import type { RepositoryContext } from '../src/repository/context.js';
 import { systemClock } from '../src/timestamps.js';
 import type { WorkerHandle } from '../src/bin/worker.js';
-import { WrongAnswerError, onCleanup, progress, secs } from './benchRun.js';
+import { WrongAnswerError, onCleanup, progress, secs } from './harness.js';
 import { driftLikeAnOutage, settleAfterBulkWrites } from './seed/seeder.js';
-import { deleteTopology, type SummaryWatcher } from './workerNats.js';
+import { deleteTopology, type SummaryWatcher } from './bus.js';
 import { measureBareKeysetReads, measurePublishCeiling, perSecond, type Rate } from './workerPhases.js';
 
 // A boot after an outage finds every 100th task changed or created meanwhile (1%).

@@ -15,9 +15,9 @@ import { loadTaskPendingStates } from '../src/repository/pendingActions.js';
 import { loadStatusSummaries } from '../src/repository/statusSummaries.js';
 import { listTaskIdsAfter } from '../src/repository/tasks.js';
 import type { WorkerHandle } from '../src/bin/worker.js';
-import { ConsumerStalledError, ackProgress, encodeEvent, lastEventSeq, sleep, waitAcked, type SummaryWatcher } from './workerNats.js';
+import { encodeEvent, lastEventSeq, waitAcked, waitProgress, type SummaryWatcher } from './bus.js';
 import type { MemorySample } from './workerProcess.js';
-import { WrongAnswerError } from './benchRun.js';
+import { WrongAnswerError, inFlight, sleep } from './harness.js';
 import { createRng } from './seed/random.js';
 
 export interface BenchEnv {
@@ -41,30 +41,15 @@ export interface Rate {
 export const perSecond = (r: Rate) => (r.count * 1000) / r.ms;
 export const addRates = (a: Rate, b: Rate): Rate => ({ count: a.count + b.count, ms: a.ms + b.ms });
 
-/** Nearest-rank percentile of an unsorted list. */
-export function percentile(values: readonly number[], p: number): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
-}
-
 /** (1) One projection's work per task, `concurrency` at a time: projectTask straight, no bus in. */
 export async function measureLimit(env: BenchEnv, publisher: SummaryPublisher, taskIds: readonly string[], concurrency: number): Promise<Rate> {
   const deps = { store: createProjectionStore(env.ctx), publisher, logger: env.logger };
-  let next = 0;
   let unexpected = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < taskIds.length) {
-        const result = await projectTask(deps, taskIds[next++]!);
-        if (result.outcome !== 'changed') unexpected++;
-      }
-    }),
-  );
-  const ms = performance.now() - started;
+  const rate = await inFlight(taskIds, concurrency, async (taskId) => {
+    if ((await projectTask(deps, taskId)).outcome !== 'changed') unexpected++;
+  });
   if (unexpected > 0) throw new WrongAnswerError(`limit: ${unexpected} of ${taskIds.length} projections did not change the summary`);
-  return { count: taskIds.length, ms };
+  return { count: taskIds.length, ms: (taskIds.length * 1000) / rate };
 }
 
 function stateChanged(env: BenchEnv, taskId: string): Uint8Array {
@@ -91,22 +76,15 @@ export async function waitSettled(
   settled: () => Promise<number> = () => settledEvents(env),
   stallMs = 60_000,
 ): Promise<number> {
-  let last = -1;
-  let movedAt = performance.now();
-  for (;;) {
-    const n = (await settled()) - settled0;
-    if (n >= count) break;
-    const now = performance.now();
-    if (n !== last) {
-      last = n;
-      movedAt = now;
-    } else if (now - movedAt > stallMs) {
-      const p = await ackProgress(env.jsm, env.topology);
-      throw new ConsumerStalledError(`worker settled ${n} of ${count} events and made no progress for ${stallMs} ms (consumer: ${JSON.stringify(p)})`);
-    }
-    await sleep(2);
-  }
-  return waitAcked(env.jsm, env.topology, seq0 + count, { pollMs: 2, stallMs });
+  await waitProgress(
+    async () => {
+      const n = (await settled()) - settled0;
+      return { done: n >= count, progress: n, state: `the worker settled ${n} of ${count} events` };
+    },
+    2,
+    stallMs,
+  );
+  return waitAcked(env.jsm, env.topology, seq0 + count, 2, stallMs);
 }
 
 /**
@@ -205,23 +183,14 @@ export async function measureBareKeysetReads(ctx: RepositoryContext, pageSize: n
 
 /**
  * (5e) The bus alone: `count` full summary replacements through the worker's publisher (JetStream
- * publish with dedupe id, then KV put) with `inFlight` at a time, as a reconcile page of repairs
+ * publish with dedupe id, then KV put) with `concurrency` at a time, as a reconcile page of repairs
  * has them, and no database: the most repairs per second any boot reconcile could publish.
  */
-export async function measurePublishCeiling(publisher: SummaryPublisher, count: number, inFlight: number): Promise<Rate> {
-  const started = performance.now();
-  let next = 0;
-  const lane = async () => {
-    for (let i = next++; i < count; i = next++) {
-      await publisher.publishSummary({
-        taskId: `ceiling-${String(i).padStart(7, '0')}`,
-        workspaceId: 'ws-ceiling',
-        summary: { pending_action: 'clarification', revision: 1, updated_at: '2026-11-30T00:00:00.000000000Z' },
-      });
-    }
-  };
-  await Promise.all(Array.from({ length: inFlight }, lane));
-  return { count, ms: performance.now() - started };
+export async function measurePublishCeiling(publisher: SummaryPublisher, count: number, concurrency: number): Promise<Rate> {
+  const summary = { pending_action: 'clarification', revision: 1, updated_at: '2026-11-30T00:00:00.000000000Z' } as const;
+  const keys = Array.from({ length: count }, (_, i) => `ceiling-${String(i).padStart(7, '0')}`);
+  const rate = await inFlight(keys, concurrency, (taskId) => publisher.publishSummary({ taskId, workspaceId: 'ws-ceiling', summary }));
+  return { count, ms: (count * 1000) / rate };
 }
 
 /** What the memory measurement needs from the worker process under test. */
@@ -298,12 +267,12 @@ export async function measureMemory(
       }
       sent += n;
       await env.nc.flush();
-      let waitedMs = 0;
       const behind = midAt !== undefined && sent === midAt ? sent : sent - 3 * batch;
-      while ((await settledCount()) - settled0 < behind) {
-        if ((waitedMs += 5) > 60_000) throw new ConsumerStalledError(`worker stuck at ${(await settledCount()) - settled0} of ${sent} events`);
-        await sleep(5);
-      }
+      const caughtUp = async () => {
+        const settled = (await settledCount()) - settled0;
+        return { done: settled >= behind, progress: settled, state: `the worker settled ${settled} of ${sent} events` };
+      };
+      await waitProgress(caughtUp, 5, 60_000);
       if (midAt !== undefined && sent === midAt) {
         const pause = performance.now();
         mid = (await probe.sample()).memory;

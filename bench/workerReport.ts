@@ -1,14 +1,9 @@
-/**
- * What `npm run bench` prints: a table per dialect (what was measured, the figure, the target, the
- * result), then one Markdown table of every dialect's figures with their targets and verdicts.
- */
+/** What `npm run bench` prints for one dialect: its table, its cells of the summary and its verdicts. */
 import type { DialectName } from '../src/repository/dialect.js';
-import { secs } from './benchRun.js';
+import { f1, f2, int, percentile, secs, verdict, type DialectResult, type Row } from './harness.js';
 import { TARGET_P99_OVER_TRICKLE, type LevelResult } from './latencyLevels.js';
-import { DIALECT_TITLE, f1, f2, int, markdownTable, textTable, verdict, type Row } from './table.js';
-import type { BootFigures } from './workerBoot.js';
-import { OUTAGE_DRIFT_EVERY } from './workerBoot.js';
-import { mb, percentile, perSecond, type MemoryResult, type Rate } from './workerPhases.js';
+import { OUTAGE_DRIFT_EVERY, type BootFigures } from './workerBoot.js';
+import { mb, perSecond, type MemoryResult, type Rate } from './workerPhases.js';
 
 const TARGET_DISTINCT_OVER_LIMIT = 0.7;
 const TARGET_BURSTS_OVER_LIMIT = 5;
@@ -41,48 +36,21 @@ const trickleOf = (r: DialectReport) => r.latency.find((l) => l.role === 'trickl
 /** (4)'s threshold: TARGET_P99_OVER_TRICKLE × the trickle's p99, ms. */
 export const latencyThresholdMs = (r: DialectReport) => TARGET_P99_OVER_TRICKLE * trickleOf(r).p99;
 
-interface Figures {
-  limit: number;
-  distinct: number;
-  bursts: number;
-  reconcile: number;
-  reads: number;
-  rssDeltaMb: number;
-  targets: LevelResult[];
-  checks: { distinct: boolean; bursts: boolean; latency: boolean; reconcile: boolean; memory: boolean };
-}
-
-function figures(r: DialectReport): Figures {
-  const limit = perSecond(r.limit);
-  const distinct = perSecond(r.distinct);
-  const bursts = perSecond(r.bursts.rate);
-  const reconcile = (r.boot.reconcile.progress.visited * 1000) / r.boot.reconcile.ms;
-  const reads = perSecond(r.boot.reads);
-  const rssDeltaMb = mb(r.memory.after.rss - r.memory.warm.rss);
-  const targets = r.latency.filter((l) => l.role === 'target');
-  const threshold = latencyThresholdMs(r);
-  return {
-    limit,
-    distinct,
-    bursts,
-    reconcile,
-    reads,
-    rssDeltaMb,
-    targets,
-    checks: {
-      distinct: distinct / limit >= TARGET_DISTINCT_OVER_LIMIT,
-      bursts: bursts / limit >= TARGET_BURSTS_OVER_LIMIT,
-      latency: targets.every((l) => l.p99 <= threshold),
-      reconcile: reconcile / reads >= TARGET_RECONCILE_OVER_READS,
-      memory: rssDeltaMb <= TARGET_MEMORY_MB,
-    },
-  };
-}
-
 const levelRate = (l: LevelResult) => `${int(l.offeredRate)}/s (${int(l.achievedRate)}/s achieved)`;
 
-export function formatDialectReport(r: DialectReport, fullLatencySeconds: number): string[] {
-  const f = figures(r);
+export function workerReport(r: DialectReport, fullLatencySeconds: number): DialectResult {
+  const targets = r.latency.filter((l) => l.role === 'target');
+  const [limit, distinct, bursts, reads] = [r.limit, r.distinct, r.bursts.rate, r.boot.reads].map(perSecond) as [number, number, number, number];
+  const reconcile = (r.boot.reconcile.progress.visited * 1000) / r.boot.reconcile.ms;
+  const rssDeltaMb = mb(r.memory.after.rss - r.memory.warm.rss);
+  const checks = {
+    distinct: distinct / limit >= TARGET_DISTINCT_OVER_LIMIT,
+    bursts: bursts / limit >= TARGET_BURSTS_OVER_LIMIT,
+    latency: targets.every((l) => l.p99 <= latencyThresholdMs(r)),
+    reconcile: reconcile / reads >= TARGET_RECONCILE_OVER_READS,
+    memory: rssDeltaMb <= TARGET_MEMORY_MB,
+  };
+  const f = { limit, distinct, bursts, reconcile, reads, rssDeltaMb, targets, checks };
   const { boot, memory: m } = r;
   const trickle = trickleOf(r);
   const threshold = latencyThresholdMs(r);
@@ -142,43 +110,35 @@ export function formatDialectReport(r: DialectReport, fullLatencySeconds: number
     ],
     [`(6) context: RSS growth over the last ${int(m.events - m.midEvents)} events (MB)`, f1(mb(m.after.rss - m.mid.rss)), '', `${int((m.events * 1000) / m.wallMs)} events/s, ${int(m.relevantEvents)} pending-sensitive`],
   ];
-  return [
-    '',
-    `== ${DIALECT_TITLE[r.dialect]}: ${r.where} ==`,
-    `   ${int(r.seed.tasks)} tasks seeded (${int(r.seed.drift)} needing repair, ${100 / OUTAGE_DRIFT_EVERY}% changed by the outage of (5)); dialect run ${secs(r.ms)}`,
-    ...textTable(rows),
-    `  (4) latency: publish -> summary, ${r.latencySeconds} s of publishing per level, the worker in its own process; achieved = summaries received per second.`,
-    ...(short ? [`  *   indicative only: a verdict on (4) needs ${fullLatencySeconds} s or more per level.`] : []),
-  ];
-}
-
-/** The Markdown table of every dialect, and how many targets each met. */
-export function formatSummary(reports: readonly DialectReport[], fullLatencySeconds: number): string[] {
-  const all = reports.map((r) => ({ r, f: figures(r) }));
-  const cell = (fn: (r: DialectReport, f: Figures) => string) => all.map(({ r, f }) => fn(r, f));
   const ratio = (value: number, of: number, ok: boolean) => `${int(value)}/s = ${f2(value / of)}× ${verdict(ok)}`;
-  const indicative = reports.some((r) => r.latencySeconds < fullLatencySeconds);
-  const levelP99 = (r: DialectReport, label: string) => r.latency.find((l) => l.label === label)?.p99 ?? Number.NaN;
-  const lines: string[][] = [
-    ['(1) bare projections, 16 concurrent', ...cell((_, f) => `${int(f.limit)}/s`), ''],
-    ['(2) worker, one event per distinct changed task', ...cell((_, f) => ratio(f.distinct, f.limit, f.checks.distinct)), `≥ ${TARGET_DISTINCT_OVER_LIMIT}× (1)`],
-    [`(3) worker, bursts of ${reports[0]?.bursts.length ?? ''} events per task`, ...cell((_, f) => ratio(f.bursts, f.limit, f.checks.bursts)), `≥ ${TARGET_BURSTS_OVER_LIMIT}× (1)`],
-    [
-      `(4) p99 publish → summary at 5% / 25% / 50% of (1)${indicative ? ' (indicative: short levels)' : ''}`,
-      ...cell((r, f) => {
-        const trickle = trickleOf(r).p99;
-        return `${[trickle, ...f.targets.map((l) => l.p99)].map(f1).join(' / ')} ms = ${f.targets.map((l) => `${f2(l.p99 / trickle)}×`).join(' / ')} ${verdict(f.checks.latency)}`;
-      }),
-      `p99 at 25% and 50% ≤ ${TARGET_P99_OVER_TRICKLE}× p99 at 5%`,
+  const levelP99 = (label: string) => r.latency.find((l) => l.label === label)?.p99 ?? Number.NaN;
+  const targetP99s = [trickle.p99, ...f.targets.map((l) => l.p99)].map(f1).join(' / ');
+  return {
+    dialect: r.dialect,
+    heading: r.where,
+    intro: [`   ${int(r.seed.tasks)} tasks seeded (${int(r.seed.drift)} needing repair, ${100 / OUTAGE_DRIFT_EVERY}% changed by the outage of (5)); dialect run ${secs(r.ms)}`],
+    rows,
+    after: [
+      `  (4) latency: publish -> summary, ${r.latencySeconds} s of publishing per level, the worker in its own process; achieved = summaries received per second.`,
+      ...(short ? [`  *   indicative only: a verdict on (4) needs ${fullLatencySeconds} s or more per level.`] : []),
     ],
-    ['(4) context: p99 at 75% of (1) / 50% of (2); bare round trip p99', ...cell((r) => `${f1(levelP99(r, '75% of (1)'))} / ${f1(levelP99(r, '50% of (2)'))} ms; ${f1(percentile(r.bare, 99))} ms`), ''],
-    [`(5) boot after an outage (${100 / OUTAGE_DRIFT_EVERY}% to repair) ÷ bare keyset reads`, ...cell((_, f) => ratio(f.reconcile, f.reads, f.checks.reconcile)), `≥ ${TARGET_RECONCILE_OVER_READS}×`],
-    [`(6) worker RSS after ${int(reports[0]?.memory.events ?? 0)} events − after warm-up`, ...cell((_, f) => `${f1(f.rssDeltaMb)} MB ${verdict(f.checks.memory)}`), `≤ ${TARGET_MEMORY_MB} MB`],
-  ];
-  const met = all.map(({ r, f }) => `${DIALECT_TITLE[r.dialect]} ${Object.values(f.checks).filter(Boolean).length} of ${Object.values(f.checks).length}`);
-  return [
-    'summary:',
-    ...markdownTable(['npm run bench', ...reports.map((r) => DIALECT_TITLE[r.dialect]), 'target'], lines),
-    `targets met: ${met.join(', ')}`,
-  ];
+    summary: [
+      ['(1) bare projections, 16 concurrent', `${int(f.limit)}/s`, ''],
+      ['(2) worker, one event per distinct changed task', ratio(f.distinct, f.limit, f.checks.distinct), `≥ ${TARGET_DISTINCT_OVER_LIMIT}× (1)`],
+      [`(3) worker, bursts of ${r.bursts.length} events per task`, ratio(f.bursts, f.limit, f.checks.bursts), `≥ ${TARGET_BURSTS_OVER_LIMIT}× (1)`],
+      [
+        `(4) p99 publish → summary at 5% / 25% / 50% of (1)${short ? ' (indicative: short levels)' : ''}`,
+        `${targetP99s} ms = ${f.targets.map((l) => `${f2(l.p99 / trickle.p99)}×`).join(' / ')} ${verdict(f.checks.latency)}`,
+        `p99 at 25% and 50% ≤ ${TARGET_P99_OVER_TRICKLE}× p99 at 5%`,
+      ],
+      [
+        '(4) context: p99 at 75% of (1) / 50% of (2); bare round trip p99',
+        `${f1(levelP99('75% of (1)'))} / ${f1(levelP99('50% of (2)'))} ms; ${f1(percentile(r.bare, 99))} ms`,
+        '',
+      ],
+      [`(5) boot after an outage (${100 / OUTAGE_DRIFT_EVERY}% to repair) ÷ bare keyset reads`, ratio(f.reconcile, f.reads, f.checks.reconcile), `≥ ${TARGET_RECONCILE_OVER_READS}×`],
+      [`(6) worker RSS after ${int(m.events)} events − after warm-up`, `${f1(f.rssDeltaMb)} MB ${verdict(f.checks.memory)}`, `≤ ${TARGET_MEMORY_MB} MB`],
+    ],
+    checks: Object.values(f.checks),
+  };
 }

@@ -13,7 +13,7 @@
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { timestampToMicros } from '../../src/timestamps.js';
 import type { PacedRun } from '../latencyLevels.js';
-import { f1, f2, int } from '../table.js';
+import { f1, f2, int } from '../harness.js';
 import { recordGc, summarizeGc, summarizeStalls, type GcEntry, type GcSummary, type ProcessTrace, type StallSummary } from './processTrace.js';
 import { tailEpisodes } from './tailEpisodes.js';
 
