@@ -8,7 +8,7 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { rawRows, type RepositoryContext } from '../src/repository/context.js';
 import type { DialectName } from '../src/repository/dialect.js';
-import { getPendingActionsBySessionIds } from '../src/repository/pendingActions.js';
+import { getPendingActionsBySessionIds } from '../src/repository/projection/pendingActions.js';
 import type { PendingAction } from '../src/turns/pendingAction.js';
 import { WrongAnswerError, onCleanup, parseCommandLine, progress, runBench, secs as seconds } from './benchRun.js';
 import { optionChecks } from './optionChecks.js';

@@ -10,11 +10,11 @@ import type { TaskAdmission } from '../src/repository/admission/taskAdmission.js
 import { rawRows, withTransaction, type RepositoryContext } from '../src/repository/context.js';
 import type { Database } from '../src/repository/database.js';
 import { withReservedConnection } from '../src/repository/driver/reservedConnection.js';
-import type { PlanCommentStore } from '../src/repository/planCommentStore.js';
-import { insertPromptReceipt } from '../src/repository/promptReceipts.js';
-import { insertPromptTranscript } from '../src/repository/promptTranscript.js';
+import type { PlanCommentStore } from '../src/repository/planComments/planCommentStore.js';
+import { insertPromptReceipt } from '../src/repository/prompts/promptReceipts.js';
+import { insertPromptTranscript } from '../src/repository/prompts/promptTranscript.js';
 import type { ReceiptTable } from '../src/repository/schema/planCommentTables.js';
-import { bumpCommentsRevision } from '../src/repository/taskPlans.js';
+import { bumpCommentsRevision } from '../src/repository/planComments/taskPlans.js';
 import { WrongAnswerError } from './benchRun.js';
 import type { SeededCommentedTask } from './seed/fixtures.js';
 

@@ -17,8 +17,8 @@ import { CALLER_ID_HEADER, RECEIPT_ID_HEADER, SESSION_PROMPT, promptMsgId } from
 import type { Topology } from '../src/events/subjects.js';
 import type { TaskAdmission } from '../src/repository/admission/taskAdmission.js';
 import type { RepositoryContext } from '../src/repository/context.js';
-import { createPlanCommentStore, type PlanCommentSchema } from '../src/repository/planCommentStore.js';
-import type { PromptReceiptStore } from '../src/repository/promptReceiptStore.js';
+import { createPlanCommentStore, type PlanCommentSchema } from '../src/repository/planComments/planCommentStore.js';
+import type { PromptReceiptStore } from '../src/repository/prompts/promptReceiptStore.js';
 import { WrongAnswerError } from './benchRun.js';
 import type { SeededCommentedTask } from './seed/fixtures.js';
 import type { Timed } from './sendParts.js';

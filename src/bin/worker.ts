@@ -10,8 +10,8 @@ import { bootReconcile, type BootReconcileOutcome, type Lease } from '../project
 import type { Projector } from '../projectors/projector.js';
 import type { RepositoryContext } from '../repository/context.js';
 import type { Database } from '../repository/database.js';
-import { acquireLease, releaseLease } from '../repository/leases.js';
-import type { ClarificationService } from '../services/clarificationService.js';
+import { acquireLease, releaseLease } from '../repository/projection/leases.js';
+import type { ClarificationService } from '../services/clarifications/clarificationService.js';
 import type { Clock } from '../timestamps.js';
 import { createFailpoints, type Failpoints } from '../failpoints.js';
 import { TASK_SESSION_STATE_CHANGED } from '../events/kandevEvents.js';

@@ -2,7 +2,7 @@ import { errors, headers, RequestError, type NatsConnection } from '@nats-io/tra
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import pRetry, { AbortError } from 'p-retry';
 import type { Clock } from '../timestamps.js';
-import type { ClarificationDelivery, ClarificationDeliveryPayload, LiveDeliveryResult, ResumeResult } from '../services/clarificationPorts.js';
+import type { ClarificationDelivery, ClarificationDeliveryPayload, LiveDeliveryResult, ResumeResult } from '../services/clarifications/clarificationPorts.js';
 import { createEnvelope } from './envelope.js';
 import type { Topology } from './subjects.js';
 

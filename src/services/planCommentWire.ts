@@ -1,4 +1,4 @@
-import type { AcceptedPrompt, AttachmentRecord, PlanCommentRecord, PlanCommentSnapshot, PromptReceiptRecord, StoreFailure } from '../repository/planCommentStore.js';
+import type { AcceptedPrompt, AttachmentRecord, PlanCommentRecord, PlanCommentSnapshot, PromptReceiptRecord, StoreFailure } from '../repository/planComments/planCommentStore.js';
 import type { ReplyFailure } from './replyErrorCodes.js';
 
 /**

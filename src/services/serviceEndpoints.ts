@@ -3,13 +3,13 @@ import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { Topology } from '../events/subjects.js';
 import { NatsPermissionError, subscriptionDenial } from '../events/natsPermissions.js';
-import type { ClarificationService } from './clarificationService.js';
+import type { ClarificationService } from './clarifications/clarificationService.js';
 import { serveEndpoint, type AnyReply, type ReplyCode } from './endpoint.js';
 import { ENDPOINT_REQUEST_SCHEMAS, type EndpointName, type EndpointRequest } from './endpointRequestSchemas.js';
 import { ENDPOINTS } from './requests.js';
 import { GUARD_FAILURE_FIELDS } from './replies.js';
-import type { TaskService } from './taskService.js';
-import type { PlanCommentService } from './planCommentService.js';
+import type { TaskService } from './tasks/taskService.js';
+import type { PlanCommentService } from './planComments/planCommentService.js';
 import type { Metrics } from '../metrics.js';
 
 export interface ServiceEndpointsOptions {

@@ -7,7 +7,7 @@ import { createPendingProjectorClient, type PendingProjectorClient } from '../..
 import { MESSAGE_QUEUE_STATUS_CHANGED } from '../../src/events/subjects.js';
 import { silentLogger } from '../../src/logger.js';
 import { rawRows, withTransaction, type RepositoryContext } from '../../src/repository/context.js';
-import { createPlanCommentStore, openPlanCommentStore } from '../../src/repository/planCommentStore.js';
+import { createPlanCommentStore, openPlanCommentStore } from '../../src/repository/planComments/planCommentStore.js';
 import { instantAfter } from '../../src/timestamps.js';
 import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
 import { collectEvents } from '../support/busEvents.js';

@@ -3,13 +3,13 @@ import { afterEach, expect, it } from 'vitest';
 import * as migration0004 from '../../migrations/0004_task_plan_comments_and_prompt_receipts.js';
 import { rawRows } from '../../src/repository/context.js';
 import { migrateSchema } from '../../src/repository/migrate.js';
-import { openPlanCommentStore } from '../../src/repository/planCommentStore.js';
+import { openPlanCommentStore } from '../../src/repository/planComments/planCommentStore.js';
 import { COMPLETE_PLAN_COMMENT_SCHEMA, detectPlanCommentSchema } from '../../src/repository/schema/planCommentTables.js';
 import { catalogChanges, catalogSnapshot } from '../support/catalog.js';
 import { describeEachDialect, openKandevDatabase, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { createKandevPlanTables } from '../support/kandevPlanSchema.js';
 import { seedPlanTask } from '../support/planComments.js';
-import { createSession, createTask } from '../../src/repository/tasks.js';
+import { createSession, createTask } from '../../src/repository/tasks/tasks.js';
 
 const PLAN_TABLES = ['task_plans', 'task_plan_comments', 'task_plan_comment_admissions'];
 

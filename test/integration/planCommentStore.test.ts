@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { legacyCommentId } from '../../src/repository/requestFingerprint.js';
-import type { LegacyPlanDraft, PlanCommentSnapshot, PlanCommentStore } from '../../src/repository/planCommentStore.js';
-import { createSession, setSessionState } from '../../src/repository/tasks.js';
-import { upsertTaskPlan } from '../../src/repository/taskPlans.js';
+import type { LegacyPlanDraft, PlanCommentSnapshot, PlanCommentStore } from '../../src/repository/planComments/planCommentStore.js';
+import { createSession, setSessionState } from '../../src/repository/tasks/tasks.js';
+import { upsertTaskPlan } from '../../src/repository/planComments/taskPlans.js';
 import { PLAN_COMMENT_LIMITS } from '../../src/turns/planCommentPrompt.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { withManualClock } from '../support/manualClock.js';

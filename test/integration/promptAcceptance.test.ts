@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRepositoryContext, withTransaction, type RepositoryContext } from '../../src/repository/context.js';
-import type { AcceptPromptInput, PlanCommentRef, PlanCommentStore } from '../../src/repository/planCommentStore.js';
-import { createSession } from '../../src/repository/tasks.js';
-import { startTurn } from '../../src/repository/turns.js';
+import type { AcceptPromptInput, PlanCommentRef, PlanCommentStore } from '../../src/repository/planComments/planCommentStore.js';
+import { createSession } from '../../src/repository/tasks/tasks.js';
+import { startTurn } from '../../src/repository/turns/turns.js';
 import { formatPlanCommentPrompt } from '../../src/turns/planCommentPrompt.js';
 import { describeEachDialect, openSecondPool, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { withManualClock } from '../support/manualClock.js';

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { rawRows, type RepositoryContext } from '../../src/repository/context.js';
-import { createPlanCommentStore, type PlanCommentStore } from '../../src/repository/planCommentStore.js';
+import { createPlanCommentStore, type PlanCommentStore } from '../../src/repository/planComments/planCommentStore.js';
 import { COMPLETE_PLAN_COMMENT_SCHEMA, type PlanCommentSchema } from '../../src/repository/schema/planCommentTables.js';
-import { upsertTaskPlan } from '../../src/repository/taskPlans.js';
-import { createSession, createTask } from '../../src/repository/tasks.js';
+import { upsertTaskPlan } from '../../src/repository/planComments/taskPlans.js';
+import { createSession, createTask } from '../../src/repository/tasks/tasks.js';
 import { eventually } from './nats.js';
 
 export interface PlanTask {

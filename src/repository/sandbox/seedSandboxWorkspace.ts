@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { RepositoryContext } from '../context.js';
 import { createMessage } from '../messages.js';
-import { openPlanCommentStore } from '../planCommentStore.js';
-import { upsertTaskPlan } from '../taskPlans.js';
-import { createSession, createTask } from '../tasks.js';
-import { completeTurn, startTurn } from '../turns.js';
+import { openPlanCommentStore } from '../planComments/planCommentStore.js';
+import { upsertTaskPlan } from '../planComments/taskPlans.js';
+import { createSession, createTask } from '../tasks/tasks.js';
+import { completeTurn, startTurn } from '../turns/turns.js';
 
 /**
  * The small workspace `pending-projector sandbox` (and the demo) starts from, written through the
