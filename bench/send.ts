@@ -19,6 +19,7 @@ import { systemClock } from '../src/timestamps.js';
 import { createTaskAdmission } from '../src/repository/admission/taskAdmission.js';
 import type { DialectName } from '../src/repository/dialect.js';
 import { openPlanCommentStore, type PlanCommentStore } from '../src/repository/planComments/planCommentStore.js';
+import { createPromptStore } from '../src/repository/prompts/promptStore.js';
 import { rawRows, type RepositoryContext } from '../src/repository/context.js';
 import { createPromptReceiptStore } from '../src/repository/prompts/promptReceiptStore.js';
 import { formatPlanCommentPrompt } from '../src/turns/planCommentPrompt.js';
@@ -204,7 +205,7 @@ async function measure(dialect: DialectName, nc: NatsConnection, options: Option
     const advisory = dialect === 'postgres' ? await advisoryLockRoundTrips(scratch.db, options.sends) : undefined;
 
     progress(`[${dialect}] repository send (lease + acceptPrompt) x ${tasks.repo.length}`);
-    const repoSend = await timeEach(tasks.repo, (task) => repositorySend(admission, store, task, TYPED));
+    const repoSend = await timeEach(tasks.repo, (task) => repositorySend(admission, createPromptStore(scratch.ctx, store.schema), task, TYPED));
 
     // The bare queue steps settled theirs: only the direct receipts of bare and repo send are left.
     const discarded = await discardReceipts(scratch.ctx, receiptTable);

@@ -17,7 +17,8 @@ import { CALLER_ID_HEADER, RECEIPT_ID_HEADER, SESSION_PROMPT, promptMsgId } from
 import type { Topology } from '../src/events/subjects.js';
 import type { TaskAdmission } from '../src/repository/admission/taskAdmission.js';
 import type { RepositoryContext } from '../src/repository/context.js';
-import { createPlanCommentStore, type PlanCommentSchema } from '../src/repository/planComments/planCommentStore.js';
+import type { PlanCommentSchema } from '../src/repository/planComments/planCommentStore.js';
+import { createPromptStore } from '../src/repository/prompts/promptStore.js';
 import type { PromptReceiptStore } from '../src/repository/prompts/promptReceiptStore.js';
 import { WrongAnswerError } from './benchRun.js';
 import type { SeededCommentedTask } from './seed/fixtures.js';
@@ -51,7 +52,7 @@ export async function bareQueueSteps(deps: BareQueueDeps, task: SeededCommentedT
   const callerId = randomUUID();
   const wrong = (step: string, got: unknown) => new WrongAnswerError(`bare queue steps on task ${task.taskId}, ${step}: ${JSON.stringify(got)}`);
   const outcome = await deps.admission.withMutation(deps.ctx, task.taskId, (tx) =>
-    createPlanCommentStore(tx, deps.schema).acceptPrompt({
+    createPromptStore(tx, deps.schema).acceptPrompt({
       callerId,
       target: { kind: 'session', sessionId: task.sessionId, taskId: task.taskId },
       deliveryKind: 'queued',

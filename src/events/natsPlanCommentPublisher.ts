@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
-import type { PlanCommentEvents } from '../services/planComments/planCommentService.js';
+import type { PlanCommentEvents } from '../services/planComments/planCommentEvents.js';
 import type { PlanCommentsPayload } from '../services/planCommentWire.js';
 import type { Clock } from '../timestamps.js';
 import { createEnvelope } from './envelope.js';

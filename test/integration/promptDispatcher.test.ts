@@ -13,7 +13,7 @@ import type { Database } from '../../src/repository/database.js';
 import { createPromptReceiptStore } from '../../src/repository/prompts/promptReceiptStore.js';
 import { COMPLETE_PLAN_COMMENT_SCHEMA, OWN_RECEIPT_TABLE, type PlanCommentSchema } from '../../src/repository/schema/planCommentTables.js';
 import { migrateSchema } from '../../src/repository/migrate.js';
-import { openPlanCommentStore } from '../../src/repository/planComments/planCommentStore.js';
+import { openPromptStore } from '../../src/repository/prompts/promptStore.js';
 import { createSession, createTask } from '../../src/repository/tasks/tasks.js';
 import { setSessionState } from '../../src/repository/tasks/tasks.js';
 import { createPromptDispatcher, type PromptDispatcher } from '../../src/services/promptDispatcher.js';
@@ -241,7 +241,7 @@ describeEachDialect('the prompt dispatcher over real NATS on %s', (dialect) => {
     const k = await openKandevDatabase(dialect);
     try {
       await migrateSchema(k.db);
-      const plans = await openPlanCommentStore(k.ctx);
+      const plans = await openPromptStore(k.ctx);
       expect(plans.schema.receiptTable).toBe(OWN_RECEIPT_TABLE);
       const d = dispatcher(k.ctx, 'K', { schema: plans.schema });
       const task = await createTask(k.ctx, { workspaceId: 'ws' });

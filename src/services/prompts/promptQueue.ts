@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { TaskAdmission } from '../../repository/admission/taskAdmission.js';
 import type { RepositoryContext } from '../../repository/context.js';
-import type { AcceptPromptInput, AcceptPromptResult, PlanCommentStore } from '../../repository/planComments/planCommentStore.js';
+import type { AcceptPromptInput, AcceptPromptResult, PromptStore } from '../../repository/prompts/promptStore.js';
 import type { AnyReply } from '../endpoint.js';
 import type { queueEnqueueSchema, queueListSchema } from '../planCommentRequests.js';
 import { admissionPayload, lockTimeoutFailure, queueEntryPayload, reasoned, storeFailure, type PlanCommentsPayload } from '../planCommentWire.js';
@@ -12,7 +12,7 @@ import { publishOrRefresh, type SummaryPorts } from '../publishOrRefresh.js';
 import type { PromptTargets } from './promptTargets.js';
 
 /**
- * The prompt queue's endpoints: `queue.enqueue` and `queue.list` (seed 004, design §4).
+ * The prompt queue's endpoints: `queue.enqueue` and `queue.list`.
  *
  * An enqueue is the accepting transaction of a send with `deliveryKind: 'queued'`: the same
  * validation, comment consumption and attachment claim, but it writes only the queue entry (its
@@ -30,15 +30,16 @@ import type { PromptTargets } from './promptTargets.js';
 
 export interface PromptQueueDeps {
   ctx: RepositoryContext;
-  store: PlanCommentStore;
-  storeIn(tx: RepositoryContext): PlanCommentStore;
+  prompts: PromptStore;
+  /** The prompt store over a mutation's transaction. */
+  promptsIn(tx: RepositoryContext): PromptStore;
   admission: TaskAdmission;
   targets: PromptTargets;
   dispatch: PromptDispatch;
   /** Where `message.queue.status_changed` goes, and the summary refresh when the bus refuses it. */
   queueEvents: SummaryPorts;
   queueMaxPerSession: number;
-  /** Issues a consumed collection's event (the plan-comment service's own publisher; not awaited). */
+  /** Issues a consumed collection's event (the shared collection publisher; not awaited). */
   publishComments(plan: PlanCommentsPayload): void;
   logger: Logger;
 }
@@ -49,7 +50,7 @@ export interface PromptQueue {
 }
 
 export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
-  const { store, admission, targets } = deps;
+  const { prompts, admission, targets } = deps;
   const max = deps.queueMaxPerSession;
   const log = deps.logger.child({ component: 'prompt-queue' });
 
@@ -71,11 +72,11 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
       };
       let accepted: AcceptPromptResult;
       if ((r.plan_comment_refs ?? []).length > 0) {
-        const outcome = await admission.withMutation(deps.ctx, session.taskId, (tx) => deps.storeIn(tx).acceptPrompt(input));
+        const outcome = await admission.withMutation(deps.ctx, session.taskId, (tx) => deps.promptsIn(tx).acceptPrompt(input));
         if (!outcome.ok) return lockTimeoutFailure(outcome, session.taskId);
         accepted = outcome.value;
       } else {
-        accepted = await store.acceptPrompt(input);
+        accepted = await prompts.acceptPrompt(input);
       }
       if (!accepted.ok) return storeFailure(accepted);
       const reply = admissionPayload(accepted);
@@ -90,7 +91,7 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
     },
 
     async list({ session_id }) {
-      const listed = await store.listQueue(session_id);
+      const listed = await prompts.listQueue(session_id);
       if (!listed.ok) return storeFailure(listed);
       return { ok: true, entries: listed.entries.map(queueEntryPayload), count: listed.entries.length, max } as AnyReply;
     },
