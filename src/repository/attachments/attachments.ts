@@ -6,7 +6,7 @@ import { instantAfter } from '../../timestamps.js';
 /**
  * Attachment metadata (`task_message_attachments`): staged by the uploader (this service never
  * holds the bytes), then claimed by the prompt that carries it, inside the transaction that
- * accepts that prompt (seed 004: "compensating restores are not an atomicity mechanism": a claim
+ * accepts that prompt (a compensating restore is not an atomicity mechanism: a claim
  * is never undone by a later statement; a failed acceptance rolls it back with everything else).
  */
 

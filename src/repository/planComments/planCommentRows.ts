@@ -9,8 +9,7 @@ import { readStoredTimestamp, type CanonicalTimestamp } from '../../timestamps.j
  * Vocabulary (ADR 0002):
  * - plan: a task's one `task_plans` row; its comments are the task's **collection**;
  * - revision: `task_plans.comments_revision`, bumped by every committed change of the collection;
- * - snapshot: `{taskId, planId, revision, comments}`, the whole collection at one revision, comments
- *   in (created_at, id) order;
+ * - snapshot: the whole collection at one revision, comments in (created_at, id) order;
  * - admission: a ledger row in `task_plan_comment_admissions` for every comment id ever admitted, so
  *   a replayed create never brings back a comment that was consumed or deleted;
  * - consumption: the deletion of exactly the referenced comments, at their versions, inside the

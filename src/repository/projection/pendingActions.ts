@@ -14,7 +14,7 @@ import type { QueuedPromptTables } from '../schema/queueTables.js';
 export function pendingActionsStatement(dialect: SqlDialect, sessionIds: readonly string[]): SqlFragment {
   const authority = currentTurnAuthority(dialect, 't');
   const members = dialect.inList('s.id', sessionIds);
-  // One statement for any number of sessions (spec D11): the window ranks every session's turns
+  // One statement for any number of sessions, so the cost does not grow per session: the window ranks every session's turns
   // in a single pass instead of one current-turn subquery per session.
   // The sessions are filtered before their turns are read: joined per turn instead, SQLite looked
   // each session up once for every one of its turns, a fifth of the statement's time (bench:queries).

@@ -64,7 +64,7 @@ export interface ProjectionStoreOptions {
 
 /**
  * The projection store over `ctx`. Every pending state it reads carries `queuedPromptCount`, which
- * the projector owns (design Q5, C1): so every store knows where the queued prompts are, from the
+ * the projector owns (the summary's `queued_prompt_count`): so every store knows where the queued prompts are, from the
  * options or from one catalog read (on whichever context reads first: inside a projection
  * transaction that is the transaction, as SQLite's single connection requires).
  */

@@ -13,15 +13,15 @@ import { patchTurnMetadata } from '../turns/turns.js';
 import { isLiveClarification } from '../../turns/liveClarification.js';
 
 /**
- * The delivery side of durable prompt receipts (design §3.4 W3, W4, W6 and R33's removal): the
- * deterministic transcript written before any I/O, the at-most-once marker written immediately
- * before the one publish, and the settlement that deletes the receipt and labels the transcript.
+ * The delivery side of durable prompt receipts: the deterministic transcript written before any
+ * I/O, the at-most-once marker written immediately before the one publish, the settlement that
+ * deletes the receipt and labels the transcript, and reconciliation's removal of an attempted one.
  * Every owner write is fenced by the reservation token (see promptReservations.ts); a miss is
  * `reservation_lost` and wrote nothing.
  *
  * Lock order, the accepting transaction's (ADR 0002): the task row, then the session's turn-write
  * lock, then rows. Every transaction here takes the turn-write lock before it touches a receipt row,
- * as W1 does, so a reservation and a transcript of one session never wait on each other crosswise.
+ * as reserving the head does, so a reservation and a transcript of one session never wait on each other crosswise.
  */
 
 /** The outcome label of an attempted prompt, kept on its transcript message as `metadata.prompt_delivery`. */
@@ -62,7 +62,7 @@ async function readTranscript(tx: RepositoryContext, messageId: string, written:
 }
 
 /**
- * W3: the deterministic transcript of a receipt, before any external I/O (R28). A direct receipt
+ * The deterministic transcript of a receipt, before any external I/O. A direct receipt
  * got it in its accepting transaction; a queued one gets it here, once: the fenced link of the
  * receipt to the transcript, a new reserved turn (`prompt_dispatch_pending`), the user message with
  * id = receipt id (so a takeover that finds it linked writes nothing, and a retry can never write a
@@ -111,10 +111,10 @@ export type MarkRefusal = 'task_inactive' | 'session_unavailable' | 'live_clarif
 export type Eligibility = { ok: true; state: string; passthrough: boolean } | { ok: false; reason: MarkRefusal; state?: string };
 
 /**
- * Whether a receipt of `deliveryKind` may be delivered to the session now (design Q6): the task
+ * Whether a receipt of `deliveryKind` may be delivered to the session now: the task
  * exists and is not archived; for a queued receipt, the session's current turn holds no live
  * clarification (the guard's rule, `isLiveClarification`: detached ones do not block); the session
- * is promptable. W4 decides it under its locks; the dispatcher also asks before writing a queued
+ * is promptable. The marker's transaction decides it under its locks; the dispatcher also asks before writing a queued
  * row's transcript, so a busy session never gets a second prompt's turn while it works on one.
  */
 export async function promptEligibility(ctx: RepositoryContext, taskId: string, sessionId: string, deliveryKind: string): Promise<Eligibility> {
@@ -131,7 +131,7 @@ export async function promptEligibility(ctx: RepositoryContext, taskId: string, 
  * Whether the session's head receipt could be delivered now, read without writing: asked before a
  * reservation, so a busy session or a live clarification costs a read per poll, not a reserve and
  * a release (which would also flap the waiting count and its events). Undefined: no unattempted
- * receipt. W4 decides again under its locks.
+ * receipt. The marker's transaction decides again under its locks.
  */
 export async function headEligibility(ctx: RepositoryContext, table: ReceiptTable, sessionId: string): Promise<Eligibility | undefined> {
   const rows = await rawRows<Row>(
@@ -143,7 +143,7 @@ export async function headEligibility(ctx: RepositoryContext, table: ReceiptTabl
   return head ? promptEligibility(ctx, String(head.task_id), sessionId, String(head.delivery_kind)) : undefined;
 }
 
-/** W4's eligibility check outside W4: the receipt's reservation must be live, then `promptEligibility`. */
+/** The marker's eligibility check, outside its transaction: the receipt's reservation must be live, then `promptEligibility`. */
 export async function checkPromptEligibility(ctx: RepositoryContext, table: ReceiptTable, id: string, token: string): Promise<Eligibility | ReservationLost> {
   const rows = await rawRows<Row>(
     ctx,
@@ -159,7 +159,7 @@ export async function checkPromptEligibility(ctx: RepositoryContext, table: Rece
 export type MarkResult =
   | { ok: true; receipt: PromptReceiptRecord; previousState: string; passthrough: boolean }
   | ReservationLost
-  /** Not eligible: released in the same transaction (W5) with `retryAfterMs`, not counted as an attempt; nothing else written. */
+  /** Not eligible: released in the same transaction (as `release` does) with `retryAfterMs`, not counted as an attempt; nothing else written. */
   | { ok: false; reason: MarkRefusal; state?: string };
 
 export interface MarkOptions {
@@ -168,7 +168,7 @@ export interface MarkOptions {
 }
 
 /**
- * W4, the at-most-once delivery marker (R30), in one transaction immediately before the publish:
+ * The at-most-once delivery marker, in one transaction immediately before the publish:
  * the task row lock, the session's turn-write lock, the receipt under its live reservation, then
  * `promptEligibility` (else a release with the refusal as `last_error`), the session claimed
  * `RUNNING` only from a promptable state (so the next queued row waits for the agent's next IDLE),
@@ -243,7 +243,7 @@ export interface SettledPrompt {
 export type SettleResult = ({ ok: true } & SettledPrompt) | (ReservationLost & { upgraded: MessageRecord | undefined });
 
 /**
- * W6: deletes the attempted receipt (fenced by its token), labels its transcript and clears the
+ * The settlement: deletes the attempted receipt (fenced by its token), labels its transcript and clears the
  * turn's `prompt_dispatch_*` keys. When the receipt is gone (reconciliation removed it after the
  * owner's reservation expired), only an `acknowledged` outcome is written, as an upgrade of
  * `unconfirmed`: a late owner may know better, never worse.
@@ -267,7 +267,7 @@ export function settlePromptReceipt(ctx: RepositoryContext, table: ReceiptTable,
 }
 
 /**
- * R33's removal of an attempted receipt whose owner's reservation expired: deleted without any
+ * Reconciliation's removal of an attempted receipt whose owner's reservation expired: deleted without any
  * dispatch, its transcript labelled from what the prompt stream holds, its turn's keys cleared.
  * Undefined when the row is no longer such (its owner renewed or settled it meanwhile).
  */

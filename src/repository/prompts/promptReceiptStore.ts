@@ -40,9 +40,9 @@ export type { PromptReceiptRecord } from '../planComments/planCommentRows.js';
 export type { PromptReceiptCount, PromptReceiptKind, PromptReceiptState } from './promptReceiptCounts.js';
 
 /**
- * The prompt dispatcher's and reconciliation's port onto durable prompt receipts (design §3.4):
+ * The prompt dispatcher's and reconciliation's port onto durable prompt receipts:
  * every write fenced by the reservation token. A stale token is the value `{ok: false, reason:
- * 'reservation_lost'}` (W3-W6, renew): losing the row to a takeover, a release or a settlement is an
+ * 'reservation_lost'}` (every owner write, renewal included): losing the row to a takeover, a release or a settlement is an
  * expected outcome, and the caller stops without writing or publishing anything more. Only a
  * failure of the database rejects.
  *
@@ -55,29 +55,29 @@ export interface PromptReceiptStore {
   now(): CanonicalTimestamp;
   /** Sessions with a reservable receipt that is due (the dispatcher's poll). */
   listDispatchableSessions(limit: number, after?: string): Promise<string[]>;
-  /** W1: the session's head, reserved for `owner` until now + ttl; undefined when the session has nothing reservable. */
+  /** The session's head, reserved for `owner` until now + ttl; undefined when the session has nothing reservable. */
   reserveHead(sessionId: string, owner: string, ttlMs: number): Promise<Reservation | undefined>;
-  /** W2: the owner's heartbeat. */
+  /** The owner's heartbeat. */
   renew(id: string, token: string, ttlMs: number): Promise<{ ok: true } | ReservationLost>;
-  /** W4's eligibility rule for the session's head receipt, read without writing, before reserving it; undefined: nothing to deliver. */
+  /** The marker's eligibility rule for the session's head receipt, read without writing, before reserving it; undefined: nothing to deliver. */
   headEligibility(sessionId: string): Promise<Eligibility | undefined>;
-  /** W4's eligibility rule, read without writing: asked before a queued receipt's transcript is written. */
+  /** The marker's eligibility rule, read without writing: asked before a queued receipt's transcript is written. */
   checkEligibility(id: string, token: string): Promise<Eligibility | ReservationLost>;
-  /** W3: the deterministic transcript (written for a queued receipt, read for a direct one). */
+  /** The deterministic transcript (written for a queued receipt, read for a direct one). */
   persistTranscript(id: string, token: string): Promise<TranscriptResult>;
-  /** W4: the at-most-once marker, or a release when the task or session is not eligible. */
+  /** The at-most-once marker, or a release when the task or session is not eligible. */
   markAttempted(id: string, token: string, options: MarkOptions): Promise<MarkResult>;
-  /** W5: back for retry after `retryAfterMs`, with `last_error`. */
+  /** Back for retry after `retryAfterMs`, with `last_error`. */
   release(id: string, token: string, input: ReleaseInput): Promise<{ ok: true } | ReservationLost>;
-  /** W6: deletes the attempted receipt and labels its transcript. */
+  /** The settlement: deletes the attempted receipt and labels its transcript. */
   settle(id: string, token: string, label: PromptDeliveryLabel, transcriptMessageId: string): Promise<SettleResult>;
-  /** R33: every receipt, classified. */
+  /** Reconciliation: every receipt, classified. */
   listReconcilable(): Promise<ReconcilableReceipt[]>;
-  /** R33: clears a dead owner's expired reservation of an unattempted receipt. */
+  /** Reconciliation: clears a dead owner's expired reservation of an unattempted receipt. */
   clearExpiredReservation(id: string, token: string): Promise<boolean>;
-  /** R33: removes an attempted receipt whose reservation expired, without dispatch. */
+  /** Reconciliation: removes an attempted receipt whose reservation expired, without dispatch. */
   removeAttempted(id: string, label: PromptDeliveryLabel): Promise<SettledPrompt | undefined>;
-  /** R33: deletes a receipt whose task is gone. */
+  /** Reconciliation: deletes a receipt whose task is gone. */
   removeOrphan(id: string): Promise<boolean>;
   /** Queued prompts of the session still waiting (`message.queue.status_changed`'s count). */
   countWaiting(sessionId: string): Promise<number>;

@@ -5,8 +5,8 @@ import type { ReceiptTable } from '../schema/planCommentTables.js';
 /**
  * Durable prompt receipts: one row per accepted prompt until it is delivered (the dispatcher's
  * writes, promptReservations.ts and promptDeliveryWrites.ts, reserve, mark and settle it). Its id is the caller id, which is also the transcript message's id, so
- * a receipt doubles as the caller-id replay record (seed 004: "A comment-bearing queue row also
- * acts as the caller-ID replay receipt"). The table is owned mode's `queued_messages` or, beside
+ * a receipt doubles as the caller-id replay record (a queue row that consumed comments is also the
+ * replay record of its caller id). The table is owned mode's `queued_messages` or, beside
  * Kandev's tables, `pending_projector_prompt_receipts`: the same columns, so every statement here
  * is one text over the table's name (a constant of ours, never input).
  */

@@ -7,8 +7,8 @@ import { parseMetadata } from '../rowMapping.js';
 import type { PlanCommentSchema } from '../schema/planCommentTables.js';
 
 /**
- * Caller-id replay of an accepted prompt (seed 004: the receipt "acts as the caller-ID replay
- * receipt"; the transcript "retains the caller ID for lost-response reconciliation"). The receipt
+ * Caller-id replay of an accepted prompt: the receipt is the replay record while it exists, and the
+ * transcript message keeps the caller id afterwards, so a lost reply can still be answered. The receipt
  * and the transcript message both carry the caller id as their key and the request fingerprint in
  * their metadata; the receipt goes once delivered, the message stays.
  */

@@ -8,24 +8,21 @@ import { lockSessionTurnWrites } from '../sessionLocks.js';
 import { instantAfter } from '../../timestamps.js';
 
 /**
- * The reservation side of durable prompt receipts (design §3.4 W1, W2, W5, and R33's scan): which
- * receipt of a session a dispatcher owns, until when, and how it gives it back.
+ * The reservation side of durable prompt receipts (reserving, renewing, releasing, and
+ * reconciliation's scan): which receipt of a session a dispatcher owns, until when, and how it
+ * gives it back.
  *
  * Vocabulary:
  * - reserved: `delivery_reservation_token` set and `delivery_reservation_expires_at` in the future;
  *   an expired token is a dead owner's and may be taken over;
- * - attempted: `delivery_attempted_at` set (the at-most-once marker, W4): never reservable again,
+ * - attempted: `delivery_attempted_at` set (the at-most-once marker): never reservable again,
  *   only settled by its owner or removed by reconciliation once its reservation expired;
- * - head: the session's first unattempted receipt, direct rows before queued ones, then by
- *   position and id. It is picked before any due filter, so a backed-off head blocks its session
- *   and FIFO holds.
+ * - head: the session's first unattempted receipt (direct before queued, then position, id),
+ *   picked before any due filter, so a backed-off head blocks its session and FIFO holds.
  *
- * Every statement is fenced: an owner write names its token and matches 0 rows once the token is
- * gone (taken over, released, settled). That miss is the value `{ok: false, reason:
- * 'reservation_lost'}`, never an exception: losing a race is an expected outcome.
- *
- * Timestamps of these columns are the canonical text of `ctx.clock()` (SQLite) or timestamp(6)
- * (PostgreSQL): both tables holding receipts are this service's, never Kandev's text.
+ * Every owner write names its token and matches 0 rows once the token is gone (taken over,
+ * released, settled): the value `{ok: false, reason: 'reservation_lost'}`, never an exception.
+ * Timestamps are the canonical text of `ctx.clock()` (SQLite) or timestamp(6) (PostgreSQL).
  */
 
 export type ReservationLost = { ok: false; reason: 'reservation_lost' };
@@ -46,7 +43,7 @@ export function headOrder(dialect: SqlDialect): string {
 }
 
 /**
- * W1: reserves the session's head receipt for `owner` until now + ttl, or returns undefined when
+ * Reserves the session's head receipt for `owner` until now + ttl, or returns undefined when
  * the head is not reservable (reserved by a live owner, backed off) or another receipt of the
  * session is reserved or attempted. At most one receipt per session is ever reserved or attempted.
  *
@@ -78,7 +75,7 @@ export function reserveHead(ctx: RepositoryContext, table: ReceiptTable, session
 }
 
 /**
- * W2: extends a live reservation to now + ttl (the owner's heartbeat). Allowed after the marker
+ * Extends a live reservation to now + ttl (the owner's heartbeat). Allowed after the marker
  * too, so reconciliation leaves a live owner's attempted receipt alone. An expired token is lost
  * even if nobody took over yet: its owner must not go on as if it still held the row.
  */
@@ -107,7 +104,7 @@ export interface ReleaseInput {
 }
 
 /**
- * W5: gives an unattempted receipt back for retry (a failure before the marker, or a target that
+ * Gives an unattempted receipt back for retry (a failure before the marker, or a target that
  * is not eligible yet). Fenced by the token only, not the expiry: an owner whose lease lapsed may
  * still hand its row back as long as nobody took it over. If the release itself fails, the TTL
  * makes the row available anyway.
@@ -131,7 +128,7 @@ export async function releaseReservation(ctx: RepositoryContext, table: ReceiptT
  * expired) receipt that is due, on a session in a promptable state. A busy session's receipts wait
  * with nothing written, so without that filter they would fill every page and starve the rest. A
  * listed session may still have its head blocked (a live clarification, a backed-off head: the
- * dispatcher's read and W1 decide). Keyset pages by session id (bytes), after `after`.
+ * dispatcher's read and `reserveHead` decide). Keyset pages by session id (bytes), after `after`.
  */
 export async function listDispatchableSessions(ctx: RepositoryContext, table: ReceiptTable, limit: number, after?: string): Promise<string[]> {
   const now = ctx.clock();
@@ -150,7 +147,7 @@ export async function listDispatchableSessions(ctx: RepositoryContext, table: Re
   return rows.map((r) => String(r.session_id));
 }
 
-/** What reconciliation (R33) does with one receipt. */
+/** What reconciliation does with one receipt. */
 export type ReconcileClass =
   /** Unattempted and unreserved or expired: the dispatcher takes it (an expired token is cleared first). */
   | 'resume'
@@ -166,7 +163,7 @@ export interface ReconcilableReceipt {
   action: ReconcileClass;
 }
 
-/** Every receipt with what R33 does with it, classified at one instant, in session and head order. */
+/** Every receipt with what reconciliation does with it, classified at one instant, in session and head order. */
 export async function listReconcilableReceipts(ctx: RepositoryContext, table: ReceiptTable): Promise<ReconcilableReceipt[]> {
   const now = ctx.clock();
   const rows = await rawRows<Record<string, unknown>>(
@@ -184,7 +181,7 @@ export async function listReconcilableReceipts(ctx: RepositoryContext, table: Re
 
 /**
  * Clears an expired reservation of an unattempted receipt (a dead owner's), so the row reads as
- * waiting and the next W1 takes it with a fresh token. Fenced by the dead token and the expiry: a
+ * waiting and the next `reserveHead` takes it with a fresh token. Fenced by the dead token and the expiry: a
  * takeover in between keeps its own.
  */
 export async function clearExpiredReservation(ctx: RepositoryContext, table: ReceiptTable, id: string, token: string): Promise<boolean> {

@@ -16,9 +16,9 @@ export interface PromptTranscriptInput {
 }
 
 /**
- * A prompt's deterministic transcript (R28): a new reserved turn (`prompt_dispatch_pending`), the
+ * A prompt's deterministic transcript: a new reserved turn (`prompt_dispatch_pending`), the
  * session's next `prompt_seq`, and the user message with id = receipt id. Written by the accepting
- * transaction for a direct prompt and by the dispatcher's W3 for a queued one; the caller holds the
+ * transaction for a direct prompt and by the dispatcher's transcript step for a queued one; the caller holds the
  * session's turn-write lock.
  */
 export async function insertPromptTranscript(tx: RepositoryContext, input: PromptTranscriptInput): Promise<{ turnId: string; promptSeq: number }> {

@@ -1,7 +1,7 @@
 import type { SqlDialect } from '../dialect.js';
 
 /**
- * Vocabulary (spec "current-turn authority", ADR 0001 in docs/decisions):
+ * Vocabulary of the current-turn authority (ADR 0001 in docs/decisions):
  * - turn record: a row of `task_session_turns`;
  * - lifecycle turn: a record whose metadata `lifecycle_only` flag is true; it exists only to parent
  *   a lifecycle message (agent boot on resume) and never owns state;

@@ -105,7 +105,7 @@ export function abandonTurn(ctx: RepositoryContext, turnId: string): Promise<boo
 
 /**
  * Abandons every open turn of a session in one statement under the session lock, so none survives a
- * resume (spec D2), however many there are. Returns the abandoned turn ids.
+ * resume, however many there are. Returns the abandoned turn ids.
  */
 export function abandonOpenTurns(ctx: RepositoryContext, sessionId: string): Promise<string[]> {
   return withTransaction(ctx, async (tx) => {

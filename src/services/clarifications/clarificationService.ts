@@ -21,7 +21,7 @@ import type { ListPendingRequest, RespondRequest, SessionRequest, TaskRequest } 
 import { respondToClarification, type RespondDeps } from './respondToClarification.js';
 
 /**
- * The clarification lifecycle over the bus (ADR 0001, spec "current-turn authority").
+ * The clarification lifecycle over the bus (ADR 0001, the current-turn authority).
  *
  * Vocabulary:
  * - bundle: the `clarification_request` rows sharing `metadata.pending_id`, one per question;

@@ -37,7 +37,7 @@ export interface RecoveryReport {
 
 /**
  * Startup recovery of claims left `response_delivery_pending` by a crash between claim and delivery
- * (domain reference §7.5), one bundle at a time. Every changed row is published as
+ * (ADR 0001), one bundle at a time. Every changed row is published as
  * `message.updated`, so the summary reprojects like after any other write.
  */
 export async function recoverPendingDeliveries(deps: RecoveryDeps, options: RecoveryOptions): Promise<RecoveryReport> {

@@ -18,7 +18,7 @@ import { failure, type ReplyFailure, type RespondReply, type RespondResult } fro
 import { respondRequestSchema, type ParsedRespondRequest, type RespondRequest } from '../requests.js';
 
 /**
- * clarification.respond (ADR "Response handling"; domain reference §7.3):
+ * clarification.respond (ADR 0001, "Response handling"):
  *
  * 1. identity: the bundle's rows by pending id, on any turn (unknown or parent-question: not_found);
  * 2. shape and outcome validation against the bundle's questions, before any write;

@@ -14,7 +14,7 @@ export interface PromptAttachmentPayload {
   storage_key: string;
 }
 
-/** The `data` of a `session.prompt` envelope (design §4, "Prompt to the agent"). */
+/** The `data` of a `session.prompt` envelope: the prompt as the agent receives it (docs/contract.md, docs/endpoints.md). */
 export interface PromptPayload {
   receipt_id: string;
   caller_id: string;

@@ -9,7 +9,7 @@ import { messageEvents } from '../messageUpdatedEvents.js';
  * dropped instead of reprojecting twice.
  */
 
-/** The transcript row, once it exists (written by W3, or by the accepting transaction for a direct prompt). */
+/** The transcript row, once it exists (written by the dispatcher's transcript step, or by the accepting transaction for a direct prompt). */
 export function transcriptAdded(message: MessageRecord): KandevEvent[] {
   return messageEvents(MESSAGE_ADDED, [message], (m) => `message.added:${m.id}`);
 }

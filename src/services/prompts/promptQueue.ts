@@ -14,13 +14,11 @@ import type { PromptTargets } from './promptTargets.js';
 /**
  * The prompt queue's endpoints: `queue.enqueue` and `queue.list`.
  *
- * An enqueue is the accepting transaction of a send with `deliveryKind: 'queued'`: the same
- * validation, comment consumption and attachment claim, but it writes only the queue entry (its
- * receipt), and no turn-start hook runs (the dispatcher runs it at delivery). Carrying comment refs
- * it runs as one admission **mutation** of the task (`withMutation`: the lease's key, taken as the
- * transaction's first statement): with no hook between a preflight and the transaction there is
- * nothing to hold a lease around, and the transaction re-validates everything itself. Without refs
- * it takes no admission lock, as a send without refs.
+ * An enqueue is the accepting transaction with `deliveryKind: 'queued'`: it writes only the queue
+ * entry (its receipt), and no turn-start hook runs (the dispatcher runs it at delivery). Carrying
+ * comment refs it runs as one admission **mutation** of the task: with no hook between a preflight
+ * and the transaction there is nothing to hold a lease around, and the transaction re-validates
+ * everything itself. Without refs it takes no admission lock, as a send without refs.
  *
  * After COMMIT a new entry publishes `task_plan.comments_updated` (when it consumed comments) and
  * `message.queue.status_changed` (which the worker's events stream captures, so the task's
