@@ -8,11 +8,8 @@ import { lockSessionTurnWrites } from '../sessionLocks.js';
 import { instantAfter } from '../../timestamps.js';
 
 /**
- * The reservation side of durable prompt receipts (reserving, renewing, releasing, and
- * reconciliation's scan): which receipt of a session a dispatcher owns, until when, and how it
- * gives it back.
- *
- * Vocabulary:
+ * The reservation side of durable prompt receipts: which receipt of a session a dispatcher owns,
+ * until when, and how it gives it back (reserving, renewing, releasing, reconciliation's scan).
  * - reserved: `delivery_reservation_token` set and `delivery_reservation_expires_at` in the future;
  *   an expired token is a dead owner's and may be taken over;
  * - attempted: `delivery_attempted_at` set (the at-most-once marker): never reservable again,
