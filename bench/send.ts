@@ -12,7 +12,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { startWorker, type WorkerHandle } from '../src/bin/worker.js';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../src/client/pendingProjectorClient.js';
-import { NatsPlanCommentPublisher } from '../src/events/natsPlanCommentPublisher.js';
+import { NatsPlanCommentPublisher } from '../src/events/planComments/natsPlanCommentPublisher.js';
 import { topologyFor } from '../src/events/subjects.js';
 import { silentLogger } from '../src/logger.js';
 import { systemClock } from '../src/timestamps.js';

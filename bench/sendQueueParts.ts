@@ -13,7 +13,7 @@ import { performance } from 'node:perf_hooks';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { PendingProjectorClient } from '../src/client/pendingProjectorClient.js';
 import type { Envelope } from '../src/events/envelope.js';
-import { CALLER_ID_HEADER, RECEIPT_ID_HEADER, SESSION_PROMPT, promptMsgId } from '../src/events/natsPromptDelivery.js';
+import { CALLER_ID_HEADER, RECEIPT_ID_HEADER, SESSION_PROMPT, promptMsgId } from '../src/events/prompts/natsPromptDelivery.js';
 import type { Topology } from '../src/events/subjects.js';
 import type { TaskAdmission } from '../src/repository/admission/taskAdmission.js';
 import type { RepositoryContext } from '../src/repository/context.js';

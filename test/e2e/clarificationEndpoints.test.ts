@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
 import { ConflictExhaustedError } from '../../src/errors.js';
 import { CLARIFICATION_PRIMARY_ANSWERED, CLARIFICATION_STALE_DISMISSED, MESSAGE_UPDATED } from '../../src/events/kandevEvents.js';
-import { NatsClarificationDelivery, resumeMsgId } from '../../src/events/natsClarificationDelivery.js';
+import { NatsClarificationDelivery, resumeMsgId } from '../../src/events/clarifications/natsClarificationDelivery.js';
 import { NatsEventPublisher } from '../../src/events/natsEventPublisher.js';
 import { ensureTopology } from '../../src/events/natsTopology.js';
 import { topologyFor } from '../../src/events/subjects.js';

@@ -4,7 +4,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import pino from 'pino';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { NatsEventPublisher } from '../../src/events/natsEventPublisher.js';
-import { NatsPromptDelivery } from '../../src/events/natsPromptDelivery.js';
+import { NatsPromptDelivery } from '../../src/events/prompts/natsPromptDelivery.js';
 import { ensureTopology } from '../../src/events/natsTopology.js';
 import { MESSAGE_QUEUE_STATUS_CHANGED, topologyFor } from '../../src/events/subjects.js';
 import { NO_FAILPOINTS } from '../../src/failpoints.js';

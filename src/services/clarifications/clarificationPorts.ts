@@ -2,7 +2,7 @@ import type { KandevEvent } from '../../events/kandevEvents.js';
 
 /**
  * The ports the clarification service depends on. `bin/` and the worker wire them to NATS
- * (src/events/natsClarificationDelivery.ts, src/events/natsEventPublisher.ts) and to the projector;
+ * (src/events/clarifications/natsClarificationDelivery.ts, src/events/natsEventPublisher.ts) and to the projector;
  * the service itself knows nothing of the bus.
  */
 

@@ -1,6 +1,6 @@
 /**
  * The prompt dispatcher's port onto the agent: how a reserved, marked receipt reaches the agent
- * of its session (src/events/natsPromptDelivery.ts wires it to JetStream). The dispatcher calls
+ * of its session (src/events/prompts/natsPromptDelivery.ts wires it to JetStream). The dispatcher calls
  * `publishPrompt` exactly once per receipt, after its at-most-once marker committed, and never
  * again for that receipt, whatever it returned.
  */

@@ -5,7 +5,7 @@
  * validated cannot change meanwhile, and tests can hold the lease open by holding the hook.
  *
  * `bin/` wires NO_TURN_START_HOOK unless TURN_START_HOOK_SUBJECT is set, and then the request/reply
- * adapter src/events/natsTurnStartHook.ts.
+ * adapter src/events/prompts/natsTurnStartHook.ts.
  */
 
 /** What the hook is told about the prompt about to be admitted. */

@@ -1,5 +1,5 @@
 import { errors, RequestError, type NatsConnection } from '@nats-io/transport-node';
-import type { TurnStartHook, TurnStartRequest, TurnStartResult } from '../services/prompts/turnStartHook.js';
+import type { TurnStartHook, TurnStartRequest, TurnStartResult } from '../../services/prompts/turnStartHook.js';
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();

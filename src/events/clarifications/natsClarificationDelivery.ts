@@ -1,10 +1,10 @@
 import { errors, headers, RequestError, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import pRetry, { AbortError } from 'p-retry';
-import type { Clock } from '../timestamps.js';
-import type { ClarificationDelivery, ClarificationDeliveryPayload, LiveDeliveryResult, ResumeResult } from '../services/clarifications/clarificationPorts.js';
-import { createEnvelope } from './envelope.js';
-import type { Topology } from './subjects.js';
+import type { Clock } from '../../timestamps.js';
+import type { ClarificationDelivery, ClarificationDeliveryPayload, LiveDeliveryResult, ResumeResult } from '../../services/clarifications/clarificationPorts.js';
+import { createEnvelope } from '../envelope.js';
+import type { Topology } from '../subjects.js';
 
 const encoder = new TextEncoder();
 const PENDING_ID_HEADER = 'Pending-Projector-Pending-Id';
