@@ -169,7 +169,7 @@ export function createTasks(parts: Parts, logger: Logger): TaskService {
   return createTaskService({ store: createTaskStore(parts.ctx), reproject: (taskId) => parts.projector.reproject(taskId), logger });
 }
 
-/** What the plan-comment service reads of the configuration (each with its config.ts default when absent). */
+/** What the prompt, plan-comment and attachment services read of the configuration (each with its config.ts default when absent). */
 export type PlanCommentsConfig = Partial<Pick<Config, 'admissionLockTimeoutMs' | 'turnStartHookSubject' | 'turnStartHookTimeoutMs' | 'queueMaxPerSession'>>;
 
 /** The turn-start hook of TURN_START_HOOK_SUBJECT (none when empty): admission's, and the dispatcher's for queued prompts. */
