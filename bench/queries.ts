@@ -7,7 +7,7 @@ import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { rawRows, type RepositoryContext } from '../src/repository/context.js';
 import type { DialectName } from '../src/repository/dialect.js';
-import { getPendingActionsBySessionIds } from '../src/repository/pendingActions.js';
+import { getPendingActionsBySessionIds } from '../src/repository/projection/pendingActions.js';
 import type { PendingAction } from '../src/turns/pendingAction.js';
 import { explainPendingActions, formatPlan } from './diagnostics/queryPlan.js';
 import { WrongAnswerError, onCleanup, progress, runBench, secs, verdict, type DialectResult, type Row } from './harness.js';

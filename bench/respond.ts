@@ -6,10 +6,10 @@
 import { startWorker } from '../src/bin/worker.js';
 import { createPendingProjectorClient } from '../src/client/pendingProjectorClient.js';
 import { silentLogger } from '../src/logger.js';
-import { claimClarificationBundle, finalizeClarificationDelivery } from '../src/repository/clarificationClaims.js';
+import { claimClarificationBundle, finalizeClarificationDelivery } from '../src/repository/clarifications/clarificationClaims.js';
 import type { RepositoryContext } from '../src/repository/context.js';
 import type { DialectName } from '../src/repository/dialect.js';
-import { startTurn } from '../src/repository/turns.js';
+import { startTurn } from '../src/repository/turns/turns.js';
 import { benchTopology, benchWorkerConfig, busRoundTrips } from './bus.js';
 import { WrongAnswerError, f2, inFlight, int, latencyCell, latencyOf, onCleanup, pair, progress, runBench, timeEach, verdict, type BenchServices, type DialectResult } from './harness.js';
 import { openScratchDatabase } from './scratchDatabase.js';

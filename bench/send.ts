@@ -10,14 +10,15 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { startWorker, type WorkerHandle } from '../src/bin/worker.js';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../src/client/pendingProjectorClient.js';
-import { NatsPlanCommentPublisher } from '../src/events/natsPlanCommentPublisher.js';
+import { NatsPlanCommentPublisher } from '../src/events/planComments/natsPlanCommentPublisher.js';
 import { silentLogger } from '../src/logger.js';
 import { systemClock } from '../src/timestamps.js';
 import { createTaskAdmission } from '../src/repository/admission/taskAdmission.js';
 import type { DialectName } from '../src/repository/dialect.js';
-import { openPlanCommentStore, type PlanCommentStore } from '../src/repository/planCommentStore.js';
+import { openPlanCommentStore, type PlanCommentStore } from '../src/repository/planComments/planCommentStore.js';
+import { createPromptStore } from '../src/repository/prompts/promptStore.js';
 import { rawRows, type RepositoryContext } from '../src/repository/context.js';
-import { createPromptReceiptStore } from '../src/repository/promptReceiptStore.js';
+import { createPromptReceiptStore } from '../src/repository/prompts/promptReceiptStore.js';
 import { formatPlanCommentPrompt } from '../src/turns/planCommentPrompt.js';
 import { benchTopology, benchWorkerConfig, busRoundTrips } from './bus.js';
 import { WrongAnswerError, expectFields, inFlight, latencyOf, onCleanup, progress, runBench, sleep, timeEach, type BenchServices, type DialectResult } from './harness.js';
@@ -105,7 +106,7 @@ async function measure(dialect: DialectName, options: Options, services: BenchSe
     const advisory = dialect === 'postgres' ? await advisoryLockRoundTrips(scratch.db, options.sends) : undefined;
 
     progress(`[${dialect}] repository send (lease + acceptPrompt) x ${tasks.repo.length}`);
-    const repoSend = await timeEach(tasks.repo, (task) => repositorySend(admission, store, task, TYPED));
+    const repoSend = await timeEach(tasks.repo, (task) => repositorySend(admission, createPromptStore(scratch.ctx, store.schema), task, TYPED));
 
     // The bare queue steps settled theirs: only the direct receipts of bare and repo send are left.
     const discarded = await discardReceipts(scratch.ctx, receiptTable);

@@ -10,11 +10,11 @@ import type { TaskAdmission } from '../src/repository/admission/taskAdmission.js
 import { rawRows, withTransaction, type RepositoryContext } from '../src/repository/context.js';
 import type { Database } from '../src/repository/database.js';
 import { withReservedConnection } from '../src/repository/driver/reservedConnection.js';
-import type { PlanCommentStore } from '../src/repository/planCommentStore.js';
-import { insertPromptReceipt } from '../src/repository/promptReceipts.js';
-import { insertPromptTranscript } from '../src/repository/promptTranscript.js';
+import type { PromptStore } from '../src/repository/prompts/promptStore.js';
+import { insertPromptReceipt } from '../src/repository/prompts/promptReceipts.js';
+import { insertPromptTranscript } from '../src/repository/prompts/promptTranscript.js';
 import type { ReceiptTable } from '../src/repository/schema/planCommentTables.js';
-import { bumpCommentsRevision } from '../src/repository/taskPlans.js';
+import { bumpCommentsRevision } from '../src/repository/planComments/taskPlans.js';
 import { WrongAnswerError, timeEach, type Timed } from './harness.js';
 import type { SeededCommentedTask } from './seed/fixtures.js';
 
@@ -93,7 +93,7 @@ export async function advisoryLockRoundTrips(db: Database, count: number): Promi
 }
 
 /** The send without the bus: the lease around acceptPrompt, as the endpoint's service would hold it. */
-export async function repositorySend(admission: TaskAdmission, store: PlanCommentStore, task: SeededCommentedTask, content: string): Promise<void> {
+export async function repositorySend(admission: TaskAdmission, store: PromptStore, task: SeededCommentedTask, content: string): Promise<void> {
   const callerId = randomUUID();
   const outcome = await admission.withLease(
     task.taskId,

@@ -13,12 +13,13 @@ import { performance } from 'node:perf_hooks';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { PendingProjectorClient } from '../src/client/pendingProjectorClient.js';
 import type { Envelope } from '../src/events/envelope.js';
-import { CALLER_ID_HEADER, RECEIPT_ID_HEADER, SESSION_PROMPT, promptMsgId } from '../src/events/natsPromptDelivery.js';
+import { CALLER_ID_HEADER, RECEIPT_ID_HEADER, SESSION_PROMPT, promptMsgId } from '../src/events/prompts/natsPromptDelivery.js';
 import type { Topology } from '../src/events/subjects.js';
 import type { TaskAdmission } from '../src/repository/admission/taskAdmission.js';
 import type { RepositoryContext } from '../src/repository/context.js';
-import { createPlanCommentStore, type PlanCommentSchema } from '../src/repository/planCommentStore.js';
-import type { PromptReceiptStore } from '../src/repository/promptReceiptStore.js';
+import type { PlanCommentSchema } from '../src/repository/planComments/planCommentStore.js';
+import { createPromptStore } from '../src/repository/prompts/promptStore.js';
+import type { PromptReceiptStore } from '../src/repository/prompts/promptReceiptStore.js';
 import { WrongAnswerError, expectFields } from './harness.js';
 import type { SeededCommentedTask } from './seed/fixtures.js';
 
@@ -50,7 +51,7 @@ export async function bareQueueSteps(deps: BareQueueDeps, task: SeededCommentedT
   const callerId = randomUUID();
   const wrong = (step: string, got: unknown) => new WrongAnswerError(`bare queue steps on task ${task.taskId}, ${step}: ${JSON.stringify(got)}`);
   const outcome = await deps.admission.withMutation(deps.ctx, task.taskId, (tx) =>
-    createPlanCommentStore(tx, deps.schema).acceptPrompt({
+    createPromptStore(tx, deps.schema).acceptPrompt({
       callerId,
       target: { kind: 'session', sessionId: task.sessionId, taskId: task.taskId },
       deliveryKind: 'queued',

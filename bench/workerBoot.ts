@@ -7,7 +7,7 @@
 import { performance } from 'node:perf_hooks';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { JetStreamManager } from '@nats-io/jetstream';
-import { createProjectionStore } from '../src/repository/projectionStore.js';
+import { createProjectionStore } from '../src/repository/projection/projectionStore.js';
 import { NatsSummaryPublisher } from '../src/events/natsSummaryPublisher.js';
 import { ensureOutputTopology } from '../src/events/natsTopology.js';
 import { topologyFor, type Topology } from '../src/events/subjects.js';

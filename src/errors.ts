@@ -27,13 +27,13 @@ export const ERROR_CODES = {
   PROJECTION_DUPLICATE_REVISIONS: 'PROJECTION_DUPLICATE_REVISIONS',
   /** SummaryParseError (src/events/statusSummary.ts): a stored summary that is not a JSON object. */
   SUMMARY_CORRUPT: 'SUMMARY_CORRUPT',
-  /** CorruptMetaError (src/repository/meta.ts): a stored epoch that is not a canonical integer. */
+  /** CorruptMetaError (src/repository/projection/meta.ts): a stored epoch that is not a canonical integer. */
   META_CORRUPT: 'META_CORRUPT',
-  /** ClaimIntegrityError (src/repository/clarificationClaims.ts): a claim's rows do not add up. */
+  /** ClaimIntegrityError (src/repository/clarifications/clarificationClaims.ts): a claim's rows do not add up. */
   CLAIM_INTEGRITY: 'CLAIM_INTEGRITY',
-  /** InvalidCursorError (src/repository/clarifications.ts): a list cursor this service did not issue. */
+  /** InvalidCursorError (src/repository/clarifications/clarifications.ts): a list cursor this service did not issue. */
   INVALID_CURSOR: 'INVALID_CURSOR',
-  /** SessionNotFoundError (src/repository/turns.ts): a turn write for a session that does not exist. */
+  /** SessionNotFoundError (src/repository/turns/turns.ts): a turn write for a session that does not exist. */
   SESSION_NOT_FOUND: 'SESSION_NOT_FOUND',
   /** TransactionEndedError (src/repository/driver/connectionTransaction.ts): a query after COMMIT/ROLLBACK. */
   TRANSACTION_ENDED: 'TRANSACTION_ENDED',
@@ -55,7 +55,7 @@ export const ERROR_CODES = {
    */
   ADMISSION_LOCK_ORDER: 'ADMISSION_LOCK_ORDER',
   /**
-   * PlanCommentIntegrityError (src/repository/planCommentOutcomes.ts): a plan-comment write found
+   * PlanCommentIntegrityError (src/repository/planComments/planCommentOutcomes.ts): a plan-comment write found
    * rows that break an invariant its own locks guarantee (rolled back; nothing written).
    */
   PLAN_COMMENT_INTEGRITY: 'PLAN_COMMENT_INTEGRITY',

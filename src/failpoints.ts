@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
  * never resolves, so the test can wait for that line before it kills the process.
  */
 
-/** The boundaries of a prompt's delivery, in order (design §5, scenarios 13-17). */
+/** The boundaries of a prompt's delivery, in order: test/e2e/promptDeliveryCrashes.test.ts kills the worker at each one and checks no prompt is delivered twice. */
 export const FAILPOINT_NAMES = ['after_accept_commit', 'after_reserve', 'after_transcript', 'after_marker_commit', 'after_publish'] as const;
 export type FailpointName = (typeof FAILPOINT_NAMES)[number];
 

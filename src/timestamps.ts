@@ -3,7 +3,7 @@
  *
  * SQLite stores timestamps as TEXT and orders them as strings, PostgreSQL stores `timestamp`
  * (microsecond precision). To make SQLite text order equal time order, and to make both dialects
- * hold the very same instants (spec D9), the repository writes only
+ * hold the very same instants, the repository writes only
  * `YYYY-MM-DDTHH:MM:SS.fffffffffZ` with the last three digits always zero: PostgreSQL would round
  * anything finer, and a tie on one dialect but not the other would change the resolved turn.
  */

@@ -3,7 +3,7 @@
  * statement, and the indexes it names.
  */
 import { rawRows, type RepositoryContext } from '../../src/repository/context.js';
-import { pendingActionsStatement } from '../../src/repository/pendingActions.js';
+import { pendingActionsStatement } from '../../src/repository/projection/pendingActions.js';
 
 /** SQLite: EXPLAIN QUERY PLAN as an indented tree; PostgreSQL: EXPLAIN (ANALYZE, BUFFERS), which runs the statement. */
 export async function explainPendingActions(ctx: RepositoryContext, sessionIds: readonly string[]): Promise<string[]> {

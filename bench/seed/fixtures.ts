@@ -7,10 +7,10 @@
 import { randomUUID } from 'node:crypto';
 import type { RepositoryContext } from '../../src/repository/context.js';
 import { createMessage } from '../../src/repository/messages.js';
-import type { PlanCommentStore } from '../../src/repository/planCommentStore.js';
+import type { PlanCommentStore } from '../../src/repository/planComments/planCommentStore.js';
 import type { MessageRecord } from '../../src/repository/rowMapping.js';
-import { upsertTaskPlan } from '../../src/repository/taskPlans.js';
-import { createSession, createTask } from '../../src/repository/tasks.js';
+import { upsertTaskPlan } from '../../src/repository/planComments/taskPlans.js';
+import { createSession, createTask } from '../../src/repository/tasks/tasks.js';
 import { clarificationMetadata } from './messages.js';
 
 export interface SeededSession {

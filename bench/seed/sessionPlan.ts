@@ -4,7 +4,7 @@
  * resolve to. Pure: no I/O, and session `i` always produces the same rows whatever batch it is
  * generated in.
  *
- * Vocabulary as in src/repository/currentTurnAuthority.ts. Each session has TURNS_PER_SESSION turn
+ * Vocabulary as in src/repository/turns/currentTurnAuthority.ts. Each session has TURNS_PER_SESSION turn
  * records and MESSAGES_PER_SESSION messages; two sessions share a task.
  */
 

@@ -2,7 +2,7 @@ import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import pino, { type Logger } from 'pino';
 import type { Config } from '../config.js';
-import { NatsClarificationDelivery } from '../events/natsClarificationDelivery.js';
+import { NatsClarificationDelivery } from '../events/clarifications/natsClarificationDelivery.js';
 import { NatsEventPublisher } from '../events/natsEventPublisher.js';
 import { NatsSummaryPublisher } from '../events/natsSummaryPublisher.js';
 import { ensureOutputTopology, ensureTopology } from '../events/natsTopology.js';
@@ -12,36 +12,42 @@ import { createLogger, resolveLogFormat } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { projectionCapacity } from '../projectors/projectionCapacity.js';
 import { Projector } from '../projectors/projector.js';
-import { createProjectionStore, type ProjectionStore } from '../repository/projectionStore.js';
+import { createProjectionStore, type ProjectionStore } from '../repository/projection/projectionStore.js';
 import { createRepositoryContext, type RepositoryContext } from '../repository/context.js';
 import type { Database } from '../repository/database.js';
-import { nextPendingActionProjectionEpoch } from '../repository/meta.js';
+import { nextPendingActionProjectionEpoch } from '../repository/projection/meta.js';
 import { migrateSchema } from '../repository/migrate.js';
 import { inspectRequiredIndexes, unservedIndexes } from '../repository/schema/indexInspection.js';
 import { detectSchema, type SchemaModeSetting } from '../repository/schema/schemaMode.js';
-import { createClarificationService, type ClarificationService } from '../services/clarificationService.js';
-import { createTaskService, type TaskService } from '../services/taskService.js';
-import { createClarificationStore } from '../repository/clarificationStore.js';
-import { createTaskStore } from '../repository/taskStore.js';
+import { createClarificationService, type ClarificationService } from '../services/clarifications/clarificationService.js';
+import { createTaskService, type TaskService } from '../services/tasks/taskService.js';
+import { createClarificationStore } from '../repository/clarifications/clarificationStore.js';
+import { createTaskStore } from '../repository/tasks/taskStore.js';
 import { detectTimestampForms, type TimestampFormOptions } from '../repository/timestampForms.js';
 import { systemClock, type Clock } from '../timestamps.js';
 import type { NatsClientSettings } from './natsConnectionOptions.js';
-import { NatsPlanCommentPublisher } from '../events/natsPlanCommentPublisher.js';
-import { NatsTurnStartHook } from '../events/natsTurnStartHook.js';
+import { NatsPlanCommentPublisher } from '../events/planComments/natsPlanCommentPublisher.js';
+import { NatsTurnStartHook } from '../events/prompts/natsTurnStartHook.js';
 import { createTaskAdmission } from '../repository/admission/taskAdmission.js';
-import { createPlanCommentStore, openPlanCommentStore } from '../repository/planCommentStore.js';
-import { PROMPTABLE_SESSION_STATES } from '../repository/promptAcceptance.js';
-import { acceptanceRecorded } from '../repository/promptReplay.js';
-import { getPrimarySession, getSession, getTask } from '../repository/tasks.js';
+import { createPlanCommentStore, openPlanCommentStore } from '../repository/planComments/planCommentStore.js';
+import { detectPlanCommentSchema, type PlanCommentSchema } from '../repository/schema/planCommentTables.js';
+import { PROMPTABLE_SESSION_STATES } from '../repository/prompts/promptAcceptance.js';
+import { acceptanceRecorded } from '../repository/prompts/promptReplay.js';
+import { getPrimarySession, getSession, getTask } from '../repository/tasks/tasks.js';
 import { NO_PROMPT_DISPATCH, type PromptDispatch } from '../services/promptDispatch.js';
 import type { Failpoints } from '../failpoints.js';
-import { NatsPromptDelivery } from '../events/natsPromptDelivery.js';
-import { createPromptReceiptStore, type PromptReceiptCount } from '../repository/promptReceiptStore.js';
+import { NatsPromptDelivery } from '../events/prompts/natsPromptDelivery.js';
+import { createPromptReceiptStore, type PromptReceiptCount } from '../repository/prompts/promptReceiptStore.js';
 import { createPromptDispatcher, type PromptDispatcher } from '../services/promptDispatcher.js';
 import { reconcilePromptReceipts, type PromptReconcileReport } from '../services/reconcilePromptReceipts.js';
-import type { TurnStartHook } from '../services/turnStartHook.js';
-import { createPlanCommentService, type PlanCommentService } from '../services/planCommentService.js';
-import { NO_TURN_START_HOOK } from '../services/turnStartHook.js';
+import type { TurnStartHook } from '../services/prompts/turnStartHook.js';
+import { createPlanCommentService, type PlanCommentService } from '../services/planComments/planCommentService.js';
+import { createPlanCommentPublisher, type PlanCommentPublisher } from '../services/planComments/planCommentEvents.js';
+import { createPromptService, type PromptService, type PromptTargets } from '../services/prompts/promptService.js';
+import { createAttachmentService, type AttachmentService } from '../services/attachments/attachmentService.js';
+import { createAttachmentStore } from '../repository/attachments/attachmentStore.js';
+import { createPromptStore } from '../repository/prompts/promptStore.js';
+import { NO_TURN_START_HOOK } from '../services/prompts/turnStartHook.js';
 import { ADD_INDEXES_COMMAND } from './addIndexesCommand.js';
 import type { DatabaseConfig } from './connectDatabase.js';
 import { probeDatabase } from './connectDatabase.js';
@@ -163,7 +169,7 @@ export function createTasks(parts: Parts, logger: Logger): TaskService {
   return createTaskService({ store: createTaskStore(parts.ctx), reproject: (taskId) => parts.projector.reproject(taskId), logger });
 }
 
-/** What the plan-comment service reads of the configuration (each with its config.ts default when absent). */
+/** What the prompt, plan-comment and attachment services read of the configuration (each with its config.ts default when absent). */
 export type PlanCommentsConfig = Partial<Pick<Config, 'admissionLockTimeoutMs' | 'turnStartHookSubject' | 'turnStartHookTimeoutMs' | 'queueMaxPerSession'>>;
 
 /** The turn-start hook of TURN_START_HOOK_SUBJECT (none when empty): admission's, and the dispatcher's for queued prompts. */
@@ -218,55 +224,72 @@ export async function createPromptDelivery(
   };
 }
 
+/** The endpoints' services over this database's plan-comment, prompt and attachment tables. */
+export interface PromptServices {
+  endpoints: { planComments: PlanCommentService; prompts: PromptService; attachments: AttachmentService };
+  /** The collection events both services issue; the worker waits for them on stop, after the endpoints. */
+  commentEvents: PlanCommentPublisher;
+}
+
+/** What a prompt may be sent to, read from the task and session rows. */
+function promptTargets(ctx: RepositoryContext, schema: PlanCommentSchema): PromptTargets {
+  const promptable = (state: string) => PROMPTABLE_SESSION_STATES.includes(state);
+  return {
+    async session(sessionId) {
+      const session = await getSession(ctx, sessionId);
+      return session ? { taskId: session.taskId, state: session.state, promptable: promptable(session.state) } : undefined;
+    },
+    async task(taskId) {
+      const task = await getTask(ctx, taskId);
+      if (!task) return undefined;
+      const primary = await getPrimarySession(ctx, taskId);
+      return { archived: task.archivedAt !== null, primary: primary ? { sessionId: primary.id, state: primary.state, promptable: promptable(primary.state) } : null };
+    },
+    async archived(taskId) {
+      const task = await getTask(ctx, taskId);
+      return task ? task.archivedAt !== null : undefined;
+    },
+    callerIdUsed: (callerId) => acceptanceRecorded(ctx, schema, callerId),
+  };
+}
+
 /**
- * The one construction of the plan-comment service (the plan-comment, message.send, Run, queue and
- * attachment endpoints): the store over the database's tables, the task admission over the pool
- * (refuses a PostgreSQL pool under 2 connections), the turn-start hook of TURN_START_HOOK_SUBJECT
- * (none when empty), and the collection event publisher.
+ * The one construction of the plan-comment, prompt (message.send, Run, queue) and attachment
+ * services: their stores over the database's tables, the task admission over the pool (refuses a
+ * PostgreSQL pool under 2 connections), the turn-start hook of TURN_START_HOOK_SUBJECT (none when
+ * empty), and the collection event publisher they share.
  */
-export async function createPlanComments(
+export async function createPromptServices(
   parts: Parts,
   deps: { nc: NatsConnection; config: PlanCommentsConfig; logger: Logger; dispatch?: PromptDispatch; failpoints?: Failpoints },
-): Promise<PlanCommentService> {
+): Promise<PromptServices> {
   const { ctx } = parts;
-  const store = await openPlanCommentStore(ctx);
+  const schema = await detectPlanCommentSchema(ctx);
+  const comments = createPlanCommentStore(ctx, schema);
   const admission = createTaskAdmission(parts.db, {
     lockTimeoutMs: deps.config.admissionLockTimeoutMs ?? 5_000,
     onWarning: (message) => deps.logger.warn({ component: 'admission' }, message),
   });
-  const hook = createTurnStartHook(parts, deps.nc, deps.config);
-  const promptable = (state: string) => PROMPTABLE_SESSION_STATES.includes(state);
-  return createPlanCommentService({
+  const commentEvents = createPlanCommentPublisher(new NatsPlanCommentPublisher(deps.nc, parts.topology, parts.clock), deps.logger);
+  const planComments = createPlanCommentService({ ctx, store: comments, storeIn: (tx) => createPlanCommentStore(tx, schema), admission, comments: commentEvents });
+  const prompts = createPromptService({
     ctx,
-    store,
-    storeIn: (tx) => createPlanCommentStore(tx, store.schema),
+    prompts: createPromptStore(ctx, schema),
+    promptsIn: (tx) => createPromptStore(tx, schema),
+    comments,
+    commentEvents,
     admission,
-    hook,
-    events: new NatsPlanCommentPublisher(deps.nc, parts.topology, parts.clock),
+    hook: createTurnStartHook(parts, deps.nc, deps.config),
+    targets: promptTargets(ctx, schema),
     queueEvents: { events: new NatsEventPublisher(deps.nc, parts.topology, parts.clock), refreshSummary: (taskId) => parts.projector.reproject(taskId) },
     queueMaxPerSession: deps.config.queueMaxPerSession ?? 10,
     // The worker's dispatcher; without one (one-shot commands, tests of admission alone) receipts wait for a worker.
     dispatch: deps.dispatch ?? NO_PROMPT_DISPATCH,
     failpoints: deps.failpoints,
     logger: deps.logger,
-    targets: {
-      async session(sessionId) {
-        const session = await getSession(ctx, sessionId);
-        return session ? { taskId: session.taskId, state: session.state, promptable: promptable(session.state) } : undefined;
-      },
-      async task(taskId) {
-        const task = await getTask(ctx, taskId);
-        if (!task) return undefined;
-        const primary = await getPrimarySession(ctx, taskId);
-        return { archived: task.archivedAt !== null, primary: primary ? { sessionId: primary.id, state: primary.state, promptable: promptable(primary.state) } : null };
-      },
-      async archived(taskId) {
-        const task = await getTask(ctx, taskId);
-        return task ? task.archivedAt !== null : undefined;
-      },
-      callerIdUsed: (callerId) => acceptanceRecorded(ctx, store.schema, callerId),
-    },
   });
+  const attachments = createAttachmentService({ store: createAttachmentStore(ctx, schema) });
+  return { endpoints: { planComments, prompts, attachments }, commentEvents };
 }
 
 /** Migrations, stores, epoch, topology, publisher and projector, in that order. */

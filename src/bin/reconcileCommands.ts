@@ -1,9 +1,9 @@
 import type { Config } from '../config.js';
 import { reconcileTasks } from '../projectors/reconcile.js';
-import { createProjectionStore } from '../repository/projectionStore.js';
+import { createProjectionStore } from '../repository/projection/projectionStore.js';
 import { unappliedMigrations } from '../repository/migrate.js';
 import { resolveSchemaMode } from '../repository/schema/schemaMode.js';
-import { countTasks } from '../repository/tasks.js';
+import { countTasks } from '../repository/tasks/tasks.js';
 import { SqliteFileMissingError } from '../repository/database.js';
 import { storesOf, withCommandParts } from './assembly.js';
 import { openDatabase, probeDatabase } from './connectDatabase.js';

@@ -1,7 +1,7 @@
 import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
 import type { Config } from '../config.js';
 import { parseEvent } from '../events/envelope.js';
-import { taskIdOfSession } from '../repository/tasks.js';
+import { taskIdOfSession } from '../repository/tasks/tasks.js';
 import { withCommandParts } from './assembly.js';
 import { createProgressReporter } from './progress.js';
 import { plural } from './plural.js';

@@ -10,12 +10,12 @@ import { bootReconcile, type BootReconcileOutcome, type Lease } from '../project
 import type { Projector } from '../projectors/projector.js';
 import type { RepositoryContext } from '../repository/context.js';
 import type { Database } from '../repository/database.js';
-import { acquireLease, releaseLease } from '../repository/leases.js';
-import type { ClarificationService } from '../services/clarificationService.js';
+import { acquireLease, releaseLease } from '../repository/projection/leases.js';
+import type { ClarificationService } from '../services/clarifications/clarificationService.js';
 import type { Clock } from '../timestamps.js';
 import { createFailpoints, type Failpoints } from '../failpoints.js';
 import { TASK_SESSION_STATE_CHANGED } from '../events/kandevEvents.js';
-import { assembleParts, createClarifications, createPlanComments, createPromptDelivery, createTasks } from './assembly.js';
+import { assembleParts, createClarifications, createPromptDelivery, createPromptServices, createTasks } from './assembly.js';
 import { startComponents, type WorkerComponent } from './worker/component.js';
 import { consumerLagProbe } from './worker/consumerLagProbe.js';
 import { deliveryRecoveryLoop } from './worker/deliveryRecoveryLoop.js';
@@ -144,7 +144,7 @@ async function startHoldingLock(deps: WorkerDeps, releaseLock: () => void): Prom
     maxAgeMs: PROMPT_RECEIPTS_MAX_AGE_MS,
     onError: (err) => metricsLog.warn({ err }, 'could not count the prompt receipts for /metrics; the gauge keeps its last values'),
   });
-  const planComments = await createPlanComments(parts, { nc, config, logger, dispatch: prompts.dispatcher, failpoints });
+  const promptServices = await createPromptServices(parts, { nc, config, logger, dispatch: prompts.dispatcher, failpoints });
   let serving = false;
 
   // A session that went idle or finished a turn may take its next prompt now, not at the next poll.
@@ -201,8 +201,8 @@ async function startHoldingLock(deps: WorkerDeps, releaseLock: () => void): Prom
     promptDispatcherComponent({ dispatcher: prompts.dispatcher, reconcile: prompts.reconcile, reconcileEveryMs: config.reservationTtlMs ?? 30_000, pollEveryMs: config.dispatchPollMs ?? 1_000, logger }),
     deliveryRecoveryLoop({ recover: (options) => clarifications.recoverPendingDeliveries(options), graceMs: config.respondDeadlineMs + RECOVERY_MARGIN_MS, logger }),
     // Stopped after the endpoints: the collection events of the last requests they answered go out.
-    { name: 'plan-comment-events', start: async () => undefined, stop: () => planComments.eventsSettled() },
-    serviceEndpointsComponent({ nc, topology, clarifications, tasks: createTasks(parts, logger), planComments, logger, maxRequestBytes: config.maxEventBytes, metrics }),
+    { name: 'plan-comment-events', start: async () => undefined, stop: () => promptServices.commentEvents.settled() },
+    serviceEndpointsComponent({ nc, topology, clarifications, tasks: createTasks(parts, logger), ...promptServices.endpoints, logger, maxRequestBytes: config.maxEventBytes, metrics }),
     reconcile,
   ];
   const started = await startComponents(deps.arrangeComponents?.(components) ?? components, logger);

@@ -32,7 +32,7 @@ export {
 export type { ListPendingRequest, RespondRequest, SessionRequest, TaskRequest } from '../services/requests.js';
 export { REPLY_ERROR_CODES } from '../services/replyErrorCodes.js';
 export type * from '../services/replies.js';
-export type { ClarificationAnswerPayload, ClarificationDeliveryPayload } from '../services/clarificationPorts.js';
+export type { ClarificationAnswerPayload, ClarificationDeliveryPayload } from '../services/clarifications/clarificationPorts.js';
 export { MESSAGE_QUEUE_STATUS_CHANGED, PLAN_COMMENTS_UPDATED, SERVICE_SUBJECT_ROOT, topologyFor } from '../events/subjects.js';
 export type { QueueStatusChangedData } from '../events/kandevEvents.js';
 export type { Topology } from '../events/subjects.js';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import type { Clock } from '../timestamps.js';
-import type { EventPublisher } from '../services/clarificationPorts.js';
+import type { EventPublisher } from '../services/clarifications/clarificationPorts.js';
 import { createEnvelope } from './envelope.js';
 import type { KandevEvent } from './kandevEvents.js';
 import type { Topology } from './subjects.js';

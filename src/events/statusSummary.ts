@@ -3,7 +3,7 @@ import { ERROR_CODES, PendingProjectorError } from '../errors.js';
 
 /**
  * Kandev's task status summary. This worker owns two fields: `pending_action`, and, since it
- * admits queued prompts (seed 004; design Q5, C1), `queued_prompt_count`, the task's waiting
+ * admits queued prompts, `queued_prompt_count`, the task's waiting
  * queued prompts (omitted at 0, as Kandev does). Every other field (activity, sessions, errors, Git,
  * pull requests, and anything a newer producer adds) is carried through untouched.
  *

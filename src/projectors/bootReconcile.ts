@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Metrics } from '../metrics.js';
-import type { ProjectionStore } from '../repository/projectionStore.js';
+import type { ProjectionStore } from '../repository/projection/projectionStore.js';
 import { reconcileTasks, type ReconcileProgress } from './reconcile.js';
 
 /**

@@ -9,7 +9,7 @@ import {
   withPendingAction,
   withQueuedPromptCount,
 } from '../events/statusSummary.js';
-import type { StoredStatusSummary, TaskPendingState } from '../repository/projectionStore.js';
+import type { StoredStatusSummary, TaskPendingState } from '../repository/projection/projectionStore.js';
 import { microsToTimestamp, timestampToMicros } from '../timestamps.js';
 import type { SummaryUpdate } from './ports.js';
 

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { ConflictExhaustedError, DuplicateRevisionsError } from '../errors.js';
-import type { ProjectionStore, ProjectionTransaction, StoredStatusSummary, TaskPendingState } from '../repository/projectionStore.js';
+import type { ProjectionStore, ProjectionTransaction, StoredStatusSummary, TaskPendingState } from '../repository/projection/projectionStore.js';
 import { atNextRevision, decideNextSummary, type SummaryChange } from './decideNextSummary.js';
 import type { SummaryPublisher } from './ports.js';
 import { NO_SLOT, type TransactionSlot } from './projectionScheduler.js';

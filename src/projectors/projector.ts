@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { EventData } from '../events/envelope.js';
 import type { Metrics } from '../metrics.js';
-import type { ProjectionStore } from '../repository/projectionStore.js';
+import type { ProjectionStore } from '../repository/projection/projectionStore.js';
 import type { PendingAction } from '../turns/pendingAction.js';
 import { relevanceOf } from './eventRelevance.js';
 import type { SessionPendingActionUpdate, SummaryPublisher } from './ports.js';

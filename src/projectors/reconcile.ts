@@ -1,5 +1,5 @@
 import { parseStoredSummary, pendingActionOf, queuedPromptCountOf } from '../events/statusSummary.js';
-import type { ProjectionStore } from '../repository/projectionStore.js';
+import type { ProjectionStore } from '../repository/projection/projectionStore.js';
 import type { PendingAction } from '../turns/pendingAction.js';
 
 export type DriftKind = 'missing' | 'stale' | 'corrupt';

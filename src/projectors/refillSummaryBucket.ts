@@ -1,5 +1,5 @@
 import { parseStoredSummary, SummaryParseError, toPublishedSummary } from '../events/statusSummary.js';
-import type { ProjectionStore } from '../repository/projectionStore.js';
+import type { ProjectionStore } from '../repository/projection/projectionStore.js';
 import type { SummaryUpdate } from './ports.js';
 
 export interface RefillProgress {

@@ -78,7 +78,7 @@ export interface SqlDialect {
    * A text expression that orders and compares as the instant in timestamp column `column` of a
    * Kandev-owned table, in the canonical form truncated to microseconds, so it also compares with a
    * bound canonical instant and equals what `readStoredTimestamp` gives JavaScript for the row. Every
-   * ORDER BY, MIN/MAX and comparison on such a column goes through it (spec D1, D9). It is the column
+   * ORDER BY, MIN/MAX and comparison on such a column goes through it, so both dialects resolve the same current turn. It is the column
    * itself wherever text order already is time order (PostgreSQL, canonical-only SQLite), so those
    * statements, and the indexes that serve them, stay as they are.
    */

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { storedNow, withTransaction, type RepositoryContext } from './context.js';
 import { toMessageRecord, type MessageRecord } from './rowMapping.js';
 import { lockSessionTurnWrites } from './sessionLocks.js';
-import { SessionNotFoundError, createLifecycleTurn, getActiveTurn, startTurn } from './turns.js';
+import { SessionNotFoundError, createLifecycleTurn, getActiveTurn, startTurn } from './turns/turns.js';
 import { toCanonicalTimestamp } from '../timestamps.js';
 
 export interface CreateMessageInput {

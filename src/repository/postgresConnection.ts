@@ -4,11 +4,7 @@ import { DatabaseUrlError } from './databaseUrlError.js';
 
 /**
  * How a PostgreSQL `DATABASE_URL` becomes the driver's connection settings, with libpq's meaning of
- * the TLS parameters rather than the driver's.
- *
- * pg's connection-string parser (2.x) treats `sslmode=require` and `verify-ca` as `verify-full`
- * unless `uselibpqcompat=true` is also given, and reads `sslrootcert` itself. So this module takes
- * the TLS parameters out of the URL and builds the TLS options once, here:
+ * the TLS parameters (pg 2.x's parser reads `require` and `verify-ca` as `verify-full`), built here:
  *
  * - `disable` (or no `sslmode`): no TLS.
  * - `require`: encrypted, the certificate not checked; with an `sslrootcert` it behaves as

@@ -66,7 +66,7 @@ export interface PromptIdentity {
 }
 
 /**
- * A prompt's identity (design sketch §6 Q3). The preflight's observations (the primary it resolved,
+ * A prompt's identity: what a replay under the same caller id must repeat. The preflight's observations (the primary it resolved,
  * the state it saw) are not part of it: a replay after the primary moved is still the same Run.
  */
 export function promptRequestFingerprint(identity: PromptIdentity): string {

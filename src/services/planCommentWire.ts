@@ -1,4 +1,6 @@
-import type { AcceptedPrompt, AttachmentRecord, PlanCommentRecord, PlanCommentSnapshot, PromptReceiptRecord, StoreFailure } from '../repository/planCommentStore.js';
+import type { AttachmentRecord } from '../repository/attachments/attachmentStore.js';
+import type { PlanCommentRecord, PlanCommentSnapshot, StoreFailure } from '../repository/planComments/planCommentStore.js';
+import type { AcceptedPrompt, PromptReceiptRecord } from '../repository/prompts/promptStore.js';
 import type { ReplyFailure } from './replyErrorCodes.js';
 
 /**

@@ -2,13 +2,13 @@ import type { Logger } from 'pino';
 import type { KandevEvent } from '../events/kandevEvents.js';
 import type { Metrics } from '../metrics.js';
 import type { Failpoints } from '../failpoints.js';
-import type { PromptDeliveryLabel, PromptReceiptRecord, PromptReceiptStore, PromptTranscript } from '../repository/promptReceiptStore.js';
-import type { AgentPromptDelivery, PromptAttachmentPayload, PromptPayload } from './agentPromptDelivery.js';
-import type { EventPublisher, RefreshSummary } from './clarificationPorts.js';
+import type { PromptDeliveryLabel, PromptReceiptRecord, PromptReceiptStore, PromptTranscript } from '../repository/prompts/promptReceiptStore.js';
+import type { AgentPromptDelivery, PromptAttachmentPayload, PromptPayload } from './prompts/agentPromptDelivery.js';
+import type { EventPublisher, RefreshSummary } from './clarifications/clarificationPorts.js';
 import type { PromptDispatch } from './promptDispatch.js';
-import { queueStatusChanged, reservedTurnStarted, sessionClaimedRunning, transcriptAdded, transcriptLabelled } from './promptEvents.js';
+import { queueStatusChanged, reservedTurnStarted, sessionClaimedRunning, transcriptAdded, transcriptLabelled } from './prompts/promptEvents.js';
 import { publishOrRefresh } from './publishOrRefresh.js';
-import type { TurnStartHook } from './turnStartHook.js';
+import type { TurnStartHook } from './prompts/turnStartHook.js';
 
 /**
  * The prompt dispatcher (design §3.3): delivers each session's durable prompt receipts to its

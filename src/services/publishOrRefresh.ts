@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { coerceError } from '../errors.js';
 import type { KandevEvent } from '../events/kandevEvents.js';
-import type { EventPublisher, RefreshSummary } from './clarificationPorts.js';
+import type { EventPublisher, RefreshSummary } from './clarifications/clarificationPorts.js';
 
 /**
  * How a service's committed write reaches the task summary. The summary reprojects from the events

@@ -3,13 +3,15 @@ import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { Topology } from '../events/subjects.js';
 import { NatsPermissionError, subscriptionDenial } from '../events/natsPermissions.js';
-import type { ClarificationService } from './clarificationService.js';
+import type { ClarificationService } from './clarifications/clarificationService.js';
 import { serveEndpoint, type AnyReply, type ReplyCode } from './endpoint.js';
 import { ENDPOINT_REQUEST_SCHEMAS, type EndpointName, type EndpointRequest } from './endpointRequestSchemas.js';
 import { ENDPOINTS } from './requests.js';
 import { GUARD_FAILURE_FIELDS } from './replies.js';
-import type { TaskService } from './taskService.js';
-import type { PlanCommentService } from './planCommentService.js';
+import type { TaskService } from './tasks/taskService.js';
+import type { PlanCommentService } from './planComments/planCommentService.js';
+import type { PromptService } from './prompts/promptService.js';
+import type { AttachmentService } from './attachments/attachmentService.js';
 import type { Metrics } from '../metrics.js';
 
 export interface ServiceEndpointsOptions {
@@ -17,8 +19,12 @@ export interface ServiceEndpointsOptions {
   topology: Topology;
   clarifications: ClarificationService;
   tasks: TaskService;
-  /** Absent: the plan-comment, message, queue and attachment endpoints are not served (embedders without them). */
+  /** Absent: the plan-comment and plan.delete endpoints are not served (embedders without them). */
   planComments?: PlanCommentService;
+  /** Absent: message.send, plan_comment.run and the queue endpoints are not served. */
+  prompts?: PromptService;
+  /** Absent: attachment.stage is not served. */
+  attachments?: AttachmentService;
   logger: Logger;
   maxRequestBytes: number;
   /** Counts each endpoint's replies by code and observes their latency. */
@@ -30,7 +36,7 @@ export interface ServiceEndpointsOptions {
  * Each one validates its body and sends its service's reply value as it is.
  */
 export async function startServiceEndpoints(options: ServiceEndpointsOptions): Promise<{ stop(): Promise<void> }> {
-  const { nc, topology, logger, maxRequestBytes, clarifications, tasks, planComments: plans } = options;
+  const { nc, topology, logger, maxRequestBytes, clarifications, tasks, planComments: plans, prompts, attachments } = options;
   // Each endpoint's body is validated by its schema in ENDPOINT_REQUEST_SCHEMAS, the table the fuzz
   // tests walk. The handler is typed by that schema's output at each call below; the cast only
   // hides it from serveEndpoint, as TypeScript does not carry the table's indexed type through.
@@ -71,14 +77,18 @@ export async function startServiceEndpoints(options: ServiceEndpointsOptions): P
           serve(ENDPOINTS.planCommentUpdate, (request) => plans.update(request)),
           serve(ENDPOINTS.planCommentDelete, (request) => plans.remove(request)),
           serve(ENDPOINTS.planCommentImportLegacy, (request) => plans.importLegacy(request)),
-          serve(ENDPOINTS.planCommentRun, (request) => plans.run(request)),
           serve(ENDPOINTS.planDelete, (request) => plans.deletePlan(request)),
-          serve(ENDPOINTS.messageSend, (request) => plans.send(request)),
-          serve(ENDPOINTS.queueEnqueue, (request) => plans.enqueue(request)),
-          serve(ENDPOINTS.queueList, (request) => plans.listQueue(request)),
-          serve(ENDPOINTS.attachmentStage, (request) => plans.stageAttachment(request)),
         ]
       : []),
+    ...(prompts
+      ? [
+          serve(ENDPOINTS.planCommentRun, (request) => prompts.run(request)),
+          serve(ENDPOINTS.messageSend, (request) => prompts.send(request)),
+          serve(ENDPOINTS.queueEnqueue, (request) => prompts.enqueue(request)),
+          serve(ENDPOINTS.queueList, (request) => prompts.listQueue(request)),
+        ]
+      : []),
+    ...(attachments ? [serve(ENDPOINTS.attachmentStage, (request) => attachments.stageAttachment(request))] : []),
   ];
   // A refused subscription is answered before the flush's PONG, and ends its endpoint's loop.
   await nc.flush();

@@ -1,5 +1,5 @@
 /**
- * pending_action vocabulary and the task-level rule (domain reference §5). Per session the
+ * pending_action vocabulary and the task-level rule. Per session the
  * database decides (clarification beats permission); per task, over input-capable sessions only,
  * permission beats clarification.
  */

@@ -1,38 +1,13 @@
 /**
- * The deterministic expansion of pending plan comments into the visible prompt (seed 004: "The
- * backend expands trusted persisted comment rows into the visible prompt"). Pure and
+ * The deterministic expansion of pending plan comments into the visible prompt. Pure and
  * dependency-free, so a UI can preview exactly the text the backend will send; the backend calls
  * it with the comment rows it read inside the accepting transaction, never with text a client sent.
  *
- * The text, for comments sorted by (created_at, id):
- *
- * ```
- * ### Plan Comments
- * <blank line>
- * for each comment:
- *   if selected_text is not empty:
- *     FENCE
- *     selected_text
- *     FENCE
- *   every line of body, each prefixed with "> "
- *   <blank line>
- * ---
- * <blank line>
- * content
- * ```
- *
- * - FENCE is a run of backticks one longer than the longest run inside `selected_text`, and at
- *   least three, so the selected text can never close its own fence.
- * - CRLF and lone CR become LF in `selected_text`, `body` and `content` (the store also normalises
- *   comments when it writes them; rows from another producer are normalised here).
- * - Empty `content` (nothing but whitespace) gives the block alone: the heading and the comments,
- *   ending with the last comment's blank line, without the `---` separator.
- * - No comments: `content` alone, unchanged apart from line endings. No heading.
- * - Nothing is trimmed or escaped inside `selected_text` or `body`: they are quoted verbatim, and
- *   the fence and the `> ` prefixes keep them from being read as structure.
- *
- * Kandev's formatter (`plancomments/format.go`) writes the same heading, fence, quote and separator;
- * the longer fence and the line-ending rule are this project's deterministic hardening.
+ * Kandev's `### Plan Comments` block: per comment in (created_at, id) order, the selected text in a
+ * backtick fence one longer than any run inside it (at least three), then the body as `> ` lines;
+ * then `---` and the content. Line endings become LF; nothing else is trimmed or escaped. Empty
+ * content gives the block alone, no comments the content alone. ADR 0002 ("The prompt text") gives
+ * the exact layout; unit tests pin the bytes.
  */
 
 /** A comment as the formatter needs it: the wire shape of a snapshot's comment (`plan_comment.list`). */
@@ -43,7 +18,7 @@ export interface PromptPlanComment {
   readonly created_at: string;
 }
 
-/** Limits of seed 004's design (§6 Q3). Endpoints check the per-field ones; the store the rest. */
+/** The plan-comment and prompt size limits. Endpoints check the per-field ones; the store the rest. */
 export const PLAN_COMMENT_LIMITS = {
   /** Code points of a comment body after trimming: 1 to this. */
   bodyMaxCodePoints: 8000,

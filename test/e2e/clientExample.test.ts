@@ -4,7 +4,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
 import { silentLogger } from '../../src/logger.js';
-import { listUnresolvedClarificationBundles } from '../../src/repository/clarifications.js';
+import { listUnresolvedClarificationBundles } from '../../src/repository/clarifications/clarifications.js';
 import { seedSandboxWorkspace, type SandboxWorkspace } from '../../src/repository/sandbox/seedSandboxWorkspace.js';
 import { openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, natsUrl, uniquePrefix } from '../support/nats.js';

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
 import { PLAN_COMMENTS_UPDATED } from '../../src/events/subjects.js';
 import { silentLogger } from '../../src/logger.js';
-import { createSession } from '../../src/repository/tasks.js';
+import { createSession } from '../../src/repository/tasks/tasks.js';
 import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
 import type { PlanCommentsPayload } from '../../src/services/planCommentWire.js';
 import { collectEvents } from '../support/busEvents.js';

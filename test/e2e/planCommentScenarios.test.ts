@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
 import { topologyFor } from '../../src/events/subjects.js';
 import type { DialectName } from '../../src/repository/dialect.js';
-import { createSession } from '../../src/repository/tasks.js';
+import { createSession } from '../../src/repository/tasks/tasks.js';
 import { advisoryLockWaiters } from '../support/advisoryLocks.js';
 import { describeEachDialect, isAvailable, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { createGate, type Gate } from '../support/gate.js';

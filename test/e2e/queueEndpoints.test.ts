@@ -7,7 +7,7 @@ import { TASK_SESSION_STATE_CHANGED } from '../../src/events/kandevEvents.js';
 import { MESSAGE_QUEUE_STATUS_CHANGED, PLAN_COMMENTS_UPDATED } from '../../src/events/subjects.js';
 import { silentLogger } from '../../src/logger.js';
 import { rawRows } from '../../src/repository/context.js';
-import { createSession, setSessionState } from '../../src/repository/tasks.js';
+import { createSession, setSessionState } from '../../src/repository/tasks/tasks.js';
 import { instantAfter } from '../../src/timestamps.js';
 import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
 import { collectEvents } from '../support/busEvents.js';

@@ -7,7 +7,7 @@ import { createPendingProjectorClient, type PendingProjectorClient } from '../..
 import { MESSAGE_QUEUE_STATUS_CHANGED } from '../../src/events/subjects.js';
 import { silentLogger } from '../../src/logger.js';
 import { rawRows, withTransaction, type RepositoryContext } from '../../src/repository/context.js';
-import { createPlanCommentStore, openPlanCommentStore } from '../../src/repository/planCommentStore.js';
+import { createPromptStore, openPromptStore } from '../../src/repository/prompts/promptStore.js';
 import { instantAfter } from '../../src/timestamps.js';
 import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
 import { collectEvents } from '../support/busEvents.js';
@@ -121,10 +121,10 @@ describeEachSchemaAndDialect('queued_prompt_count in the task summary on %s', (d
     // dispatcher delivered it: the real acceptance and the state change commit together, so the
     // worker's dispatcher never sees the session promptable, and the direct receipt waits.
     const direct = randomUUID();
-    const schemaOfStore = (await openPlanCommentStore(ctx)).schema;
+    const schemaOfStore = (await openPromptStore(ctx)).schema;
     const accepted = await withTransaction(ctx, async (tx) => {
       await rawRows(tx, `UPDATE task_sessions SET state = 'IDLE' WHERE id = ?`, [sessionId]);
-      const outcome = await createPlanCommentStore(tx, schemaOfStore).acceptPrompt({ callerId: direct, target: { kind: 'session', sessionId }, content: 'now' });
+      const outcome = await createPromptStore(tx, schemaOfStore).acceptPrompt({ callerId: direct, target: { kind: 'session', sessionId }, content: 'now' });
       await rawRows(tx, `UPDATE task_sessions SET state = 'RUNNING' WHERE id = ?`, [sessionId]);
       return outcome;
     });

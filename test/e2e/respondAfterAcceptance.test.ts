@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/logger.js';
-import { claimClarificationBundle } from '../../src/repository/clarificationClaims.js';
-import { findMessagesByPendingId } from '../../src/repository/clarifications.js';
+import { claimClarificationBundle } from '../../src/repository/clarifications/clarificationClaims.js';
+import { findMessagesByPendingId } from '../../src/repository/clarifications/clarifications.js';
 import { createDatabase } from '../../src/repository/database.js';
 import type { RepositoryContext } from '../../src/repository/context.js';
 import { migrateSchema } from '../../src/repository/migrate.js';
-import type { ClarificationDelivery } from '../../src/services/clarificationPorts.js';
-import { createClarificationStore } from '../../src/repository/clarificationStore.js';
-import { createClarificationService } from '../../src/services/clarificationService.js';
+import type { ClarificationDelivery } from '../../src/services/clarifications/clarificationPorts.js';
+import { createClarificationStore } from '../../src/repository/clarifications/clarificationStore.js';
+import { createClarificationService } from '../../src/services/clarifications/clarificationService.js';
 import type { TestDatabase } from '../support/databases.js';
 import { openSchemaDatabase, rowWriter, SCHEMA_KINDS, serviceContext, type RowWriter } from '../support/rowWriters.js';
 

@@ -1,7 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterEach, expect, it } from 'vitest';
 import { createPendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
-import { findMessagesByPendingId } from '../../src/repository/clarifications.js';
+import { findMessagesByPendingId } from '../../src/repository/clarifications/clarifications.js';
 import type { RepositoryContext } from '../../src/repository/context.js';
 import type { DialectName } from '../../src/repository/dialect.js';
 import type { TestDatabase } from '../support/databases.js';

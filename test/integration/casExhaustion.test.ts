@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConflictExhaustedError, ERROR_CODES } from '../../src/errors.js';
 import { createMetrics } from '../../src/metrics.js';
-import { createProjectionStore, type ProjectionStore } from '../../src/repository/projectionStore.js';
-import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
+import { createProjectionStore, type ProjectionStore } from '../../src/repository/projection/projectionStore.js';
+import { loadStatusSummaries } from '../../src/repository/projection/statusSummaries.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { createTestProjector } from '../support/projector.js';
 import { RecordingPublisher } from '../support/recordingPublisher.js';

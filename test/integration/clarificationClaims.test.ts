@@ -7,17 +7,17 @@ import {
   listPendingDeliveries,
   restoreClaimedClarifications,
   type ClaimOutcome,
-} from '../../src/repository/clarificationClaims.js';
+} from '../../src/repository/clarifications/clarificationClaims.js';
 import {
   detachActiveClarifications,
   expireActiveClarificationBundle,
   findActiveClarificationMessages,
-} from '../../src/repository/clarifications.js';
+} from '../../src/repository/clarifications/clarifications.js';
 import type { RepositoryContext } from '../../src/repository/context.js';
 import { createMessage, getMessages, setMessageMetadataText } from '../../src/repository/messages.js';
 import type { MessageRecord } from '../../src/repository/rowMapping.js';
-import { setSessionState } from '../../src/repository/tasks.js';
-import { completeTurn, startTurn } from '../../src/repository/turns.js';
+import { setSessionState } from '../../src/repository/tasks/tasks.js';
+import { completeTurn, startTurn } from '../../src/repository/turns/turns.js';
 import { toCanonicalTimestamp } from '../../src/timestamps.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { withManualClock } from '../support/manualClock.js';

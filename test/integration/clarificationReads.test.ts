@@ -1,17 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimClarificationBundle } from '../../src/repository/clarificationClaims.js';
+import { claimClarificationBundle } from '../../src/repository/clarifications/clarificationClaims.js';
 import {
   InvalidCursorError,
   detachActiveClarifications,
   findActiveClarificationMessages,
   listUnresolvedClarificationBundles,
-} from '../../src/repository/clarifications.js';
+} from '../../src/repository/clarifications/clarifications.js';
 import type { RepositoryContext } from '../../src/repository/context.js';
 import { createMessage, deleteMessage } from '../../src/repository/messages.js';
-import { getPendingActionsBySessionIds } from '../../src/repository/pendingActions.js';
-import { setSessionState } from '../../src/repository/tasks.js';
-import { completeTurn, patchTurnMetadata, startTurn } from '../../src/repository/turns.js';
+import { getPendingActionsBySessionIds } from '../../src/repository/projection/pendingActions.js';
+import { setSessionState } from '../../src/repository/tasks/tasks.js';
+import { completeTurn, patchTurnMetadata, startTurn } from '../../src/repository/turns/turns.js';
 import { toCanonicalTimestamp } from '../../src/timestamps.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { withManualClock } from '../support/manualClock.js';

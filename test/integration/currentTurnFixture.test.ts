@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getActiveTurn, getCurrentTurn } from '../../src/repository/turns.js';
+import { getActiveTurn, getCurrentTurn } from '../../src/repository/turns/turns.js';
 import { newestDurableTurnId } from '../../src/turns/index.js';
 import { loadCurrentTurnFixture, type CurrentTurnFixtureCase } from '../support/currentTurnFixture.js';
 import type { RepositoryContext } from '../../src/repository/context.js';

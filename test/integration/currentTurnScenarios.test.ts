@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { findActiveClarificationMessages, listUnresolvedClarificationBundles } from '../../src/repository/clarifications.js';
-import { claimClarificationBundle } from '../../src/repository/clarificationClaims.js';
+import { findActiveClarificationMessages, listUnresolvedClarificationBundles } from '../../src/repository/clarifications/clarifications.js';
+import { claimClarificationBundle } from '../../src/repository/clarifications/clarificationClaims.js';
 import type { RepositoryContext } from '../../src/repository/context.js';
 import { migrateSchema } from '../../src/repository/migrate.js';
-import { getPendingActionsBySessionIds } from '../../src/repository/pendingActions.js';
-import { getCurrentTurn } from '../../src/repository/turns.js';
+import { getPendingActionsBySessionIds } from '../../src/repository/projection/pendingActions.js';
+import { getCurrentTurn } from '../../src/repository/turns/turns.js';
 import type { TestDatabase } from '../support/databases.js';
 import { describeEachSchemaAndDialect, openSchemaDatabase, rowWriter, serviceContext, type RowWriter } from '../support/rowWriters.js';
 

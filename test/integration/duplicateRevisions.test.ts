@@ -8,8 +8,8 @@ import { ensureOutputTopology, summaryKey } from '../../src/events/natsTopology.
 import { topologyFor, type Topology } from '../../src/events/subjects.js';
 import { silentLogger } from '../../src/logger.js';
 import { projectTask, projectTasks } from '../../src/projectors/projectTasks.js';
-import { createProjectionStore } from '../../src/repository/projectionStore.js';
-import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
+import { createProjectionStore } from '../../src/repository/projection/projectionStore.js';
+import { loadStatusSummaries } from '../../src/repository/projection/statusSummaries.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, uniquePrefix } from '../support/nats.js';
 import { seedTaskWithQuestion } from '../support/seed.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMetrics } from '../../src/metrics.js';
 import type { SummaryUpdate } from '../../src/projectors/ports.js';
-import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
+import { loadStatusSummaries } from '../../src/repository/projection/statusSummaries.js';
 import { createTestProjector } from '../support/projector.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { RecordingPublisher } from '../support/recordingPublisher.js';

@@ -1,17 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimClarificationBundle } from '../../src/repository/clarificationClaims.js';
+import { claimClarificationBundle } from '../../src/repository/clarifications/clarificationClaims.js';
 import {
   detachActiveClarifications,
   expireActiveClarificationBundle,
   findActiveClarificationMessages,
   findMessagesByPendingId,
   listUnresolvedClarificationBundles,
-} from '../../src/repository/clarifications.js';
+} from '../../src/repository/clarifications/clarifications.js';
 import type { RepositoryContext } from '../../src/repository/context.js';
 import { createMessage, getMessage, setMessageMetadataText } from '../../src/repository/messages.js';
-import { getPendingActionsBySessionIds, loadTaskPendingState } from '../../src/repository/pendingActions.js';
-import { completeTurn, getActiveTurn, getCurrentTurn, listVisibleTurns, patchTurnMetadata, startTurn } from '../../src/repository/turns.js';
+import { getPendingActionsBySessionIds, loadTaskPendingState } from '../../src/repository/projection/pendingActions.js';
+import { completeTurn, getActiveTurn, getCurrentTurn, listVisibleTurns, patchTurnMetadata, startTurn } from '../../src/repository/turns/turns.js';
 import { toCanonicalTimestamp } from '../../src/timestamps.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { withManualClock } from '../support/manualClock.js';

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pendingIdOf } from '../../src/repository/clarificationSql.js';
+import { pendingIdOf } from '../../src/repository/clarifications/clarificationSql.js';
 import { rawRows, withTransaction, type RepositoryContext } from '../../src/repository/context.js';
-import { currentTurnAuthority, currentTurnIdSubquery } from '../../src/repository/currentTurnAuthority.js';
+import { currentTurnAuthority, currentTurnIdSubquery } from '../../src/repository/turns/currentTurnAuthority.js';
 import { postgresDialect, type DialectName } from '../../src/repository/dialect.js';
 import { describeEachDialect, isAvailable, openTestDatabase, type TestDatabase } from '../support/databases.js';
 

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listUnresolvedClarificationBundles } from '../../src/repository/clarifications.js';
+import { listUnresolvedClarificationBundles } from '../../src/repository/clarifications/clarifications.js';
 import { createRepositoryContext, type RepositoryContext } from '../../src/repository/context.js';
 import { createMessage } from '../../src/repository/messages.js';
-import { getPendingActionsBySessionIds, loadTaskPendingState } from '../../src/repository/pendingActions.js';
-import { createSession } from '../../src/repository/tasks.js';
-import { listVisibleTurns, startTurn } from '../../src/repository/turns.js';
+import { getPendingActionsBySessionIds, loadTaskPendingState } from '../../src/repository/projection/pendingActions.js';
+import { createSession } from '../../src/repository/tasks/tasks.js';
+import { listVisibleTurns, startTurn } from '../../src/repository/turns/turns.js';
 import { toKandevTimestamp } from '../../src/timestamps.js';
 import type { PendingAction } from '../../src/turns/pendingAction.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RepositoryContext } from '../../src/repository/context.js';
 import { createMessage, deleteMessage } from '../../src/repository/messages.js';
-import { getPendingActionsBySessionIds, loadTaskPendingState, loadTaskPendingStates } from '../../src/repository/pendingActions.js';
-import { createTask, setSessionState } from '../../src/repository/tasks.js';
-import { completeTurn, patchTurnMetadata, startTurn } from '../../src/repository/turns.js';
+import { getPendingActionsBySessionIds, loadTaskPendingState, loadTaskPendingStates } from '../../src/repository/projection/pendingActions.js';
+import { createTask, setSessionState } from '../../src/repository/tasks/tasks.js';
+import { completeTurn, patchTurnMetadata, startTurn } from '../../src/repository/turns/turns.js';
 import { toCanonicalTimestamp } from '../../src/timestamps.js';
 import type { PendingAction } from '../../src/turns/pendingAction.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';

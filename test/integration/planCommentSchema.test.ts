@@ -3,13 +3,12 @@ import { afterEach, expect, it } from 'vitest';
 import * as migration0004 from '../../migrations/0004_task_plan_comments_and_prompt_receipts.js';
 import { rawRows } from '../../src/repository/context.js';
 import { migrateSchema } from '../../src/repository/migrate.js';
-import { openPlanCommentStore } from '../../src/repository/planCommentStore.js';
 import { COMPLETE_PLAN_COMMENT_SCHEMA, detectPlanCommentSchema } from '../../src/repository/schema/planCommentTables.js';
 import { catalogChanges, catalogSnapshot } from '../support/catalog.js';
 import { describeEachDialect, openKandevDatabase, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { createKandevPlanTables } from '../support/kandevPlanSchema.js';
-import { seedPlanTask } from '../support/planComments.js';
-import { createSession, createTask } from '../../src/repository/tasks.js';
+import { openOwnedStore, seedPlanTask } from '../support/planComments.js';
+import { createSession, createTask } from '../../src/repository/tasks/tasks.js';
 
 const PLAN_TABLES = ['task_plans', 'task_plan_comments', 'task_plan_comment_admissions'];
 
@@ -43,7 +42,7 @@ describeEachDialect('plan-comment tables by schema mode on %s', (dialect) => {
   it("beside Kandev's older schema: the plan-comment and attachment features answer unavailable, naming the tables; plain prompts go to our own receipt table", async () => {
     const t = await open(openKandevDatabase(dialect));
     await migrateSchema(t.db);
-    const store = await openPlanCommentStore(t.ctx);
+    const store = await openOwnedStore(t.ctx);
     expect(store.schema).toEqual({
       missingForComments: PLAN_TABLES,
       missingForAttachments: ['task_message_attachments'],
@@ -86,7 +85,7 @@ describeEachDialect('plan-comment tables by schema mode on %s', (dialect) => {
     expect(changes.changed).toEqual([]);
     expect(changes.removed).toEqual([]);
     expect(changes.added.filter((key) => !/^[a-z]+:(pp_|pending_projector_|sqlite_autoindex_pending_projector_)|^table:sqlite_sequence$/.test(key))).toEqual([]);
-    const store = await openPlanCommentStore(t.ctx);
+    const store = await openOwnedStore(t.ctx);
     expect(store.schema).toEqual({ missingForComments: [], missingForAttachments: [], missingForPrompts: [], receiptTable: 'pending_projector_prompt_receipts' });
 
     const task = await seedPlanTask(t.ctx);

@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { legacyCommentId } from '../../src/repository/requestFingerprint.js';
-import type { LegacyPlanDraft, PlanCommentSnapshot, PlanCommentStore } from '../../src/repository/planCommentStore.js';
-import { createSession, setSessionState } from '../../src/repository/tasks.js';
-import { upsertTaskPlan } from '../../src/repository/taskPlans.js';
+import type { LegacyPlanDraft, PlanCommentSnapshot } from '../../src/repository/planComments/planCommentStore.js';
+import { createSession, setSessionState } from '../../src/repository/tasks/tasks.js';
+import { upsertTaskPlan } from '../../src/repository/planComments/taskPlans.js';
 import { PLAN_COMMENT_LIMITS } from '../../src/turns/planCommentPrompt.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { withManualClock } from '../support/manualClock.js';
-import { acceptanceState, ownedStore, seedPlanTask, type PlanTask } from '../support/planComments.js';
+import { acceptanceState, ownedStore, seedPlanTask, type OwnedStores, type PlanTask } from '../support/planComments.js';
 
 const T0 = '2026-09-02T10:00:00.000000Z';
 
@@ -18,7 +18,7 @@ function snapshotOf(result: { ok: boolean } & Partial<{ snapshot: PlanCommentSna
 
 describeEachDialect('the plan-comment collection on %s', (dialect) => {
   let t: TestDatabase;
-  let store: PlanCommentStore;
+  let store: OwnedStores;
   beforeAll(async () => {
     t = await openTestDatabase(dialect);
     store = ownedStore(t.ctx);

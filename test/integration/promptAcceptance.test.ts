@@ -1,19 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRepositoryContext, withTransaction, type RepositoryContext } from '../../src/repository/context.js';
-import type { AcceptPromptInput, PlanCommentRef, PlanCommentStore } from '../../src/repository/planCommentStore.js';
-import { createSession } from '../../src/repository/tasks.js';
-import { startTurn } from '../../src/repository/turns.js';
+import type { AcceptPromptInput, PlanCommentRef } from '../../src/repository/prompts/promptStore.js';
+import { createSession } from '../../src/repository/tasks/tasks.js';
+import { startTurn } from '../../src/repository/turns/turns.js';
 import { formatPlanCommentPrompt } from '../../src/turns/planCommentPrompt.js';
 import { describeEachDialect, openSecondPool, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { withManualClock } from '../support/manualClock.js';
-import { acceptanceState, ownedStore, seedPlanTask, type PlanTask } from '../support/planComments.js';
+import { acceptanceState, ownedStore, seedPlanTask, type OwnedStores, type PlanTask } from '../support/planComments.js';
 
 const T0 = '2026-09-02T10:00:00.000000Z';
 
 describeEachDialect('the accepting transaction on %s', (dialect) => {
   let t: TestDatabase;
-  let store: PlanCommentStore;
+  let store: OwnedStores;
   beforeAll(async () => {
     // A file on SQLite, so a second pool can reach the data; PostgreSQL: a schema either way.
     t = await openTestDatabase(dialect, undefined, { file: true });
@@ -23,13 +23,13 @@ describeEachDialect('the accepting transaction on %s', (dialect) => {
     await t.close();
   });
 
-  async function comment(task: PlanTask, body: string, selectedText = '', using: PlanCommentStore = store): Promise<PlanCommentRef> {
+  async function comment(task: PlanTask, body: string, selectedText = '', using: OwnedStores = store): Promise<PlanCommentRef> {
     const created = await using.createComment({ taskId: task.taskId, planId: task.planId, commentId: randomUUID(), body, selectedText });
     if (!created.ok || !created.comment) throw new Error(`create failed: ${JSON.stringify(created)}`);
     return { id: created.comment.id, version: created.comment.version };
   }
 
-  async function stage(task: PlanTask, overrides: { ownerId?: string; workspaceId?: string; ttlMs?: number } = {}, using: PlanCommentStore = store): Promise<string> {
+  async function stage(task: PlanTask, overrides: { ownerId?: string; workspaceId?: string; ttlMs?: number } = {}, using: OwnedStores = store): Promise<string> {
     const id = randomUUID();
     const staged = await using.stageAttachment({
       id,
@@ -167,7 +167,7 @@ describeEachDialect('the accepting transaction on %s', (dialect) => {
   });
 
   describe('refusing, with every row, revision and attachment state unchanged', () => {
-    async function expectNothingWritten(task: PlanTask, input: AcceptPromptInput, expected: Record<string, unknown>, using: PlanCommentStore = store, ctx: RepositoryContext = t.ctx) {
+    async function expectNothingWritten(task: PlanTask, input: AcceptPromptInput, expected: Record<string, unknown>, using: OwnedStores = store, ctx: RepositoryContext = t.ctx) {
       const before = await acceptanceState(ctx, task.taskId);
       const outcome = await using.acceptPrompt(input);
       expect(outcome).toMatchObject({ ok: false, ...expected });

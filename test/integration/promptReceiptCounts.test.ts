@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { rawRows } from '../../src/repository/context.js';
-import { createPromptReceiptStore } from '../../src/repository/promptReceiptStore.js';
+import { createPromptReceiptStore } from '../../src/repository/prompts/promptReceiptStore.js';
 import { COMPLETE_PLAN_COMMENT_SCHEMA } from '../../src/repository/schema/planCommentTables.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { seedPlanTask } from '../support/planComments.js';

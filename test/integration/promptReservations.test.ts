@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rawRows, type RepositoryContext } from '../../src/repository/context.js';
-import { createPromptReceiptStore, type PromptReceiptStore } from '../../src/repository/promptReceiptStore.js';
+import { createPromptReceiptStore, type PromptReceiptStore } from '../../src/repository/prompts/promptReceiptStore.js';
 import { COMPLETE_PLAN_COMMENT_SCHEMA } from '../../src/repository/schema/planCommentTables.js';
-import { setSessionState } from '../../src/repository/tasks.js';
-import { getCurrentTurn } from '../../src/repository/turns.js';
+import { setSessionState } from '../../src/repository/tasks/tasks.js';
+import { getCurrentTurn } from '../../src/repository/turns/turns.js';
 import { describeEachDialect, openSecondPool, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { createManualClock, type ManualClock } from '../support/manualClock.js';
 import { ownedStore, seedPlanTask, type PlanTask } from '../support/planComments.js';

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Projector } from '../../src/projectors/projector.js';
 import { reconcileTasks } from '../../src/projectors/reconcile.js';
-import { createProjectionStore } from '../../src/repository/projectionStore.js';
+import { createProjectionStore } from '../../src/repository/projection/projectionStore.js';
 import { createTestProjector } from '../support/projector.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { RecordingPublisher } from '../support/recordingPublisher.js';

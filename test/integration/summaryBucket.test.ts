@@ -10,7 +10,7 @@ import { SummaryBucket } from '../../src/events/summaryBucket.js';
 import { silentLogger } from '../../src/logger.js';
 import { createMetrics } from '../../src/metrics.js';
 import { refillSummaryBucket } from '../../src/projectors/refillSummaryBucket.js';
-import { createProjectionStore } from '../../src/repository/projectionStore.js';
+import { createProjectionStore } from '../../src/repository/projection/projectionStore.js';
 import { systemClock } from '../../src/timestamps.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, uniquePrefix } from '../support/nats.js';

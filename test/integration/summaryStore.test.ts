@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { acquireLease, releaseLease } from '../../src/repository/leases.js';
-import { CorruptMetaError, PENDING_ACTION_EPOCH_KEY, nextPendingActionProjectionEpoch } from '../../src/repository/meta.js';
-import { compareAndSetStatusSummaries, loadStatusSummaries } from '../../src/repository/statusSummaries.js';
+import { acquireLease, releaseLease } from '../../src/repository/projection/leases.js';
+import { CorruptMetaError, PENDING_ACTION_EPOCH_KEY, nextPendingActionProjectionEpoch } from '../../src/repository/projection/meta.js';
+import { compareAndSetStatusSummaries, loadStatusSummaries } from '../../src/repository/projection/statusSummaries.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { withManualClock } from '../support/manualClock.js';
 import { seedSession } from '../support/seed.js';
-import { listTaskIdsAfter } from '../../src/repository/tasks.js';
+import { listTaskIdsAfter } from '../../src/repository/tasks/tasks.js';
 
 describeEachDialect('summary store, epoch and leases on %s', (dialect) => {
   let t: TestDatabase;

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Msg, NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NatsTurnStartHook } from '../../src/events/natsTurnStartHook.js';
+import { NatsTurnStartHook } from '../../src/events/prompts/natsTurnStartHook.js';
 import { createTaskAdmission, type TaskAdmission } from '../../src/repository/admission/taskAdmission.js';
-import type { TurnStartRequest } from '../../src/services/turnStartHook.js';
+import type { TurnStartRequest } from '../../src/services/prompts/turnStartHook.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { createGate } from '../support/gate.js';
 import { connectTestNats, eventually, uniquePrefix } from '../support/nats.js';

@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimClarificationBundle } from '../../src/repository/clarificationClaims.js';
+import { claimClarificationBundle } from '../../src/repository/clarifications/clarificationClaims.js';
 import {
   detachActiveClarifications,
   findActiveClarificationMessages,
   listUnresolvedClarificationBundles,
-} from '../../src/repository/clarifications.js';
+} from '../../src/repository/clarifications/clarifications.js';
 import type { RepositoryContext } from '../../src/repository/context.js';
 import { createMessage } from '../../src/repository/messages.js';
-import { getPendingActionsBySessionIds, loadTaskPendingState } from '../../src/repository/pendingActions.js';
+import { getPendingActionsBySessionIds, loadTaskPendingState } from '../../src/repository/projection/pendingActions.js';
 import { toTurnRecord, type TurnRecord } from '../../src/repository/rowMapping.js';
 import {
   abandonOpenTurns,
@@ -17,7 +17,7 @@ import {
   getCurrentTurn,
   listVisibleTurns,
   startTurn,
-} from '../../src/repository/turns.js';
+} from '../../src/repository/turns/turns.js';
 import { toCanonicalTimestamp } from '../../src/timestamps.js';
 import { createMessageRequestSchema } from '../../src/events/createMessageRequest.js';
 import { newestDurableTurnId } from '../../src/turns/newestDurableTurnId.js';

@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { rawRows, type RepositoryContext } from '../../src/repository/context.js';
-import { createPlanCommentStore, type PlanCommentStore } from '../../src/repository/planCommentStore.js';
-import { COMPLETE_PLAN_COMMENT_SCHEMA, type PlanCommentSchema } from '../../src/repository/schema/planCommentTables.js';
-import { upsertTaskPlan } from '../../src/repository/taskPlans.js';
-import { createSession, createTask } from '../../src/repository/tasks.js';
+import { createAttachmentStore, type AttachmentStore } from '../../src/repository/attachments/attachmentStore.js';
+import { createPlanCommentStore, type PlanCommentStore } from '../../src/repository/planComments/planCommentStore.js';
+import { createPromptStore, type PromptStore } from '../../src/repository/prompts/promptStore.js';
+import { COMPLETE_PLAN_COMMENT_SCHEMA, detectPlanCommentSchema, type PlanCommentSchema } from '../../src/repository/schema/planCommentTables.js';
+import { upsertTaskPlan } from '../../src/repository/planComments/taskPlans.js';
+import { createSession, createTask } from '../../src/repository/tasks/tasks.js';
 import { eventually } from './nats.js';
 
 export interface PlanTask {
@@ -23,8 +25,16 @@ export async function seedPlanTask(ctx: RepositoryContext, options: { sessionSta
   return { taskId: task.id, workspaceId, planId: plan.id, sessionId: session.id };
 }
 
-export function ownedStore(ctx: RepositoryContext, schema: PlanCommentSchema = COMPLETE_PLAN_COMMENT_SCHEMA): PlanCommentStore {
-  return createPlanCommentStore(ctx, schema);
+/** The plan-comment, prompt and attachment stores over one context, as one object (tests use them side by side). */
+export type OwnedStores = PlanCommentStore & PromptStore & AttachmentStore;
+
+export function ownedStore(ctx: RepositoryContext, schema: PlanCommentSchema = COMPLETE_PLAN_COMMENT_SCHEMA): OwnedStores {
+  return { ...createPlanCommentStore(ctx, schema), ...createPromptStore(ctx, schema), ...createAttachmentStore(ctx, schema) };
+}
+
+/** `ownedStore` over the tables the database's catalog has. */
+export async function openOwnedStore(ctx: RepositoryContext): Promise<OwnedStores> {
+  return ownedStore(ctx, await detectPlanCommentSchema(ctx));
 }
 
 const COUNTED = ['task_plan_comments', 'task_plan_comment_admissions', 'task_session_messages', 'task_session_turns', 'task_session_prompt_seq', 'task_message_attachments'] as const;

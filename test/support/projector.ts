@@ -2,7 +2,7 @@ import { silentLogger } from '../../src/logger.js';
 import { projectionCapacity, type ProjectionCapacityInput } from '../../src/projectors/projectionCapacity.js';
 import { Projector, type ProjectorOptions } from '../../src/projectors/projector.js';
 import type { RepositoryContext } from '../../src/repository/context.js';
-import { createProjectionStore } from '../../src/repository/projectionStore.js';
+import { createProjectionStore } from '../../src/repository/projection/projectionStore.js';
 
 export type TestProjectorOptions = Pick<ProjectorOptions, 'publisher' | 'metrics'> &
   Partial<Pick<ProjectorOptions, 'logger' | 'epoch' | 'store'>> &

@@ -21,7 +21,7 @@ export type TimestampText = (canonical: string, column: string) => string;
 /**
  * Inserts a turn row exactly as given (explicit instants, raw metadata text allowed), the way a
  * fixture or a legacy row from another producer looks. Production code writes turns through
- * src/repository/turns.ts. `text` picks each timestamp's stored text (canonical unless told, e.g.
+ * src/repository/turns/turns.ts. `text` picks each timestamp's stored text (canonical unless told, e.g.
  * Kandev's SQLite form or a per-value mix).
  */
 export async function seedTurnAt(ctx: RepositoryContext, sessionId: string, turn: SeedTurn, text: TimestampText = (canonical) => canonical): Promise<string> {

@@ -1,11 +1,11 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
 import type { RepositoryContext } from '../../src/repository/context.js';
-import { claimClarificationBundle, finalizeClarificationDelivery } from '../../src/repository/clarificationClaims.js';
-import { findActiveClarificationMessages } from '../../src/repository/clarifications.js';
+import { claimClarificationBundle, finalizeClarificationDelivery } from '../../src/repository/clarifications/clarificationClaims.js';
+import { findActiveClarificationMessages } from '../../src/repository/clarifications/clarifications.js';
 import { createMessage } from '../../src/repository/messages.js';
-import { setSessionState } from '../../src/repository/tasks.js';
-import { completeTurn, getActiveTurn, startTurn } from '../../src/repository/turns.js';
+import { setSessionState } from '../../src/repository/tasks/tasks.js';
+import { completeTurn, getActiveTurn, startTurn } from '../../src/repository/turns/turns.js';
 import { envelope } from './nats.js';
 import { seedClarificationBundle, seedSession } from './seed.js';
 

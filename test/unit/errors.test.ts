@@ -14,16 +14,16 @@ import {
   PoisonInputError,
 } from '../../src/errors.js';
 import { SummaryParseError } from '../../src/events/statusSummary.js';
-import { ClaimIntegrityError } from '../../src/repository/clarificationClaims.js';
-import { InvalidCursorError } from '../../src/repository/clarifications.js';
+import { ClaimIntegrityError } from '../../src/repository/clarifications/clarificationClaims.js';
+import { InvalidCursorError } from '../../src/repository/clarifications/clarifications.js';
 import { DatabaseUrlError } from '../../src/repository/database.js';
 import { TransactionEndedError } from '../../src/repository/driver/connectionTransaction.js';
 import { ReservationEndedError } from '../../src/repository/driver/reservedConnection.js';
 import { AdmissionLockOrderError, AdmissionPoolTooSmallError } from '../../src/repository/admission/taskAdmission.js';
-import { CorruptMetaError } from '../../src/repository/meta.js';
+import { CorruptMetaError } from '../../src/repository/projection/meta.js';
 import { SchemaRefusedError } from '../../src/repository/schema/schemaMode.js';
-import { SessionNotFoundError } from '../../src/repository/turns.js';
-import { PlanCommentIntegrityError } from '../../src/repository/planCommentOutcomes.js';
+import { SessionNotFoundError } from '../../src/repository/turns/turns.js';
+import { PlanCommentIntegrityError } from '../../src/repository/planComments/planCommentOutcomes.js';
 import { NatsPermissionError } from '../../src/events/natsPermissions.js';
 import { ConnectionFailedError } from '../../src/bin/connectionFailure.js';
 import { SqliteWorkerLockedError } from '../../src/repository/sqliteWorkerLock.js';

@@ -6,8 +6,8 @@ import type { BucketStorage, SummaryBucket } from '../../events/summaryBucket.js
 import type { Metrics } from '../../metrics.js';
 import { refillSummaryBucket } from '../../projectors/refillSummaryBucket.js';
 import type { RepositoryContext } from '../../repository/context.js';
-import type { ProjectionStore } from '../../repository/projectionStore.js';
-import { countStatusSummaries } from '../../repository/statusSummaries.js';
+import type { ProjectionStore } from '../../repository/projection/projectionStore.js';
+import { countStatusSummaries } from '../../repository/projection/statusSummaries.js';
 import type { WorkerComponent } from './component.js';
 
 export interface BucketRefillerDeps {

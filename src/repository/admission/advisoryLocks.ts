@@ -19,7 +19,7 @@ export function taskAdmissionKey(taskId: string): string {
   return taskId;
 }
 
-/** The advisory key text of a caller-owned message id (R20b), taken after the task's. */
+/** The advisory key text of a caller-owned message id, taken after the task's (one caller id, one preflight at a time). */
 export function messageAdmissionKey(callerId: string): string {
   return `message:${callerId}`;
 }

@@ -8,40 +8,18 @@ import { FifoSemaphore } from './fifoSemaphore.js';
 import { KeyedMutex } from './keyedMutex.js';
 
 /**
- * The task admission lease (seed 004, amendment of 2026-09-09).
+ * The task admission lease (ADR 0002, "The admission lease", which also says how each dialect
+ * holds it).
  *
  * - **Lease** (`withLease`): held by a comment-bearing send from before its preflight until its
- *   accepting transaction finished, around the turn-start hook, so nothing can change the comments
- *   it validated in between. Releasing happens after `fn`'s promise settled, COMMIT included.
- * - **Mutation** (`withMutation`): one transaction of a plan-comment change or `plan.delete`,
- *   which waits while a lease on its task is held (and a lease waits for it).
- * - **Admission keys**: the task id, and for a lease with a caller id also `'message:' || caller id`
- *   (R20b: two requests with one caller id never both run preflight and hooks), always task first.
- *
- * How each dialect holds it:
- * - **SQLite**: a FIFO mutex per key inside this process. It holds no connection, so the hook and
- *   the accepting transaction use the single writer one after the other. Only one process may serve
- *   admission on a SQLite file (a second one is not serialized with this one; ACCEPT's exact-version
- *   deletes still make such a race fail closed).
- * - **PostgreSQL**: the same in-process mutex first (so a process takes at most one lock connection
- *   per task, and a mutation waiting for this process's own lease holds no connection), then a
- *   session-level advisory lock on a connection reserved from the pool for the lease
- *   (`pg_advisory_lock(hashtextextended(<key>, 0))`, Kandev's key), so it holds across processes. A
- *   mutation takes `pg_advisory_xact_lock` on the same key as its transaction's first statement. At
- *   most `maxConnections − 1` leases hold a lock connection at once (a per-pool semaphore; more wait
- *   in-process holding nothing), so leases on many tasks never leave their hooks and transactions
- *   without a connection. ACCEPT runs on an ordinary pool connection, not on the lock connection.
- *
- * **Lock order.** The admission lock is always the outermost: admission, then the task row, then
- * the session locks (`queue_session_locks`, `lockSessionTurnWrites`), then rows. So `withMutation`
- * opens its own transaction (called with a transaction it refuses), and admission locks never nest
- * across tasks. Inside a held lease, a mutation or lease on keys it already holds joins it
- * (re-entrant through AsyncLocalStorage, as Kandev's `AdmissionLeaseHeld` context); calls joined
- * that way are not serialized among themselves.
- *
- * **Timeout.** Every wait (in-process, for a lock connection, on the server) shares one budget of
- * `lockTimeoutMs` (ADMISSION_LOCK_TIMEOUT_MS). Running out is an expected outcome, returned as
- * `{ok: false, reason: 'lock_timeout'}`, which the endpoints reply as `unavailable`: nothing ran.
+ *   accepting transaction finished (COMMIT included), around the turn-start hook, so nothing can
+ *   change the comments it validated in between.
+ * - **Mutation** (`withMutation`): one transaction of a plan-comment change or `plan.delete`, which
+ *   waits while a lease on its task is held (and a lease waits for it).
+ * - **Keys**: the task id, and for a lease with a caller id also `'message:' || caller id`, always
+ *   task first. The admission lock is always the outermost lock; a call on keys already held joins.
+ * - **Timeout**: every wait shares one budget of `lockTimeoutMs`; running out is the value
+ *   `{ok: false, reason: 'lock_timeout'}`: nothing ran.
  */
 
 export interface TaskAdmissionOptions {
@@ -52,7 +30,7 @@ export interface TaskAdmissionOptions {
 }
 
 export interface LeaseOptions {
-  /** Also serializes this caller-owned message id (R20b), after the task. */
+  /** Also serializes this caller-owned message id, after the task: two requests with one caller id never both run preflight and hooks. */
   callerId?: string;
 }
 

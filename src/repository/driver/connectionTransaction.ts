@@ -16,11 +16,8 @@ const ended = () => new TransactionEndedError('query through a transaction handl
  * Runs `fn` in a transaction on one connection taken from `knex`'s pool: BEGIN (the dialect's),
  * COMMIT when `fn` resolves, ROLLBACK when it throws.
  *
- * Why not `knex.transaction()`: knex builds a whole knex instance (a client copy with its event
- * wiring, and a callable with every query method redefined on it) for every transaction. At the
- * worker's rate that was over a third of the objects surviving young-generation GC, and so of the
- * major GCs that land in the latency tail. Here that instance is built once per pooled connection
- * and kept as long as the connection lives.
+ * Not `knex.transaction()`, which builds a whole knex instance per transaction: here it is built
+ * once per pooled connection (the driver README says why).
  *
  * `fn` must not leave queries running after it settles: a query through the handle once its
  * transaction ended fails with TransactionEndedError (as knex's transactions refuse such queries),

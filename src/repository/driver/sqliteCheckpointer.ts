@@ -44,7 +44,7 @@ export interface SqliteCheckpointerOptions {
  * Checkpoints a WAL-mode SQLite file from a thread with a connection of its own. With SQLite's
  * automatic checkpoints, the COMMIT that crosses `wal_autocheckpoint` pages copies the WAL into
  * the database and fsyncs it, on the calling thread: better-sqlite3 is synchronous, so the worker's
- * event loop stopped for 20-50 ms at a time (bench (4)). A PASSIVE checkpoint on another connection
+ * event loop stopped for 20-50 ms at a time (measured by `npm run bench`; ADR 0007). A PASSIVE checkpoint on another connection
  * runs beside the writer and never waits for it; the writer restarts the WAL once a checkpoint
  * has copied all of it, so the file stays bounded. The caller turns its connection's automatic
  * checkpoints off while this runs, and back on when `onExit` reports that it stopped.

@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { RepositoryContext } from '../context.js';
 import { createMessage } from '../messages.js';
-import { openPlanCommentStore } from '../planCommentStore.js';
-import { upsertTaskPlan } from '../taskPlans.js';
-import { createSession, createTask } from '../tasks.js';
-import { completeTurn, startTurn } from '../turns.js';
+import { openPlanCommentStore } from '../planComments/planCommentStore.js';
+import { openPromptStore } from '../prompts/promptStore.js';
+import { upsertTaskPlan } from '../planComments/taskPlans.js';
+import { createSession, createTask } from '../tasks/tasks.js';
+import { completeTurn, startTurn } from '../turns/turns.js';
 
 /**
  * The small workspace `pending-projector sandbox` (and the demo) starts from, written through the
@@ -109,7 +110,7 @@ async function seedQueue(ctx: RepositoryContext, workspaceId: string): Promise<S
   const turn = await startTurn(ctx, session.id);
   await createMessage(ctx, { sessionId: session.id, turnId: turn.id, content: 'Running the login test 50 times to see how often it fails.' });
   // Queued while the agent is busy: they wait (the session is RUNNING) and are counted.
-  const store = await openPlanCommentStore(ctx);
+  const store = await openPromptStore(ctx);
   const queuedIds: string[] = [];
   for (const content of ['When that is done, also check the logout test.', 'Then open a pull request.']) {
     const accepted = await store.acceptPrompt({ callerId: randomUUID(), target: { kind: 'session', sessionId: session.id }, content, deliveryKind: 'queued', queueMaxPerSession: 10 });

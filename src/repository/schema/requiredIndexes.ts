@@ -12,10 +12,8 @@ import type { ServiceTable } from './serviceTables.js';
  * inspection (indexInspection.ts) compares each definition as the catalog reports it, not the name.
  *
  * Keep in step with the queries: a planner uses an expression index only while the query's
- * expression is the same text (`currentTurnAuthority(...).orderBy`, `pendingIdOf`), which
- * test/integration/migrationExpressions.test.ts and requiredIndexes.test.ts check on both dialects.
- * A change to a definition is a new name, so a database holding the old one reports it as
- * missing instead of "a different index holds this name".
+ * expression is the same text (migrationExpressions.test.ts and requiredIndexes.test.ts check it).
+ * A changed definition takes a new name, so an old one reports missing, not "a different index".
  */
 export interface RequiredIndex {
   readonly name: string;

@@ -1,0 +1,185 @@
+import { rawRows, withTransaction, type RepositoryContext } from '../context.js';
+import { commentsChanged, notFound, type Conflict, type NotFound } from './planCommentOutcomes.js';
+import { toPlanCommentRecord, writtenNow, type PlanCommentRecord, type PlanCommentSnapshot, type TaskPlanRecord } from './planCommentRows.js';
+import { planCommentCreateFingerprint } from '../requestFingerprint.js';
+import { bumpCommentsRevision, lockTaskPlan, readPlanCommentSnapshot, taskExists } from './taskPlans.js';
+import { normalizeLineEndings, PLAN_COMMENT_LIMITS } from '../../turns/planCommentPrompt.js';
+
+/**
+ * The collection's own writes: create, update, delete, and plan.delete. Each is one transaction (or
+ * joins the caller's: the admission's mutation wraps it), takes the plan row lock first, and ends
+ * with the revision bump when it changed the collection. Nothing here deletes a comment except an
+ * explicit delete and plan.delete (consumption is promptAcceptance.ts's).
+ */
+
+type Row = Record<string, unknown>;
+
+export interface CreatePlanCommentInput {
+  taskId: string;
+  planId: string;
+  /** The client's id for the comment: the create is idempotent by it. */
+  commentId: string;
+  body: string;
+  selectedText?: string;
+  anchorFrom?: number | null;
+  anchorTo?: number | null;
+}
+
+export type CreatePlanCommentResult =
+  /** `comment` is null on a replay after the comment was consumed or deleted: it is never brought back. */
+  | { ok: true; replayed: boolean; comment: PlanCommentRecord | null; snapshot: PlanCommentSnapshot }
+  | NotFound
+  | Extract<Conflict, { reason: 'comment_id_conflict' | 'plan_comments_full' }>;
+
+export interface UpdatePlanCommentInput {
+  taskId: string;
+  planId: string;
+  commentId: string;
+  /** The version the client edited; the update lands only on it and moves the comment to version + 1. */
+  version: number;
+  body: string;
+}
+
+export type UpdatePlanCommentResult =
+  | { ok: true; comment: PlanCommentRecord; snapshot: PlanCommentSnapshot }
+  | NotFound
+  | Extract<Conflict, { reason: 'plan_comments_changed' }>;
+
+export interface DeletePlanCommentInput {
+  taskId: string;
+  planId: string;
+  commentId: string;
+  version: number;
+}
+
+export type DeletePlanCommentResult =
+  /** `deleted: false`: the comment was already gone (idempotent). */
+  | { ok: true; deleted: boolean; snapshot: PlanCommentSnapshot }
+  | NotFound
+  | Extract<Conflict, { reason: 'plan_comments_changed' }>;
+
+export type DeletePlanResult =
+  /** `deleted: false`: the task has no plan of that id (already deleted). `snapshot` is the task's collection afterwards. */
+  | { ok: true; deleted: boolean; snapshot: PlanCommentSnapshot }
+  | NotFound;
+
+/** The task's plan under lock, or why there is none to write (task or plan not found). */
+export async function lockedPlanOf(tx: RepositoryContext, taskId: string, planId: string | undefined): Promise<TaskPlanRecord | NotFound> {
+  const plan = await lockTaskPlan(tx, taskId);
+  if (plan && (planId === undefined || plan.id === planId)) return plan;
+  if (!(await taskExists(tx, taskId))) return notFound('task_not_found', `task ${taskId} does not exist`);
+  return notFound('plan_not_found', planId === undefined ? `task ${taskId} has no plan` : `plan ${planId} is not the plan of task ${taskId}`);
+}
+
+export async function snapshotIn(tx: RepositoryContext, taskId: string): Promise<PlanCommentSnapshot> {
+  return (await readPlanCommentSnapshot(tx, taskId)) ?? { taskId, planId: null, revision: 0, comments: [] };
+}
+
+async function countComments(tx: RepositoryContext, plan: TaskPlanRecord): Promise<number> {
+  const row = await tx.knex('task_plan_comments').where({ task_id: plan.taskId, plan_id: plan.id }).count<{ n: number | string }[]>({ n: '*' }).first();
+  return Number(row?.n ?? 0);
+}
+
+function isNotFound(value: TaskPlanRecord | NotFound): value is NotFound {
+  return 'ok' in value;
+}
+
+export function createPlanComment(ctx: RepositoryContext, input: CreatePlanCommentInput): Promise<CreatePlanCommentResult> {
+  const body = normalizeLineEndings(input.body);
+  const selectedText = normalizeLineEndings(input.selectedText ?? '');
+  const anchorFrom = input.anchorFrom ?? null;
+  const anchorTo = input.anchorTo ?? null;
+  const fingerprint = planCommentCreateFingerprint({ taskId: input.taskId, planId: input.planId, body, selectedText, anchorFrom, anchorTo });
+  return withTransaction(ctx, async (tx): Promise<CreatePlanCommentResult> => {
+    // The lock first, so two creates of one id queue, and the second finds the first's admission.
+    const plan = await lockTaskPlan(tx, input.taskId);
+    const admission = await tx.knex('task_plan_comment_admissions').where({ id: input.commentId }).first();
+    if (admission) {
+      // Checked before the plan: a create replayed after plan.delete is still a replay.
+      if (String(admission.request_fingerprint) !== fingerprint) {
+        return { ok: false, code: 'conflict', reason: 'comment_id_conflict', message: `comment id ${input.commentId} was admitted for another request` };
+      }
+      const row = await tx.knex('task_plan_comments').where({ id: input.commentId, task_id: input.taskId, plan_id: input.planId }).first();
+      return { ok: true, replayed: true, comment: row ? toPlanCommentRecord(row) : null, snapshot: await snapshotIn(tx, input.taskId) };
+    }
+    const target = plan && plan.id === input.planId ? plan : await lockedPlanOf(tx, input.taskId, input.planId);
+    if (isNotFound(target)) return target;
+    // A comment row without an admission (written by another producer) keeps its id.
+    if (await tx.knex('task_plan_comments').where({ id: input.commentId }).first()) {
+      return { ok: false, code: 'conflict', reason: 'comment_id_conflict', message: `comment id ${input.commentId} is taken` };
+    }
+    if ((await countComments(tx, target)) >= PLAN_COMMENT_LIMITS.commentsPerPlan) {
+      const limit = PLAN_COMMENT_LIMITS.commentsPerPlan;
+      return { ok: false, code: 'conflict', reason: 'plan_comments_full', message: `the plan already has ${limit} pending comments`, limit, snapshot: await snapshotIn(tx, input.taskId) };
+    }
+    const now = writtenNow(tx);
+    const row = {
+      id: input.commentId,
+      task_id: input.taskId,
+      plan_id: target.id,
+      body,
+      selected_text: selectedText,
+      anchor_from: anchorFrom,
+      anchor_to: anchorTo,
+      version: 1,
+      created_at: now,
+      updated_at: now,
+    };
+    await tx.knex('task_plan_comments').insert(row);
+    await tx.knex('task_plan_comment_admissions').insert({ id: input.commentId, task_id: input.taskId, plan_id: target.id, request_fingerprint: fingerprint, created_at: now });
+    await bumpCommentsRevision(tx, target);
+    return { ok: true, replayed: false, comment: toPlanCommentRecord(row), snapshot: await snapshotIn(tx, input.taskId) };
+  });
+}
+
+export function updatePlanComment(ctx: RepositoryContext, input: UpdatePlanCommentInput): Promise<UpdatePlanCommentResult> {
+  const body = normalizeLineEndings(input.body);
+  return withTransaction(ctx, async (tx): Promise<UpdatePlanCommentResult> => {
+    const plan = await lockedPlanOf(tx, input.taskId, input.planId);
+    if (isNotFound(plan)) return plan;
+    const updated = await rawRows<Row>(
+      tx,
+      `UPDATE task_plan_comments SET body = ?, version = version + 1, updated_at = ?
+        WHERE id = ? AND task_id = ? AND plan_id = ? AND version = ? RETURNING *`,
+      [body, writtenNow(tx), input.commentId, input.taskId, plan.id, input.version],
+    );
+    if (updated.length === 0) {
+      return commentsChanged(await snapshotIn(tx, input.taskId), `comment ${input.commentId} is not at version ${input.version} (consumed, deleted or edited)`);
+    }
+    await bumpCommentsRevision(tx, plan);
+    return { ok: true, comment: toPlanCommentRecord(updated[0]!), snapshot: await snapshotIn(tx, input.taskId) };
+  });
+}
+
+export function deletePlanComment(ctx: RepositoryContext, input: DeletePlanCommentInput): Promise<DeletePlanCommentResult> {
+  return withTransaction(ctx, async (tx): Promise<DeletePlanCommentResult> => {
+    const plan = await lockedPlanOf(tx, input.taskId, input.planId);
+    if (isNotFound(plan)) return plan;
+    const deleted = await tx.knex('task_plan_comments').where({ id: input.commentId, task_id: input.taskId, plan_id: plan.id, version: input.version }).del();
+    if (deleted === 0) {
+      const still = await tx.knex('task_plan_comments').where({ id: input.commentId, task_id: input.taskId, plan_id: plan.id }).first();
+      if (still) return commentsChanged(await snapshotIn(tx, input.taskId), `comment ${input.commentId} is at version ${String(still.version)}, not ${input.version}`);
+      return { ok: true, deleted: false, snapshot: await snapshotIn(tx, input.taskId) };
+    }
+    await bumpCommentsRevision(tx, plan);
+    return { ok: true, deleted: true, snapshot: await snapshotIn(tx, input.taskId) };
+  });
+}
+
+/**
+ * Deletes the task's plan and with it the collection. The comments are deleted by statement, not
+ * left to the foreign key: a Kandev schema may declare it otherwise. The admissions stay, so no
+ * create replayed afterwards brings a comment back (a recreated plan starts at revision 0).
+ */
+export function deleteTaskPlan(ctx: RepositoryContext, input: { taskId: string; planId: string }): Promise<DeletePlanResult> {
+  return withTransaction(ctx, async (tx): Promise<DeletePlanResult> => {
+    const plan = await lockedPlanOf(tx, input.taskId, input.planId);
+    if (isNotFound(plan)) {
+      if (plan.reason === 'task_not_found') return plan;
+      return { ok: true, deleted: false, snapshot: await snapshotIn(tx, input.taskId) };
+    }
+    await tx.knex('task_plan_comments').where({ task_id: input.taskId, plan_id: plan.id }).del();
+    await tx.knex('task_plans').where({ id: plan.id, task_id: input.taskId }).del();
+    return { ok: true, deleted: true, snapshot: await snapshotIn(tx, input.taskId) };
+  });
+}

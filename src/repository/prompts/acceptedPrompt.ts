@@ -1,0 +1,82 @@
+import type { BadRequest, Conflict, NotFound, Unavailable } from '../planComments/planCommentOutcomes.js';
+import type { PlanCommentSnapshot } from '../planComments/planCommentRows.js';
+import { isTerminalSessionState, SESSION_STATES } from '../../turns/pendingAction.js';
+
+/** What the accepting transaction (promptAcceptance.ts) takes and gives, and the session states each delivery kind needs. */
+
+/** Session states a direct prompt may be accepted in (Kandev's PROMPTABLE). */
+export const PROMPTABLE_SESSION_STATES: readonly string[] = ['IDLE', 'WAITING_FOR_INPUT'];
+
+/**
+ * Session states a queued prompt may be accepted in (Kandev's ACTIVE): every known state but the
+ * terminal ones (COMPLETED, FAILED, CANCELLED), whose agent will never take a prompt again. A
+ * state this service does not know (a newer producer's) refuses too: it cannot tell it is live.
+ */
+export const QUEUEABLE_SESSION_STATES: readonly string[] = SESSION_STATES.filter((state) => !isTerminalSessionState(state));
+
+export type DeliveryKind = 'direct' | 'queued';
+
+export interface PlanCommentRef {
+  id: string;
+  version: number;
+}
+
+export type PromptTarget =
+  /** Send: exactly this session, primary or not. `taskId`, when given, must be the session's task. */
+  | { kind: 'session'; sessionId: string; taskId?: string }
+  /** Run: the task's primary session; `expectedSessionId` is the one the preflight resolved. */
+  | { kind: 'primary'; taskId: string; expectedSessionId?: string };
+
+export interface AcceptPromptInput {
+  /** The caller's id for this prompt: the transcript message id and the receipt id, and the replay key. */
+  callerId: string;
+  target: PromptTarget;
+  /** The text the user typed (may be empty when comments are carried). */
+  content: string;
+  planCommentRefs?: readonly PlanCommentRef[];
+  attachmentIds?: readonly string[];
+  /** Who staged the attachments; required with attachment ids. */
+  attachmentOwnerId?: string;
+  /** The session state the preflight saw: a change since then refuses the prompt (`session_unavailable`). */
+  expectedSessionState?: string;
+  model?: string;
+  planMode?: boolean;
+  authorId?: string;
+  /** `direct` unless told: see the module comment. */
+  deliveryKind?: DeliveryKind;
+  /** Queued only: the most waiting queued prompts the session may hold (QUEUE_MAX_PER_SESSION). */
+  queueMaxPerSession?: number;
+}
+
+export type PromptDelivery = 'pending' | 'acknowledged' | 'unconfirmed';
+
+export interface AcceptedPrompt {
+  ok: true;
+  /** True when this caller id was accepted before for the same request: nothing was written now. */
+  replayed: boolean;
+  taskId: string;
+  sessionId: string;
+  callerId: string;
+  receiptId: string;
+  /** The transcript message (id = caller id); null for a queued prompt not delivered yet. */
+  messageId: string | null;
+  turnId: string | null;
+  promptSeq: number | null;
+  deliveryKind: DeliveryKind;
+  /** Queued: the entry's id (= caller id); null for a direct prompt. */
+  queueId: string | null;
+  /** Queued: the entry's position in its session's queue; null for a direct prompt, and once the entry is gone. */
+  position: number | null;
+  /** Queued and new: the session's waiting queued prompts after this one (for `message.queue.status_changed`). */
+  queueCount: number | null;
+  /** `pending` until the dispatcher settles the receipt; a replay reports the current value. */
+  delivery: PromptDelivery;
+  /** The visible prompt as stored. */
+  content: string;
+  consumedCommentIds: string[];
+  attachmentIds: string[];
+  /** The task's collection after the acceptance (null where the database has no plan-comment tables). */
+  snapshot: PlanCommentSnapshot | null;
+}
+
+export type AcceptPromptResult = AcceptedPrompt | NotFound | BadRequest | Conflict | Unavailable;

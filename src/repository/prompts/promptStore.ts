@@ -1,0 +1,49 @@
+import type { RepositoryContext } from '../context.js';
+import { notFound, unavailable, type NotFound, type Unavailable } from '../planComments/planCommentOutcomes.js';
+import type { PromptReceiptRecord } from '../planComments/planCommentRows.js';
+import { detectPlanCommentSchema, type PlanCommentSchema } from '../schema/planCommentTables.js';
+import { acceptPrompt, type AcceptPromptInput, type AcceptPromptResult } from './promptAcceptance.js';
+import { listWaitingQueuedPrompts } from './queuedPrompts.js';
+
+export type { AcceptedPrompt, AcceptPromptInput, AcceptPromptResult, DeliveryKind, PlanCommentRef, PromptDelivery, PromptTarget } from './promptAcceptance.js';
+export type { PromptReceiptRecord } from '../planComments/planCommentRows.js';
+
+/** A session's waiting queued prompts (queuedPrompts.ts), in queue order. */
+export type QueueListResult = { ok: true; taskId: string; entries: PromptReceiptRecord[] } | NotFound | Unavailable;
+
+/**
+ * The prompt services' port: accepting a prompt (`message.send`, `plan_comment.run`,
+ * `queue.enqueue`) and reading a session's queue. Every expected outcome is a value carrying a
+ * `code` and a `reason`; only a failure of the database rejects.
+ *
+ * Created on a context that already is a transaction (the task admission's mutation scope),
+ * `acceptPrompt` runs inside it and keeps its all-or-nothing rule with a savepoint. The store takes
+ * no admission lock itself: the lease is the caller's, and always outermost.
+ */
+export interface PromptStore {
+  /** What this database offers; a prompt needing a missing table answers `unavailable`, naming it. */
+  readonly schema: PlanCommentSchema;
+  /** The accepting transaction (promptAcceptance.ts), for both delivery kinds. */
+  acceptPrompt(input: AcceptPromptInput): Promise<AcceptPromptResult>;
+  /** The session's waiting queued prompts; an unknown session is `session_not_found`. */
+  listQueue(sessionId: string): Promise<QueueListResult>;
+}
+
+/** The store over `ctx`, for a database whose tables `schema` describes (`detectPlanCommentSchema`). */
+export function createPromptStore(ctx: RepositoryContext, schema: PlanCommentSchema): PromptStore {
+  return {
+    schema,
+    acceptPrompt: (input) => acceptPrompt(ctx, schema, input),
+    async listQueue(sessionId) {
+      if (!schema.receiptTable) return unavailable('the prompt queue', schema.missingForPrompts);
+      const session = await ctx.knex('task_sessions').select('task_id').where({ id: sessionId }).first();
+      if (!session) return notFound('session_not_found', `session ${sessionId} does not exist`);
+      return { ok: true, taskId: String(session.task_id), entries: await listWaitingQueuedPrompts(ctx, schema.receiptTable, sessionId) };
+    },
+  };
+}
+
+/** Reads the catalog, then builds the store: for callers that build it once per database. */
+export async function openPromptStore(ctx: RepositoryContext): Promise<PromptStore> {
+  return createPromptStore(ctx, await detectPlanCommentSchema(ctx));
+}

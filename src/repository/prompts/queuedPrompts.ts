@@ -1,0 +1,66 @@
+import { rawRows, type RepositoryContext } from '../context.js';
+import type { SqlDialect } from '../dialect.js';
+import { toPromptReceiptRecord, type PromptReceiptRecord } from '../planComments/planCommentRows.js';
+import type { QueuedPromptTables } from '../schema/queueTables.js';
+import type { ReceiptTable } from '../schema/planCommentTables.js';
+
+/**
+ * Which queued prompts are **waiting**: what `queue.list` lists, what `QUEUE_MAX_PER_SESSION`
+ * limits, what `message.queue.status_changed` counts and what the summary's `queued_prompt_count`
+ * says. One rule, written here once:
+ *
+ * - a receipt row (owned mode's `queued_messages`, or `pending_projector_prompt_receipts` beside
+ *   Kandev) waits while it is `delivery_kind = 'queued'` (a direct receipt never does), not attempted
+ *   and not reserved. An expired reservation still counts as reserved until reconciliation releases
+ *   it (and publishes), so the count never depends on the wall clock;
+ * - a row of Kandev's own `queued_messages` (beside Kandev: no receipt columns) waits unless Kandev
+ *   flagged it `lifecycle_reserved_in_flight` in `metadata_json`.
+ *
+ * Both honour Kandev's in-flight flag (the dispatcher mirrors its reservation into it); a
+ * `metadata_json` of `''` or garbage, written by another producer, reads as "no keys" (dialect.ts).
+ */
+
+export const KANDEV_IN_FLIGHT_KEY = 'lifecycle_reserved_in_flight';
+
+/** The waiting rule over a receipt table aliased `alias`. */
+export function waitingReceiptPredicate(dialect: SqlDialect, alias: string): string {
+  return (
+    `${alias}.delivery_kind = 'queued' AND ${alias}.delivery_attempted_at IS NULL AND ${alias}.delivery_reservation_token IS NULL` +
+    ` AND NOT ${dialect.jsonFlag(`${alias}.metadata_json`, KANDEV_IN_FLIGHT_KEY)}`
+  );
+}
+
+/** The waiting rule over Kandev's own `queued_messages` aliased `alias` (no receipt columns there). */
+export function waitingKandevQueuePredicate(dialect: SqlDialect, alias: string): string {
+  return `NOT ${dialect.jsonFlag(`${alias}.metadata_json`, KANDEV_IN_FLIGHT_KEY)}`;
+}
+
+/** Waiting rows of one session in this service's receipt table: the queue it drains and limits. */
+export async function countWaitingQueuedPrompts(ctx: RepositoryContext, table: ReceiptTable, sessionId: string): Promise<number> {
+  const rows = await rawRows<{ n: number | string }>(ctx, `SELECT COUNT(*) AS n FROM ${table} q WHERE q.session_id = ? AND ${waitingReceiptPredicate(ctx.dialect, 'q')}`, [sessionId]);
+  return Number(rows[0]?.n ?? 0);
+}
+
+/** Waiting rows of one session in queue order (position, then id). */
+export async function listWaitingQueuedPrompts(ctx: RepositoryContext, table: ReceiptTable, sessionId: string): Promise<PromptReceiptRecord[]> {
+  const rows = await rawRows<Record<string, unknown>>(
+    ctx,
+    `SELECT q.* FROM ${table} q WHERE q.session_id = ? AND ${waitingReceiptPredicate(ctx.dialect, 'q')} ORDER BY q.position, ${ctx.dialect.binaryText('q.id')}`,
+    [sessionId],
+  );
+  return rows.map(toPromptReceiptRecord);
+}
+
+/**
+ * The number of waiting queued prompts of the session `sessionColumn` names, as a scalar
+ * subquery: this service's waiting receipts plus, beside Kandev, the waiting rows of Kandev's own
+ * queue. It is a column of the projection's first statement (`loadTaskPendingStates`), not a
+ * statement of its own: a projection transaction is a handful of statements, and one more cost
+ * PostgreSQL a quarter of its projections per second. Both tables are indexed by session.
+ */
+export function waitingQueuedPromptsOfSession(dialect: SqlDialect, tables: QueuedPromptTables, sessionColumn: string): string {
+  const parts: string[] = [];
+  if (tables.receiptTable) parts.push(`(SELECT COUNT(*) FROM ${tables.receiptTable} q WHERE q.session_id = ${sessionColumn} AND ${waitingReceiptPredicate(dialect, 'q')})`);
+  if (tables.kandevQueue) parts.push(`(SELECT COUNT(*) FROM queued_messages k WHERE k.session_id = ${sessionColumn} AND ${waitingKandevQueuePredicate(dialect, 'k')})`);
+  return parts.length > 0 ? parts.join(' + ') : '0';
+}

@@ -1,0 +1,33 @@
+import type { z } from 'zod';
+import type { AttachmentStore } from '../../repository/attachments/attachmentStore.js';
+import type { AnyReply } from '../endpoint.js';
+import type { attachmentStageSchema } from '../planCommentRequests.js';
+import { attachmentPayload, storeFailure } from '../planCommentWire.js';
+
+/** `attachment.stage`: records an attachment's metadata, idempotent by id, for a later prompt to claim. */
+export interface AttachmentService {
+  stageAttachment(request: z.output<typeof attachmentStageSchema>): Promise<AnyReply>;
+}
+
+export function createAttachmentService(deps: { store: AttachmentStore }): AttachmentService {
+  return {
+    async stageAttachment(r) {
+      const staged = await deps.store.stageAttachment({
+        id: r.id,
+        ownerId: r.owner_id,
+        workspaceId: r.workspace_id,
+        taskId: r.task_id,
+        sessionId: r.session_id,
+        name: r.name,
+        mimeType: r.mime_type,
+        sizeBytes: r.size_bytes,
+        storageKey: r.storage_key,
+        kind: r.kind,
+        deliveryMode: r.delivery_mode,
+        ttlMs: r.ttl_ms,
+      });
+      if (!staged.ok) return storeFailure(staged);
+      return { ok: true, replayed: staged.replayed, attachment: attachmentPayload(staged.attachment) } as AnyReply;
+    },
+  };
+}

@@ -1,0 +1,114 @@
+import type { z } from 'zod';
+import type { AdmissionOutcome, TaskAdmission } from '../../repository/admission/taskAdmission.js';
+import type { RepositoryContext } from '../../repository/context.js';
+import type { PlanCommentSnapshot, PlanCommentStore, StoreFailure } from '../../repository/planComments/planCommentStore.js';
+import type { AnyReply } from '../endpoint.js';
+import type { importLegacySchema, planCommentCreateSchema, planCommentDeleteSchema, planCommentListSchema, planCommentUpdateSchema, planDeleteSchema } from '../planCommentRequests.js';
+import { commentPayload, lockTimeoutFailure, snapshotPayload, storeFailure, type PlanCommentsPayload } from '../planCommentWire.js';
+import type { PlanCommentPublisher } from './planCommentEvents.js';
+
+/**
+ * Task-owned plan comments (ADR 0002): the collection's endpoints (list, create, update, delete,
+ * `plan.delete`, legacy import). Every change runs in `admission.withMutation`, so it waits while a
+ * send on the task holds the lease, and then sees what that send committed; after every committed
+ * change the full collection goes out on `task_plan.comments_updated`, deduplicated by
+ * `task_id:plan_id:revision` (planCommentEvents.ts).
+ */
+
+export type { PlanCommentEvents } from './planCommentEvents.js';
+
+export interface PlanCommentServiceDeps {
+  ctx: RepositoryContext;
+  store: PlanCommentStore;
+  /** The store over a mutation's transaction. */
+  storeIn(tx: RepositoryContext): PlanCommentStore;
+  admission: TaskAdmission;
+  comments: PlanCommentPublisher;
+}
+
+type Req<S extends z.ZodType> = z.output<S>;
+
+export interface PlanCommentService {
+  list(request: Req<typeof planCommentListSchema>): Promise<AnyReply>;
+  create(request: Req<typeof planCommentCreateSchema>): Promise<AnyReply>;
+  update(request: Req<typeof planCommentUpdateSchema>): Promise<AnyReply>;
+  remove(request: Req<typeof planCommentDeleteSchema>): Promise<AnyReply>;
+  deletePlan(request: Req<typeof planDeleteSchema>): Promise<AnyReply>;
+  importLegacy(request: Req<typeof importLegacySchema>): Promise<AnyReply>;
+}
+
+/** What a committed change replies beside the collection, and whether it publishes it. */
+type ChangeReply = { changed: boolean; msgId?: string; body: Record<string, unknown> };
+
+/** One collection change under the task's mutation lock, then its event when it changed something. */
+function createMutation(deps: PlanCommentServiceDeps) {
+  return async function mutate<T extends { ok: true; snapshot: PlanCommentSnapshot } | StoreFailure>(
+    taskId: string,
+    fn: (s: PlanCommentStore) => Promise<T>,
+    reply: (ok: Extract<T, { ok: true }>, plan: PlanCommentsPayload) => ChangeReply,
+  ): Promise<AnyReply> {
+    const outcome: AdmissionOutcome<T> = await deps.admission.withMutation(deps.ctx, taskId, (tx) => fn(deps.storeIn(tx)));
+    if (!outcome.ok) return lockTimeoutFailure(outcome, taskId);
+    const result = outcome.value;
+    if (!result.ok) return storeFailure(result as StoreFailure);
+    const plan = snapshotPayload(result.snapshot);
+    const { changed, msgId, body } = reply(result as Extract<T, { ok: true }>, plan);
+    if (changed) deps.comments.publish(plan, msgId);
+    return { ok: true, plan_comments: plan, ...body } as AnyReply;
+  };
+}
+
+export function createPlanCommentService(deps: PlanCommentServiceDeps): PlanCommentService {
+  const mutate = createMutation(deps);
+  return {
+    async list({ task_id }) {
+      const snap = await deps.store.getSnapshot(task_id);
+      return snap.ok ? ({ ok: true, plan_comments: snapshotPayload(snap.snapshot) } as AnyReply) : storeFailure(snap);
+    },
+
+    create: (r) =>
+      mutate(
+        r.task_id,
+        (s) =>
+          s.createComment({
+            taskId: r.task_id,
+            planId: r.plan_id,
+            commentId: r.comment_id,
+            body: r.body,
+            selectedText: r.selected_text,
+            anchorFrom: r.anchor_from,
+            anchorTo: r.anchor_to,
+          }),
+        (ok) => ({ changed: !ok.replayed, body: { replayed: ok.replayed, comment: ok.comment ? commentPayload(ok.comment) : null } }),
+      ),
+
+    update: (r) =>
+      mutate(
+        r.task_id,
+        (s) => s.updateComment({ taskId: r.task_id, planId: r.plan_id, commentId: r.comment_id, version: r.version, body: r.body }),
+        (ok) => ({ changed: true, body: { comment: commentPayload(ok.comment) } }),
+      ),
+
+    remove: (r) =>
+      mutate(
+        r.task_id,
+        (s) => s.deleteComment({ taskId: r.task_id, planId: r.plan_id, commentId: r.comment_id, version: r.version }),
+        (ok) => ({ changed: ok.deleted, body: { deleted: ok.deleted } }),
+      ),
+
+    deletePlan: (r) =>
+      mutate(
+        r.task_id,
+        (s) => s.deletePlan({ taskId: r.task_id, planId: r.plan_id }),
+        // The collection after it has no plan (revision 0): the id names the deleted plan instead.
+        (ok) => ({ changed: ok.deleted, msgId: `${r.task_id}:${r.plan_id}:deleted`, body: { deleted: ok.deleted } }),
+      ),
+
+    importLegacy: (r) =>
+      mutate(
+        r.task_id,
+        (s) => s.importLegacy({ taskId: r.task_id, drafts: r.drafts }),
+        (ok) => ({ changed: ok.imported.length > 0, body: { imported: ok.imported, skipped: ok.skipped } }),
+      ),
+  };
+}

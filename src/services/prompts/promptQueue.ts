@@ -1,0 +1,97 @@
+import type { Logger } from 'pino';
+import type { z } from 'zod';
+import type { TaskAdmission } from '../../repository/admission/taskAdmission.js';
+import type { RepositoryContext } from '../../repository/context.js';
+import type { AcceptPromptInput, AcceptPromptResult, PromptStore } from '../../repository/prompts/promptStore.js';
+import type { AnyReply } from '../endpoint.js';
+import type { queueEnqueueSchema, queueListSchema } from '../planCommentRequests.js';
+import { admissionPayload, lockTimeoutFailure, queueEntryPayload, reasoned, storeFailure, type PlanCommentsPayload } from '../planCommentWire.js';
+import { queueStatusChanged } from './promptEvents.js';
+import type { PromptDispatch } from '../promptDispatch.js';
+import { publishOrRefresh, type SummaryPorts } from '../publishOrRefresh.js';
+import type { PromptTargets } from './promptTargets.js';
+
+/**
+ * The prompt queue's endpoints: `queue.enqueue` and `queue.list`.
+ *
+ * An enqueue is the accepting transaction with `deliveryKind: 'queued'`: it writes only the queue
+ * entry (its receipt), and no turn-start hook runs (the dispatcher runs it at delivery). Carrying
+ * comment refs it runs as one admission **mutation** of the task: with no hook between a preflight
+ * and the transaction there is nothing to hold a lease around, and the transaction re-validates
+ * everything itself. Without refs it takes no admission lock, as a send without refs.
+ *
+ * After COMMIT a new entry publishes `task_plan.comments_updated` (when it consumed comments) and
+ * `message.queue.status_changed` (which the worker's events stream captures, so the task's
+ * `queued_prompt_count` is reprojected), then kicks the dispatcher. If the bus refuses the status
+ * event the summary is refreshed directly (`publishOrRefresh`), so the count converges anyway.
+ */
+
+export interface PromptQueueDeps {
+  ctx: RepositoryContext;
+  prompts: PromptStore;
+  /** The prompt store over a mutation's transaction. */
+  promptsIn(tx: RepositoryContext): PromptStore;
+  admission: TaskAdmission;
+  targets: PromptTargets;
+  dispatch: PromptDispatch;
+  /** Where `message.queue.status_changed` goes, and the summary refresh when the bus refuses it. */
+  queueEvents: SummaryPorts;
+  queueMaxPerSession: number;
+  /** Issues a consumed collection's event (the shared collection publisher; not awaited). */
+  publishComments(plan: PlanCommentsPayload): void;
+  logger: Logger;
+}
+
+export interface PromptQueue {
+  enqueue(request: z.output<typeof queueEnqueueSchema>): Promise<AnyReply>;
+  list(request: z.output<typeof queueListSchema>): Promise<AnyReply>;
+}
+
+export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
+  const { prompts, admission, targets } = deps;
+  const max = deps.queueMaxPerSession;
+  const log = deps.logger.child({ component: 'prompt-queue' });
+
+  return {
+    async enqueue(r) {
+      const session = await targets.session(r.session_id);
+      if (!session) return reasoned('not_found', 'session_not_found', `session ${r.session_id} does not exist`);
+      const input: AcceptPromptInput = {
+        callerId: r.caller_id,
+        target: { kind: 'session', sessionId: r.session_id, taskId: session.taskId },
+        deliveryKind: 'queued',
+        queueMaxPerSession: max,
+        content: r.content,
+        planCommentRefs: r.plan_comment_refs ?? [],
+        attachmentIds: r.attachment_ids,
+        attachmentOwnerId: r.attachment_owner_id,
+        model: r.model,
+        planMode: r.plan_mode,
+      };
+      let accepted: AcceptPromptResult;
+      if ((r.plan_comment_refs ?? []).length > 0) {
+        const outcome = await admission.withMutation(deps.ctx, session.taskId, (tx) => deps.promptsIn(tx).acceptPrompt(input));
+        if (!outcome.ok) return lockTimeoutFailure(outcome, session.taskId);
+        accepted = outcome.value;
+      } else {
+        accepted = await prompts.acceptPrompt(input);
+      }
+      if (!accepted.ok) return storeFailure(accepted);
+      const reply = admissionPayload(accepted);
+      if (!accepted.replayed) {
+        // The kick first: delivery need not wait for the events, which are hints for the summary.
+        deps.dispatch.kick(accepted.sessionId);
+        if (accepted.consumedCommentIds.length > 0 && reply.plan_comments) deps.publishComments(reply.plan_comments);
+        const session = { sessionId: accepted.sessionId, taskId: accepted.taskId };
+        await publishOrRefresh(deps.queueEvents, log, accepted.taskId, [queueStatusChanged(session, accepted.queueCount ?? 0, max, `${accepted.receiptId}:enqueued`)]);
+      }
+      return reply;
+    },
+
+    async list({ session_id }) {
+      const listed = await prompts.listQueue(session_id);
+      if (!listed.ok) return storeFailure(listed);
+      return { ok: true, entries: listed.entries.map(queueEntryPayload), count: listed.entries.length, max } as AnyReply;
+    },
+  };
+}
