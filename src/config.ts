@@ -1,9 +1,7 @@
 import { z } from 'zod';
-import { DEFAULT_DATABASE_URL } from './repository/database.js';
 import { ERROR_CODES, PendingProjectorError } from './errors.js';
 import { BUCKET_STORAGES } from './events/summaryBucket.js';
-import { SCHEMA_MODE_SETTINGS } from './repository/schema/schemaMode.js';
-import { TIMESTAMP_FORM_SETTINGS } from './repository/timestampForms.js';
+import { DEFAULT_DATABASE_URL, SCHEMA_MODE_SETTINGS, TIMESTAMP_FORM_SETTINGS } from './settingValues.js';
 import { redactCredentials } from './redaction.js';
 import { LOG_FORMAT_SETTINGS } from './logger.js';
 import { wrapText } from './textWrap.js';
