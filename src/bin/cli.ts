@@ -54,7 +54,8 @@ function command<const N extends readonly SettingName[]>(spec: CommandSpec<N>): 
     ...rest,
     load(flags, env) {
       const config = loadConfig(flags, env, spec.settings);
-      const logLevel = 'logLevel' in config ? (config.logLevel as Config['logLevel']) : undefined;
+      // A failure's report shows its stack at debug: for a command without LOG_LEVEL, never.
+      const { logLevel }: Partial<Config> = config;
       return { logLevel, run: (args) => run(config, args) };
     },
   };
