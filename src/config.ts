@@ -1,9 +1,7 @@
 import { z } from 'zod';
-import { DEFAULT_DATABASE_URL } from './repository/database.js';
 import { ERROR_CODES, PendingProjectorError } from './errors.js';
 import { BUCKET_STORAGES } from './events/summaryBucket.js';
-import { SCHEMA_MODE_SETTINGS } from './repository/schema/schemaMode.js';
-import { TIMESTAMP_FORM_SETTINGS } from './repository/timestampForms.js';
+import { DEFAULT_DATABASE_URL, SCHEMA_MODE_SETTINGS, TIMESTAMP_FORM_SETTINGS } from './settingValues.js';
 import { redactCredentials } from './redaction.js';
 import { LOG_FORMAT_SETTINGS } from './logger.js';
 import { wrapText } from './textWrap.js';
@@ -199,6 +197,8 @@ export const SETTINGS = {
 type Settings = typeof SETTINGS;
 export type SettingName = keyof Settings;
 export type Config = { [K in SettingName]: z.output<Settings[K]['schema']> };
+/** The configuration of a command that reads the settings `names`: exactly those, parsed. */
+export type SettingsOf<N extends readonly SettingName[]> = Pick<Config, N[number]>;
 
 interface SettingNames {
   env: string;
@@ -234,15 +234,16 @@ export class ConfigError extends PendingProjectorError {
   }
 }
 
+type Flags = Record<string, string | boolean | undefined>;
+
 /**
- * Builds the configuration from flags (already parsed, keyed by flag name) and an environment.
- * Lists every bad setting at once, each with both ways to set it.
+ * Builds the configuration of the settings `only` (every setting when absent) from flags (already
+ * parsed, keyed by flag name) and an environment: exactly those settings, no others. Lists every
+ * bad setting at once, each with both ways to set it.
  */
-export function loadConfig(
-  flags: Record<string, string | boolean | undefined> = {},
-  env: NodeJS.ProcessEnv = process.env,
-  only: readonly SettingName[] = Object.keys(SETTINGS) as SettingName[],
-): Config {
+export function loadConfig(flags?: Flags, env?: NodeJS.ProcessEnv): Config;
+export function loadConfig<const N extends readonly SettingName[]>(flags: Flags, env: NodeJS.ProcessEnv, only: N): SettingsOf<N>;
+export function loadConfig(flags: Flags = {}, env: NodeJS.ProcessEnv = process.env, only: readonly SettingName[] = Object.keys(SETTINGS) as SettingName[]): Partial<Config> {
   const problems: string[] = [];
   const config: Record<string, unknown> = {};
   for (const name of only) {
@@ -259,7 +260,18 @@ export function loadConfig(
     }
   }
   if (problems.length > 0) throw new ConfigError(problems);
-  return config as Config;
+  // Each value was parsed by its own setting's schema, so each has its setting's type.
+  return config as Partial<Config>;
+}
+
+/**
+ * `given` with each of `names` it leaves out (or leaves undefined) set to the table's default,
+ * parsed as `loadConfig` parses it: how an in-process caller (a test, an embedder) that skips a
+ * setting gets the value the CLI would give it, with no copy of the default elsewhere.
+ */
+export function withDefaults<T extends Partial<Config>, const N extends readonly SettingName[]>(given: T, names: N): T & SettingsOf<N> {
+  const missing = names.filter((name) => given[name] === undefined);
+  return { ...given, ...loadConfig({}, {}, missing) } as T & SettingsOf<N>;
 }
 
 /** Columns `--help` fits in. */

@@ -61,7 +61,7 @@ import { prepareConnections } from './prepareConnections.js';
  */
 
 /** What the assembled parts read from the configuration. */
-export type PartsConfig = Pick<Config, 'subjectPrefix' | 'projectionBatchSize' | 'projectionTransactions'> & Partial<Pick<Config, 'summaryBucketStorage' | 'schemaMode' | 'timestampForm'>>;
+export type PartsConfig = Pick<Config, 'subjectPrefix' | 'projectionBatchSize' | 'projectionTransactions' | 'summaryBucketStorage' | 'schemaMode' | 'timestampForm'>;
 
 /** The inbound side's settings: only the worker creates or updates the events stream and its consumer. */
 export type InboundSettings = Pick<Config, 'streamMaxAgeMs' | 'maxDeliver' | 'ackWaitMs'>;
@@ -123,9 +123,9 @@ export async function storesOf(db: Database, options: StoresOptions = {}): Promi
  * work, slower; only `migrate --add-indexes` builds it), then the stores over `db`, whose timestamp
  * forms follow what the mode and the newest rows say.
  */
-export async function openStores(db: Database, logger: Logger, options: Omit<StoresOptions, 'logger' | 'kandevSchema'> & { schemaMode?: SchemaModeSetting } = {}): Promise<RepositoryContext> {
+export async function openStores(db: Database, logger: Logger, options: Omit<StoresOptions, 'logger' | 'kandevSchema'> & { schemaMode: SchemaModeSetting }): Promise<RepositoryContext> {
   const log = logger.child({ component: 'migrate' });
-  const { mode, applied } = await migrateSchema(db, options.schemaMode ?? 'auto');
+  const { mode, applied } = await migrateSchema(db, options.schemaMode);
   if (applied.length > 0) log.info({ applied, schemaMode: mode }, 'applied migrations');
   const ctx = await storesOf(db, { clock: options.clock, setting: options.setting, logger, kandevSchema: mode === 'kandev' });
   // Inspected through the stores' dialect: which indexes serve the queries depends on its timestamp forms.
@@ -169,17 +169,17 @@ export function createTasks(parts: Parts, logger: Logger): TaskService {
   return createTaskService({ store: createTaskStore(parts.ctx), reproject: (taskId) => parts.projector.reproject(taskId), logger });
 }
 
-/** What the prompt, plan-comment and attachment services read of the configuration (each with its config.ts default when absent). */
-export type PlanCommentsConfig = Partial<Pick<Config, 'admissionLockTimeoutMs' | 'turnStartHookSubject' | 'turnStartHookTimeoutMs' | 'queueMaxPerSession'>>;
+/** What the prompt, plan-comment and attachment services read of the configuration. */
+export type PlanCommentsConfig = Pick<Config, 'admissionLockTimeoutMs' | 'turnStartHookSubject' | 'turnStartHookTimeoutMs' | 'queueMaxPerSession'>;
 
 /** The turn-start hook of TURN_START_HOOK_SUBJECT (none when empty): admission's, and the dispatcher's for queued prompts. */
 export function createTurnStartHook(parts: Parts, nc: NatsConnection, config: PlanCommentsConfig): TurnStartHook {
-  const subject = config.turnStartHookSubject ?? '';
-  return subject ? new NatsTurnStartHook(nc, `${parts.topology.prefix}${subject}`, config.turnStartHookTimeoutMs ?? 30_000) : NO_TURN_START_HOOK;
+  const subject = config.turnStartHookSubject;
+  return subject ? new NatsTurnStartHook(nc, `${parts.topology.prefix}${subject}`, config.turnStartHookTimeoutMs) : NO_TURN_START_HOOK;
 }
 
-/** What the prompt dispatcher reads of the configuration (each with its config.ts default when absent). */
-export type PromptDispatchConfig = PlanCommentsConfig & Partial<Pick<Config, 'reservationTtlMs' | 'promptDeadlineMs' | 'dispatchPollMs' | 'queueMaxPerSession'>>;
+/** What the prompt dispatcher reads of the configuration. */
+export type PromptDispatchConfig = PlanCommentsConfig & Pick<Config, 'reservationTtlMs' | 'promptDeadlineMs' | 'dispatchPollMs'>;
 
 export interface PromptDelivery {
   dispatcher: PromptDispatcher;
@@ -201,7 +201,7 @@ export async function createPromptDelivery(
   const delivery = new NatsPromptDelivery(deps.nc, parts.topology, parts.clock);
   const events = new NatsEventPublisher(deps.nc, parts.topology, parts.clock);
   const refreshSummary = (taskId: string) => parts.projector.reproject(taskId);
-  const queueMax = deps.config.queueMaxPerSession ?? 10;
+  const queueMax = deps.config.queueMaxPerSession;
   const dispatcher = createPromptDispatcher({
     store,
     delivery,
@@ -211,10 +211,10 @@ export async function createPromptDelivery(
     failpoints: deps.failpoints,
     logger: deps.logger,
     owner: deps.owner,
-    reservationTtlMs: deps.config.reservationTtlMs ?? 30_000,
-    promptDeadlineMs: deps.config.promptDeadlineMs ?? 10_000,
+    reservationTtlMs: deps.config.reservationTtlMs,
+    promptDeadlineMs: deps.config.promptDeadlineMs,
     queueMax,
-    ineligibleRetryMs: deps.config.dispatchPollMs ?? 1_000,
+    ineligibleRetryMs: deps.config.dispatchPollMs,
     metrics: deps.metrics,
   });
   return {
@@ -267,7 +267,7 @@ export async function createPromptServices(
   const schema = await detectPlanCommentSchema(ctx);
   const comments = createPlanCommentStore(ctx, schema);
   const admission = createTaskAdmission(parts.db, {
-    lockTimeoutMs: deps.config.admissionLockTimeoutMs ?? 5_000,
+    lockTimeoutMs: deps.config.admissionLockTimeoutMs,
     onWarning: (message) => deps.logger.warn({ component: 'admission' }, message),
   });
   const commentEvents = createPlanCommentPublisher(new NatsPlanCommentPublisher(deps.nc, parts.topology, parts.clock), deps.logger);
@@ -282,7 +282,7 @@ export async function createPromptServices(
     hook: createTurnStartHook(parts, deps.nc, deps.config),
     targets: promptTargets(ctx, schema),
     queueEvents: { events: new NatsEventPublisher(deps.nc, parts.topology, parts.clock), refreshSummary: (taskId) => parts.projector.reproject(taskId) },
-    queueMaxPerSession: deps.config.queueMaxPerSession ?? 10,
+    queueMaxPerSession: deps.config.queueMaxPerSession,
     // The worker's dispatcher; without one (one-shot commands, tests of admission alone) receipts wait for a worker.
     dispatch: deps.dispatch ?? NO_PROMPT_DISPATCH,
     failpoints: deps.failpoints,
@@ -309,7 +309,7 @@ export async function assembleParts(deps: PartsDeps): Promise<Parts> {
 }
 
 /** What a one-shot command that publishes projections reads. */
-export type CommandConfig = PartsConfig & DatabaseConfig & NatsClientSettings & Pick<Config, 'logLevel'> & Partial<Pick<Config, 'logFormat'>>;
+export type CommandConfig = PartsConfig & DatabaseConfig & NatsClientSettings & Pick<Config, 'logLevel' | 'logFormat'>;
 
 /**
  * Runs a one-shot command (reconcile, replay) over its own database pool and NATS connection named
@@ -318,7 +318,7 @@ export type CommandConfig = PartsConfig & DatabaseConfig & NatsClientSettings & 
  * setting (ConnectionFailedError). Logs go to stderr: stdout is the command's report.
  */
 export async function withCommandParts<T>(config: CommandConfig, connectionName: string, run: (parts: Parts, logger: Logger) => Promise<T>): Promise<T> {
-  const logger = createLogger(config.logLevel, { destination: pino.destination(2), format: resolveLogFormat(config.logFormat ?? 'auto') });
+  const logger = createLogger(config.logLevel, { destination: pino.destination(2), format: resolveLogFormat(config.logFormat) });
   const { db, nats } = prepareConnections(config, logger);
   try {
     await probeDatabase(db, config.databaseUrl);

@@ -1,41 +1,71 @@
 import { parseArgs } from 'node:util';
-import { ConfigError, HELP_WIDTH, describeSettings, loadConfig, namesOf, type Config, type SettingName } from '../config.js';
+import { ConfigError, HELP_WIDTH, describeSettings, loadConfig, namesOf, type Config, type SettingName, type SettingsOf } from '../config.js';
 import { runMigrateCommand } from './migrateCommand.js';
 import { runWorkerCommand } from './workerCommand.js';
 import { runReconcileCommand, runVerifyCommand } from './reconcileCommands.js';
 import { runReplayCommand } from './replayCommand.js';
-import { runDeadLettersCommand } from './deadLettersCommand.js';
+import { DEFAULT_LIST_LIMIT, runDeadLettersCommand } from './deadLettersCommand.js';
 import { runSandboxCommand } from './sandboxCommand.js';
 import { runSandboxRequest, runSandboxWatch } from './sandboxRequest.js';
-import { parseSampleRows, runDoctorCommand } from './doctorCommand.js';
+import { DEFAULT_SAMPLE_ROWS, parseSampleRows, runDoctorCommand } from './doctorCommand.js';
 import { describeFailure } from './commandFailure.js';
 import { closestName } from './closestName.js';
 import { wrapText } from '../textWrap.js';
-import { BUS_SETTINGS, STORE_SETTINGS, WORKER_SETTINGS } from './workerSettings.js';
+import {
+  DEAD_LETTERS_SETTINGS,
+  DOCTOR_SETTINGS,
+  MIGRATE_SETTINGS,
+  RECONCILE_SETTINGS,
+  REPLAY_SETTINGS,
+  SANDBOX_CLIENT_SETTINGS,
+  SANDBOX_SETTINGS,
+  VERIFY_SETTINGS,
+  WORKER_SETTINGS,
+} from './commandSettings.js';
 
 /**
  * `pending-projector <command>`: the only entry point that reads configuration as a whole and
  * creates the database pool, the NATS connection and the root logger.
  */
 
-interface Command {
+type Flags = Record<string, string | boolean | undefined>;
+type Args = { values: Record<string, unknown>; positionals: string[] };
+
+/** A command as `command()` declares it: its settings list, and a run that takes exactly those settings. */
+interface CommandSpec<N extends readonly SettingName[]> {
   summary: string;
   usage: string;
-  settings: SettingName[];
+  settings: N;
   options?: Record<string, { type: 'string' | 'boolean'; multiple?: boolean; help: string }>;
   /** Takes positional arguments (`dead-letters show <id>`); any other command refuses them. */
   positionals?: boolean;
-  run(config: Config, args: { values: Record<string, unknown>; positionals: string[] }): Promise<number>;
+  run(config: SettingsOf<N>, args: Args): Promise<number>;
 }
 
-const BUS = BUS_SETTINGS;
-const STORES = STORE_SETTINGS;
+interface Command extends Omit<CommandSpec<readonly SettingName[]>, 'run'> {
+  /** Loads the command's settings (a ConfigError lists every bad one), ready to run on them. */
+  load(flags: Flags, env: NodeJS.ProcessEnv): { logLevel?: Config['logLevel']; run(args: Args): Promise<number> };
+}
+
+/** Pairs a command's settings list with its run: what `load` reads is what `run` is typed to take. */
+function command<const N extends readonly SettingName[]>(spec: CommandSpec<N>): Command {
+  const { run, ...rest } = spec;
+  return {
+    ...rest,
+    load(flags, env) {
+      const config = loadConfig(flags, env, spec.settings);
+      // A failure's report shows its stack at debug: for a command without LOG_LEVEL, never.
+      const { logLevel }: Partial<Config> = config;
+      return { logLevel, run: (args) => run(config, args) };
+    },
+  };
+}
 
 const COMMANDS: Record<string, Command> = {
-  migrate: {
+  migrate: command({
     summary: "apply this service's migrations for the schema mode (a second run is a no-op) and report the indexes the queries need that are missing",
     usage: 'pending-projector migrate [--database-url URL] [--schema-mode auto|owned|kandev] [--add-indexes]',
-    settings: [...STORES, 'schemaMode'],
+    settings: MIGRATE_SETTINGS,
     options: {
       'add-indexes': {
         type: 'boolean',
@@ -43,13 +73,13 @@ const COMMANDS: Record<string, Command> = {
       },
     },
     run: (config, args) => runMigrateCommand(config, { addIndexes: Boolean(args.values['add-indexes']) }),
-  },
-  doctor: {
+  }),
+  doctor: command({
     summary: 'read the database (never writing) and report whether the worker can run on it: schema mode, columns, indexes, timestamp forms, metadata, open turns (exit 0 ok, 1 warnings, 2 cannot run)',
     usage: 'pending-projector doctor [--database-url URL] [--schema-mode auto|owned|kandev] [--sample N] [--json]',
-    settings: ['databaseUrl', 'databasePasswordFile', 'schemaMode'],
+    settings: DOCTOR_SETTINGS,
     options: {
-      sample: { type: 'string', help: 'newest rows sampled per timestamp column (default 1000)' },
+      sample: { type: 'string', help: `newest rows sampled per timestamp column (default ${DEFAULT_SAMPLE_ROWS})` },
       json: { type: 'boolean', help: 'one JSON document with every finding and the verdict (docs/doctor.md)' },
     },
     run: (config, args) => {
@@ -60,68 +90,68 @@ const COMMANDS: Record<string, Command> = {
       }
       return runDoctorCommand(config, { json: Boolean(args.values.json), sampleRows: sample.rows });
     },
-  },
-  worker: {
+  }),
+  worker: command({
     summary: 'run the projector: consume events, compare-and-set summaries, publish replacements',
     usage: 'pending-projector worker [flags]',
     settings: WORKER_SETTINGS,
     run: (config) => runWorkerCommand(config),
-  },
-  reconcile: {
+  }),
+  reconcile: command({
     summary: 'repair every task summary (or --task ID ...) from the database, publishing each change',
     usage: 'pending-projector reconcile [--task ID]... [flags]',
-    settings: [...STORES, ...BUS, 'schemaMode', 'reconcilePageSize', 'projectionBatchSize', 'projectionTransactions', 'summaryBucketStorage'],
+    settings: RECONCILE_SETTINGS,
     options: { task: { type: 'string', multiple: true, help: 'only this task (repeatable)' } },
     run: (config, args) => runReconcileCommand(config, (args.values.task as string[] | undefined) ?? []),
-  },
-  verify: {
+  }),
+  verify: command({
     summary: 'dry run: list every task whose stored summary differs from a fresh derivation (exit 1 if any)',
     usage: 'pending-projector verify [--task ID]... [--json]',
-    settings: [...STORES, 'reconcilePageSize'],
+    settings: VERIFY_SETTINGS,
     options: {
       task: { type: 'string', multiple: true, help: 'only this task (repeatable)' },
       json: { type: 'boolean', help: 'one JSON object per drifted task' },
     },
     run: (config, args) => runVerifyCommand(config, (args.values.task as string[] | undefined) ?? [], Boolean(args.values.json)),
-  },
-  replay: {
+  }),
+  replay: command({
     summary: 'reproject every task touched by events in a window of the event stream (ops)',
     usage: 'pending-projector replay (--since <RFC3339 time> | --from-seq <n>) [flags]',
-    settings: [...STORES, ...BUS, 'schemaMode', 'projectionBatchSize', 'projectionTransactions', 'summaryBucketStorage'],
+    settings: REPLAY_SETTINGS,
     options: {
       since: { type: 'string', help: 'start at this instant, e.g. 2026-11-30T06:00:00Z' },
       'from-seq': { type: 'string', help: 'start at this stream sequence' },
     },
     run: (config, args) => runReplayCommand(config, { since: args.values.since as string | undefined, fromSeq: args.values['from-seq'] as string | undefined }),
-  },
-  'dead-letters': {
+  }),
+  'dead-letters': command({
     summary: 'inspect and re-inject dead-lettered events: list | show <id> | retry <id>',
     usage: 'pending-projector dead-letters list [--limit N] | show <id> | retry <id>',
-    settings: [...BUS, 'logLevel', 'logFormat'],
-    options: { limit: { type: 'string', help: 'records to list (default 100)' } },
+    settings: DEAD_LETTERS_SETTINGS,
+    options: { limit: { type: 'string', help: `records to list (default ${DEFAULT_LIST_LIMIT})` } },
     positionals: true,
-    run: (config, args) => runDeadLettersCommand(config, args.positionals, Number(args.values.limit ?? 100)),
-  },
-  sandbox: {
+    run: (config, args) => runDeadLettersCommand(config, args.positionals, Number(args.values.limit ?? DEFAULT_LIST_LIMIT)),
+  }),
+  sandbox: command({
     summary: 'try it: a temporary database seeded with a small workspace, the worker on its own subject prefix, and commands to try every endpoint; Ctrl-C removes it all (docs/sandbox.md)',
     usage: 'pending-projector sandbox [flags] (DATABASE_URL unset: a temporary SQLite file; PostgreSQL: a schema of its own)',
-    settings: WORKER_SETTINGS.filter((name) => name !== 'healthPort' && name !== 'schemaMode' && name !== 'failpoints'),
+    settings: SANDBOX_SETTINGS,
     run: (config) => runSandboxCommand(config),
-  },
-  'sandbox request': {
+  }),
+  'sandbox request': command({
     summary: "send one request to a worker's endpoint and print the reply (what `nats req` does); exit 0 when it is ok",
     usage: "pending-projector sandbox request <endpoint> '<json body>' --subject-prefix P",
-    settings: BUS,
+    settings: SANDBOX_CLIENT_SETTINGS,
     positionals: true,
     run: (config, args) => runSandboxRequest(config, args.positionals),
-  },
-  'sandbox watch': {
+  }),
+  'sandbox watch': command({
     summary: 'print every task summary a worker publishes (what `nats sub P.task.status_summary.updated` does)',
     usage: 'pending-projector sandbox watch --subject-prefix P [--json]',
-    settings: BUS,
+    settings: SANDBOX_CLIENT_SETTINGS,
     options: { json: { type: 'boolean', help: 'print each envelope as published' } },
     run: (config, args) => runSandboxWatch(config, { json: Boolean(args.values.json) }),
-  },
+  }),
 };
 
 /**
@@ -201,9 +231,9 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(commandHelp(command));
     return 0;
   }
-  let config: Config;
+  let loaded;
   try {
-    config = loadConfig(args.values as Record<string, string | boolean | undefined>, process.env, command.settings);
+    loaded = command.load(args.values as Flags, process.env);
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`pending-projector: ${err.message}\n${seeHelp}\n`);
@@ -212,9 +242,9 @@ export async function main(argv: string[]): Promise<number> {
     throw err;
   }
   try {
-    return await command.run(config, args as { values: Record<string, unknown>; positionals: string[] });
+    return await loaded.run(args as Args);
   } catch (err) {
-    const { text, exitCode } = describeFailure(err, config.logLevel);
+    const { text, exitCode } = describeFailure(err, loaded.logLevel);
     process.stderr.write(text);
     return exitCode;
   }

@@ -1,11 +1,14 @@
 import { jetstreamManager } from '@nats-io/jetstream';
-import type { Config } from '../config.js';
 import { listDeadLetters, retryDeadLetter, showDeadLetter } from '../events/deadLetters.js';
 import { topologyFor } from '../events/subjects.js';
 import { connectNats } from './connectNats.js';
+import type { DeadLettersSettings } from './commandSettings.js';
+
+/** The records `dead-letters list` shows without `--limit` (or with one that is not a positive number). */
+export const DEFAULT_LIST_LIMIT = 100;
 
 /** `dead-letters list | show <id> | retry <id>`. */
-export async function runDeadLettersCommand(config: Config, positionals: string[], limit: number): Promise<number> {
+export async function runDeadLettersCommand(config: DeadLettersSettings, positionals: string[], limit: number): Promise<number> {
   const [action, rawId] = positionals;
   if (action !== 'list' && action !== 'show' && action !== 'retry') {
     process.stderr.write('usage: pending-projector dead-letters list [--limit N] | show <id> | retry <id>\n');
@@ -22,7 +25,7 @@ export async function runDeadLettersCommand(config: Config, positionals: string[
     const topology = topologyFor(config.subjectPrefix);
     const jsm = await jetstreamManager(nc);
     if (action === 'list') {
-      const entries = await listDeadLetters(jsm, topology, Number.isFinite(limit) && limit > 0 ? limit : 100).catch((err: Error) => {
+      const entries = await listDeadLetters(jsm, topology, Number.isFinite(limit) && limit > 0 ? limit : DEFAULT_LIST_LIMIT).catch((err: Error) => {
         if (/not found/i.test(err.message)) return [];
         throw err;
       });

@@ -10,8 +10,7 @@ import { addIndexesCommandLine } from './migrateCommand.js';
 import { createProgressReporter } from './progress.js';
 import { databaseConnectionFailure } from './connectionFailure.js';
 import { EXIT_CODES } from './exitCodes.js';
-
-type DoctorConfig = Pick<Config, 'databaseUrl' | 'schemaMode'> & Partial<Pick<Config, 'databasePasswordFile'>>;
+import type { DoctorSettings } from './commandSettings.js';
 
 export interface DoctorOptions {
   readonly json: boolean;
@@ -79,7 +78,7 @@ function slowCheckProgress(everyMs = 1000) {
  * exit 0 the worker can run, 1 it can run with warnings, 2 it cannot (refused schema, database not
  * reachable). `json`: one JSON document instead (docs/doctor.md).
  */
-export async function runDoctorCommand(config: DoctorConfig, options: DoctorOptions): Promise<number> {
+export async function runDoctorCommand(config: DoctorSettings, options: DoctorOptions): Promise<number> {
   const write = (report: DoctorReport) => {
     process.stdout.write(options.json ? `${JSON.stringify(doctorJson(report), null, 2)}\n` : doctorText(report));
     return report.verdict.exitCode;

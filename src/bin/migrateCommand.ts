@@ -4,9 +4,8 @@ import { inspectRequiredIndexes, unservedIndexes, type IndexInspection } from '.
 import { migrateSchema } from '../repository/migrate.js';
 import { ADD_INDEXES_COMMAND } from './addIndexesCommand.js';
 import { storesOf } from './assembly.js';
-import { connectDatabase, type DatabaseConfig } from './connectDatabase.js';
-
-type MigrateConfig = DatabaseConfig & Pick<Config, 'schemaMode'> & Partial<Pick<Config, 'timestampForm'>>;
+import { connectDatabase } from './connectDatabase.js';
+import type { MigrateSettings } from './commandSettings.js';
 
 /** One line per required index that is not there, for a person: what holds its name and what to do. */
 export function describeUnservedIndex(inspection: IndexInspection): string {
@@ -67,7 +66,7 @@ function progressLine(event: IndexBuildEvent): string {
  * A refused database throws SchemaRefusedError (exit 2 through the CLI, with every problem named);
  * one that cannot be reached a ConnectionFailedError naming DATABASE_URL.
  */
-export async function runMigrateCommand(config: MigrateConfig, options: { addIndexes: boolean }): Promise<number> {
+export async function runMigrateCommand(config: MigrateSettings, options: { addIndexes: boolean }): Promise<number> {
   const db = await connectDatabase(config);
   try {
     const { mode, because, applied } = await migrateSchema(db, config.schemaMode);

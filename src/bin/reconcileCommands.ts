@@ -1,4 +1,3 @@
-import type { Config } from '../config.js';
 import { reconcileTasks } from '../projectors/reconcile.js';
 import { createProjectionStore } from '../repository/projection/projectionStore.js';
 import { unappliedMigrations } from '../repository/migrate.js';
@@ -9,9 +8,10 @@ import { storesOf, withCommandParts } from './assembly.js';
 import { openDatabase, probeDatabase } from './connectDatabase.js';
 import { createProgressReporter } from './progress.js';
 import { plural } from './plural.js';
+import type { ReconcileSettings, VerifySettings } from './commandSettings.js';
 
 /** `reconcile`: repair drifted summaries through the normal projection and publish each change. */
-export async function runReconcileCommand(config: Config, taskIds: string[]): Promise<number> {
+export async function runReconcileCommand(config: ReconcileSettings, taskIds: string[]): Promise<number> {
   return withCommandParts(config, 'pending-projector-reconcile', async ({ ctx, store, projector }) => {
     const total = taskIds.length > 0 ? taskIds.length : await countTasks(ctx);
     const progress = createProgressReporter();
@@ -40,7 +40,7 @@ export async function runReconcileCommand(config: Config, taskIds: string[]): Pr
  * Kandev's tables on PostgreSQL: the pp_json_* helpers every statement calls) it says to run
  * `migrate` and exits 2, on either dialect, instead of failing inside a statement.
  */
-export async function runVerifyCommand(config: Config, taskIds: string[], json: boolean): Promise<number> {
+export async function runVerifyCommand(config: VerifySettings, taskIds: string[], json: boolean): Promise<number> {
   let db;
   try {
     db = openDatabase(config, undefined, { readOnly: true });

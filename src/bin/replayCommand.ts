@@ -1,17 +1,17 @@
 import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
-import type { Config } from '../config.js';
 import { parseEvent } from '../events/envelope.js';
 import { taskIdOfSession } from '../repository/tasks/tasks.js';
 import { withCommandParts } from './assembly.js';
 import { createProgressReporter } from './progress.js';
 import { plural } from './plural.js';
+import type { ReplaySettings } from './commandSettings.js';
 
 /**
  * `replay`: reads a window of the event stream through an ephemeral ordered consumer (the live
  * durable consumer is untouched), collects the tasks it touches, and reprojects each from the
  * database. Events only say which tasks to look at; the database says what is true.
  */
-export async function runReplayCommand(config: Config, window: { since?: string; fromSeq?: string }): Promise<number> {
+export async function runReplayCommand(config: ReplaySettings, window: { since?: string; fromSeq?: string }): Promise<number> {
   if ((window.since === undefined) === (window.fromSeq === undefined)) {
     process.stderr.write('replay needs exactly one of --since <RFC3339 time> or --from-seq <n>\n');
     return 2;

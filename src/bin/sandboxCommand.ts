@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import pino from 'pino';
-import type { Config } from '../config.js';
 import { removeTopology } from '../events/removeTopology.js';
 import { topologyFor } from '../events/subjects.js';
 import { createLogger, type Logger } from '../logger.js';
@@ -15,6 +14,7 @@ import { openSandboxDatabase, type SandboxDatabase } from './sandboxDatabase.js'
 import { sandboxGuide } from './sandboxGuide.js';
 import { startWorker, type WorkerHandle } from './worker.js';
 import type { WorkerConfig } from './worker.js';
+import type { SandboxSettings } from './commandSettings.js';
 
 /**
  * `pending-projector sandbox`: a throwaway deployment to try every endpoint on. It creates its own
@@ -24,9 +24,6 @@ import type { WorkerConfig } from './worker.js';
  * database, and the prefix's streams, consumers and KV bucket. Worker logs go to stderr, so stdout
  * is the guide alone.
  */
-
-/** What the sandbox reads: the worker's settings but the three it decides itself. */
-export type SandboxConfig = Omit<Config, 'healthPort' | 'schemaMode' | 'failpoints'>;
 
 /** The line a script (or a test) waits for: everything is seeded, projected and served. */
 export const SANDBOX_READY = 'sandbox ready';
@@ -65,7 +62,7 @@ async function tearDown(running: Running, logger: Logger): Promise<boolean> {
 }
 
 /** Starts the sandbox and resolves with the exit code once it was stopped and cleaned up. */
-export async function runSandboxCommand(config: SandboxConfig): Promise<number> {
+export async function runSandboxCommand(config: SandboxSettings): Promise<number> {
   const logger = createLogger(config.logLevel, pino.destination(2));
   const prefix = sandboxPrefix(config.subjectPrefix);
   // NATS first: an unreachable server is reported before anything was created.

@@ -1,9 +1,8 @@
 import { RequestError } from '@nats-io/transport-node';
-import type { Config } from '../config.js';
 import { topologyFor } from '../events/subjects.js';
 import { ENDPOINTS } from '../services/requests.js';
 import { connectNats } from './connectNats.js';
-import type { NatsClientSettings } from './natsConnectionOptions.js';
+import type { SandboxClientSettings } from './commandSettings.js';
 
 /**
  * `pending-projector sandbox request <endpoint> [json]` and `pending-projector sandbox watch`: what
@@ -11,15 +10,13 @@ import type { NatsClientSettings } from './natsConnectionOptions.js';
  * against any worker (give its --subject-prefix), not only a sandbox's.
  */
 
-export type BusConfig = NatsClientSettings & Pick<Config, 'subjectPrefix'>;
-
 const ENDPOINT_NAMES: readonly string[] = Object.values(ENDPOINTS);
 // As the typed client: clarification.respond may wait for the agent's confirmation, then a refresh.
 const RESPOND_TIMEOUT_MS = 65_000;
 const TIMEOUT_MS = 10_000;
 
 /** Sends `body` (JSON text, sent as given) to the endpoint; prints the reply; exit 0 when it is `ok: true`. */
-export async function runSandboxRequest(config: BusConfig, positionals: readonly string[]): Promise<number> {
+export async function runSandboxRequest(config: SandboxClientSettings, positionals: readonly string[]): Promise<number> {
   const [endpoint, body = '{}', ...extra] = positionals;
   if (!endpoint || !ENDPOINT_NAMES.includes(endpoint) || extra.length > 0) {
     process.stderr.write(
@@ -56,7 +53,7 @@ export async function runSandboxRequest(config: BusConfig, positionals: readonly
 }
 
 /** One line per published task summary until SIGINT/SIGTERM; `json`: the envelope as published. */
-export async function runSandboxWatch(config: BusConfig, options: { json: boolean }): Promise<number> {
+export async function runSandboxWatch(config: SandboxClientSettings, options: { json: boolean }): Promise<number> {
   const topology = topologyFor(config.subjectPrefix);
   const nc = await connectNats(config, 'pending-projector-watch');
   const sub = nc.subscribe(topology.summarySubject);

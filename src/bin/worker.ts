@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
 import { EventConsumer } from '../events/natsEventConsumer.js';
 import { topologyFor, type Topology } from '../events/subjects.js';
 import { NatsPermissionError, probeNatsPermissions } from '../events/natsPermissions.js';
@@ -26,39 +25,9 @@ import { serviceEndpointsComponent } from './worker/serviceEndpointsComponent.js
 import { summaryBucketRefillerComponent } from './worker/summaryBucketRefiller.js';
 import { workerPermissionNeeds } from './worker/workerPermissionNeeds.js';
 import { redactCredentials } from '../redaction.js';
+import { resolveWorkerConfig, type StartWorkerSettings, type WorkerConfig } from './workerSettings.js';
 
-export type WorkerConfig = Pick<
-  Config,
-  | 'subjectPrefix'
-  | 'healthPort'
-  | 'projectionBatchSize'
-  | 'projectionTransactions'
-  | 'maxEventBytes'
-  | 'maxDeliver'
-  | 'ackWaitMs'
-  | 'streamMaxAgeMs'
-  | 'reconcilePageSize'
-  | 'bootReconcile'
-  | 'respondDeadlineMs'
-> &
-  Partial<
-    Pick<
-      Config,
-      | 'summaryBucketStorage'
-      | 'schemaMode'
-      | 'timestampForm'
-      | 'admissionLockTimeoutMs'
-      | 'turnStartHookSubject'
-      | 'turnStartHookTimeoutMs'
-      | 'reservationTtlMs'
-      | 'promptDeadlineMs'
-      | 'dispatchPollMs'
-      | 'queueMaxPerSession'
-      | 'failpoints'
-      | 'natsInboxPrefix'
-      | 'natsUrl'
-    >
-  >;
+export type { WorkerConfig };
 
 export interface WorkerDeps {
   db: Database;
@@ -115,10 +84,11 @@ function bootLease(ctx: RepositoryContext): Lease {
  * the ones before it. Live events flow while the boot reconcile runs (under a lease: one replica at
  * a time) and coalesce with it.
  */
-export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
-  const { nc, config, logger } = deps;
+export async function startWorker(given: WorkerDeps): Promise<WorkerHandle> {
+  const deps = { ...given, config: resolveWorkerConfig(given.config) };
+  const { nc, config } = deps;
   // Before anything is migrated or created: a user lacking a permission is told which, now.
-  const denials = await probeNatsPermissions(nc, workerPermissionNeeds(topologyFor(config.subjectPrefix), config.natsInboxPrefix ?? '_INBOX'));
+  const denials = await probeNatsPermissions(nc, workerPermissionNeeds(topologyFor(config.subjectPrefix), config.natsInboxPrefix));
   if (denials.length > 0) throw new NatsPermissionError(denials);
   // Before the migration too: a second worker on a SQLite file is refused before it writes anything.
   const releaseLock = await holdSqliteWorkerLock(deps.db);
@@ -130,13 +100,13 @@ export async function startWorker(deps: WorkerDeps): Promise<WorkerHandle> {
   }
 }
 
-async function startHoldingLock(deps: WorkerDeps, releaseLock: () => void): Promise<WorkerHandle> {
+async function startHoldingLock(deps: WorkerDeps & { config: StartWorkerSettings }, releaseLock: () => void): Promise<WorkerHandle> {
   const { nc, config, logger } = deps;
   const metrics = createMetrics();
   const parts = await assembleParts({ db: deps.db, nc, config, logger, clock: deps.clock, metrics, inbound: config });
   const { ctx, projector, topology, epoch } = parts;
   const clarifications = createClarifications(parts, { nc, respondDeadlineMs: config.respondDeadlineMs, logger });
-  const failpoints = deps.failpoints ?? createFailpoints(config.failpoints ?? '', logger);
+  const failpoints = deps.failpoints ?? createFailpoints(config.failpoints, logger);
   const prompts = await createPromptDelivery(parts, { nc, config, logger, failpoints, owner: `${epoch}:${randomUUID()}`, metrics });
   const metricsLog = logger.child({ component: 'metrics' });
   metrics.readPromptReceiptsFrom({
@@ -198,7 +168,7 @@ async function startHoldingLock(deps: WorkerDeps, releaseLock: () => void): Prom
     refiller,
     { name: 'projections', start: async () => undefined, stop: () => projector.whenIdle() },
     { name: 'event-consumer', start: () => consumer.start(), stop: () => consumer.stop() },
-    promptDispatcherComponent({ dispatcher: prompts.dispatcher, reconcile: prompts.reconcile, reconcileEveryMs: config.reservationTtlMs ?? 30_000, pollEveryMs: config.dispatchPollMs ?? 1_000, logger }),
+    promptDispatcherComponent({ dispatcher: prompts.dispatcher, reconcile: prompts.reconcile, reconcileEveryMs: config.reservationTtlMs, pollEveryMs: config.dispatchPollMs, logger }),
     deliveryRecoveryLoop({ recover: (options) => clarifications.recoverPendingDeliveries(options), graceMs: config.respondDeadlineMs + RECOVERY_MARGIN_MS, logger }),
     // Stopped after the endpoints: the collection events of the last requests they answered go out.
     { name: 'plan-comment-events', start: async () => undefined, stop: () => promptServices.commentEvents.settled() },

@@ -1,5 +1,4 @@
 import { errors } from '@nats-io/transport-node';
-import type { Config } from '../config.js';
 import { NatsPermissionError } from '../events/natsPermissions.js';
 import { createLogger, resolveLogFormat } from '../logger.js';
 import { probeDatabase } from './connectDatabase.js';
@@ -8,6 +7,7 @@ import { watchShutdownSignals, type ShutdownSignal } from './shutdownSignals.js'
 import { DatabaseUrlError } from '../repository/database.js';
 import { SqliteWorkerLockedError } from '../repository/sqliteWorkerLock.js';
 import { startWorker } from './worker.js';
+import type { WorkerSettings } from './commandSettings.js';
 
 /** The permission error behind a failed start (startComponents wraps it when stopping failed too). */
 function permissionErrorOf(err: unknown): NatsPermissionError | undefined {
@@ -21,7 +21,7 @@ function permissionErrorOf(err: unknown): NatsPermissionError | undefined {
  * drains NATS and closes the database; a second signal (a second or more later: see
  * `SIGNAL_REPEAT_MS`), or the shutdown timeout, exits non-zero.
  */
-export async function runWorkerCommand(config: Config): Promise<number> {
+export async function runWorkerCommand(config: WorkerSettings): Promise<number> {
   const logger = createLogger(config.logLevel, { format: resolveLogFormat(config.logFormat) });
   // Every setting of both connections is checked before either is made; then the database first:
   // its failure closes no NATS connection that would keep the process alive.

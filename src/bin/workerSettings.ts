@@ -1,46 +1,50 @@
-import { loadConfig, type Config, type SettingName } from '../config.js';
+import { loadConfig, withDefaults, type Config, type SettingName } from '../config.js';
+import { DB_SETTINGS, WORKER_SETTINGS, type WorkerSettings } from './commandSettings.js';
 import { NATS_CLIENT_SETTINGS } from './natsConnectionOptions.js';
 
-/** The settings every command that opens the database reads. */
-export const DB_SETTINGS: SettingName[] = ['databaseUrl', 'databasePasswordFile', 'logLevel', 'logFormat', 'dbMaxConnections'];
-/** The settings every command that connects to NATS reads. */
-export const BUS_SETTINGS: SettingName[] = [...NATS_CLIENT_SETTINGS, 'subjectPrefix'];
-/** Commands that read or write Kandev's rows (everything but migrate and dead-letters). */
-export const STORE_SETTINGS: SettingName[] = [...DB_SETTINGS, 'timestampForm'];
-
-/** What `startWorker` reads, beside the connections: one list, so the CLI and in-process callers cannot drift. */
-export const WORKER_ONLY_SETTINGS: SettingName[] = [
-  'schemaMode',
-  'healthPort',
-  'shutdownTimeoutMs',
-  'projectionBatchSize',
-  'projectionTransactions',
-  'maxEventBytes',
-  'maxDeliver',
-  'ackWaitMs',
-  'streamMaxAgeMs',
-  'reconcilePageSize',
-  'bootReconcile',
-  'respondDeadlineMs',
-  'summaryBucketStorage',
-  'admissionLockTimeoutMs',
-  'turnStartHookSubject',
-  'turnStartHookTimeoutMs',
-  'reservationTtlMs',
-  'promptDeadlineMs',
-  'dispatchPollMs',
-  'queueMaxPerSession',
-  'failpoints',
+/** The worker command's settings that its caller acts on: it opens the connections and keeps the shutdown budget. */
+const CALLERS_SETTINGS = [...DB_SETTINGS, ...NATS_CLIENT_SETTINGS, 'shutdownTimeoutMs'] as const satisfies readonly SettingName[];
+type FromWorkerSettings = Exclude<(typeof WORKER_SETTINGS)[number], (typeof CALLERS_SETTINGS)[number]>;
+/** What `startWorker` reads: the worker command's other settings, and the inbox prefix of the connection it is handed (its permission probe asks for it). */
+type StartWorkerSetting = FromWorkerSettings | 'natsInboxPrefix';
+const START_WORKER_SETTINGS: readonly StartWorkerSetting[] = [
+  ...WORKER_SETTINGS.filter((name): name is FromWorkerSettings => !(CALLERS_SETTINGS as readonly SettingName[]).includes(name)),
+  'natsInboxPrefix',
 ];
 
-/** Every setting of `pending-projector worker`. */
-export const WORKER_SETTINGS: SettingName[] = [...STORE_SETTINGS, ...BUS_SETTINGS, ...WORKER_ONLY_SETTINGS];
+/**
+ * The configuration `startWorker` runs with, every setting it reads filled in; the NATS URL only
+ * when known (the start's log line names it; without it, the server the connection reached).
+ */
+export type StartWorkerSettings = Pick<Config, StartWorkerSetting> & Partial<Pick<Config, 'natsUrl'>>;
+
+/** The settings an in-process caller (a test, an embedder) of `startWorker` must give; it may leave out the others. */
+type GivenSetting =
+  | 'subjectPrefix'
+  | 'healthPort'
+  | 'projectionBatchSize'
+  | 'projectionTransactions'
+  | 'maxEventBytes'
+  | 'maxDeliver'
+  | 'ackWaitMs'
+  | 'streamMaxAgeMs'
+  | 'reconcilePageSize'
+  | 'bootReconcile'
+  | 'respondDeadlineMs';
+
+/** What `startWorker` takes: the given settings, and any other it reads; one left out takes the table's default. */
+export type WorkerConfig = Pick<StartWorkerSettings, GivenSetting> & Partial<StartWorkerSettings>;
+
+/** `config` with every setting `startWorker` reads and `config` leaves out set to the table's default (config.ts). */
+export function resolveWorkerConfig(config: WorkerConfig): StartWorkerSettings {
+  return withDefaults(config, START_WORKER_SETTINGS);
+}
 
 /**
  * A worker configuration for in-process callers (the demo, the sandbox): the CLI's defaults, under
  * `env`, under `overrides`. Built by the one config loader, so a new or renamed setting reaches
  * them as it reaches `pending-projector worker`.
  */
-export function workerConfigFrom(env: NodeJS.ProcessEnv, overrides: Partial<Config> = {}): Config {
+export function workerConfigFrom(env: NodeJS.ProcessEnv, overrides: Partial<WorkerSettings> = {}): WorkerSettings {
   return { ...loadConfig({}, env, WORKER_SETTINGS), ...overrides };
 }

@@ -6,6 +6,7 @@ import { dialectFor, type SqlDialect } from './dialect.js';
 import { ImmediateBetterSQLite3Client } from './driver/sqliteClient.js';
 import { startSqliteCheckpointer, type SqliteCheckpointer, type SqliteCheckpointerOptions } from './driver/sqliteCheckpointer.js';
 import { redactCredentials } from '../redaction.js';
+import { DEFAULT_DATABASE_URL } from '../settingValues.js';
 import { toCanonicalTimestamp } from '../timestamps.js';
 import { DatabaseUrlError } from './databaseUrlError.js';
 import { SqliteFileMissingError } from './sqliteFileMissingError.js';
@@ -56,7 +57,6 @@ function knexLog(options: DatabaseOptions) {
   return { warn: (m: unknown) => options.onWarning?.(String(m)), error: ignore, deprecate: (m: unknown) => options.onWarning?.(String(m)), debug: ignore };
 }
 
-export const DEFAULT_DATABASE_URL = 'sqlite:./data/pending-projector.db';
 const DEFAULT_PG_MAX_CONNECTIONS = 10;
 // SQLite's own default for wal_autocheckpoint (pages), restored if the checkpointer thread stops.
 const SQLITE_DEFAULT_AUTOCHECKPOINT = 1000;

@@ -1,6 +1,7 @@
 import { rawRows, type RepositoryContext } from './context.js';
 import type { TimestampForms } from './dialect.js';
 import { storedTimestampForm, type TimestampForm } from '../timestamps.js';
+import { TIMESTAMP_FORM_SETTINGS } from '../settingValues.js';
 
 /**
  * Which timestamp texts a database's Kandev-owned tables hold, decided once when the database is
@@ -18,7 +19,6 @@ import { storedTimestampForm, type TimestampForm } from '../timestamps.js';
  *   `kandev` implies normalised reads).
  */
 
-export const TIMESTAMP_FORM_SETTINGS = ['auto', 'canonical', 'kandev'] as const;
 export type TimestampFormSetting = (typeof TIMESTAMP_FORM_SETTINGS)[number];
 
 export interface TimestampFormOptions {

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openSandboxDatabase } from '../../src/bin/sandboxDatabase.js';
-import { DEFAULT_DATABASE_URL } from '../../src/repository/database.js';
+import { DEFAULT_DATABASE_URL } from '../../src/settingValues.js';
 import { migrateSchema } from '../../src/repository/migrate.js';
 
 const config = (databaseUrl: string) => ({ databaseUrl, dbMaxConnections: 2 });

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { posix } from 'node:path';
 import semver from 'semver';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_DATABASE_URL } from '../../src/repository/database.js';
+import { DEFAULT_DATABASE_URL } from '../../src/settingValues.js';
 import { SETTINGS } from '../../src/config.js';
 import { argumentList, envPairs, parseDockerfile, type Instruction } from '../../scripts/dockerfile.js';
 

@@ -23,6 +23,8 @@ describe('the import rules', () => {
     ['src/turns/x.ts', "import { toCanonicalTimestamp } from '../timestamps.js';"],
     ['src/services/x.ts', "import { startWorker } from '../bin/worker.js';"],
     ['src/x.ts', "import { startWorker } from './bin/worker.js';"],
+    ['src/config.ts', "import { DEFAULT_PG_MAX_CONNECTIONS } from './repository/database.js';"],
+    ['src/config.ts', "import { startWorker } from './bin/worker.js';"],
   ])('refuse %s importing: %s', async (file, code) => {
     expect(await problems(file, `${code}\nexport {};\n`)).toEqual([expect.stringMatching(/^@typescript-eslint\/no-restricted-imports: /)]);
   });

@@ -1,5 +1,6 @@
 import { kandevModeMigrations, migrations } from '../../../migrations/index.js';
 import { ERROR_CODES, PendingProjectorError } from '../../errors.js';
+import { SCHEMA_MODE_SETTINGS } from '../../settingValues.js';
 import { catalogRows, tableColumns, type SchemaTarget } from './catalog.js';
 import { missingSearchPathSchema, SearchPathSchemaMissingError } from './searchPath.js';
 import { MIGRATIONS_TABLE, SERVICE_TABLES, SERVICE_TABLE_NAMES, type ServiceTable } from './serviceTables.js';
@@ -11,11 +12,10 @@ import { MIGRATIONS_TABLE, SERVICE_TABLES, SERVICE_TABLE_NAMES, type ServiceTabl
  * - `kandev`: Kandev's backend created them; this service adds only objects of its own beside them
  *   and never creates, alters or drops a Kandev table, column or index.
  */
-export const SCHEMA_MODES = ['owned', 'kandev'] as const;
+export const SCHEMA_MODES = ['owned', 'kandev'] as const satisfies readonly SchemaModeSetting[];
 export type SchemaMode = (typeof SCHEMA_MODES)[number];
 
 /** The SCHEMA_MODE setting: `auto` detects, the others force a mode (and are refused where it does not fit). */
-export const SCHEMA_MODE_SETTINGS = ['auto', ...SCHEMA_MODES] as const;
 export type SchemaModeSetting = (typeof SCHEMA_MODE_SETTINGS)[number];
 
 /**
