@@ -8,7 +8,7 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { createPendingProjectorClient } from '../src/client/pendingProjectorClient.js';
-import { topologyFor } from '../src/events/subjects.js';
+import { topologyFor } from '../src/contract/subjects.js';
 import { silentLogger } from '../src/logger.js';
 import { claimClarificationBundle, finalizeClarificationDelivery } from '../src/repository/clarificationClaims.js';
 import type { RepositoryContext } from '../src/repository/context.js';

@@ -16,7 +16,7 @@ import { connectNats } from '../src/bin/connectNats.js';
 import { SETTINGS } from '../src/config.js';
 import { NatsSummaryPublisher } from '../src/events/natsSummaryPublisher.js';
 import { ensureOutputTopology } from '../src/events/natsTopology.js';
-import { topologyFor } from '../src/events/subjects.js';
+import { topologyFor } from '../src/contract/subjects.js';
 import { silentLogger } from '../src/logger.js';
 import type { DialectName } from '../src/repository/dialect.js';
 import { systemClock } from '../src/timestamps.js';

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import { topologyStreams, type Topology } from '../src/events/subjects.js';
+import { topologyStreams, type Topology } from '../src/contract/subjects.js';
 
 const encoder = new TextEncoder();
 

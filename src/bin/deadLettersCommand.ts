@@ -1,7 +1,7 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { Config } from '../config.js';
 import { listDeadLetters, retryDeadLetter, showDeadLetter } from '../events/deadLetters.js';
-import { topologyFor } from '../events/subjects.js';
+import { topologyFor } from '../contract/subjects.js';
 import { connectNats } from './connectNats.js';
 
 /** `dead-letters list | show <id> | retry <id>`. */

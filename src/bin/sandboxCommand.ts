@@ -4,7 +4,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import pino from 'pino';
 import type { Config } from '../config.js';
 import { removeTopology } from '../events/removeTopology.js';
-import { topologyFor } from '../events/subjects.js';
+import { topologyFor } from '../contract/subjects.js';
 import { createLogger, type Logger } from '../logger.js';
 import { redactCredentials } from '../redaction.js';
 import { createRepositoryContext } from '../repository/context.js';

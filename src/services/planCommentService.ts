@@ -3,7 +3,7 @@ import type { z } from 'zod';
 import type { AdmissionOutcome, TaskAdmission } from '../repository/admission/taskAdmission.js';
 import type { RepositoryContext } from '../repository/context.js';
 import type { AcceptPromptResult, PlanCommentSnapshot, PlanCommentStore, PromptTarget, StoreFailure } from '../repository/planCommentStore.js';
-import type { AnyReply } from './endpoint.js';
+import type { AnyReply } from '../contract/replyErrorCodes.js';
 import type {
   attachmentStageSchema,
   importLegacySchema,
@@ -16,11 +16,12 @@ import type {
   planDeleteSchema,
   queueEnqueueSchema,
   queueListSchema,
-} from './planCommentRequests.js';
+} from '../contract/planCommentRequests.js';
 import { createPromptQueue } from './promptQueue.js';
 import type { SummaryPorts } from './publishOrRefresh.js';
 import type { PromptTargets } from './promptTargets.js';
-import { admissionPayload, attachmentPayload, commentPayload, lockTimeoutFailure, reasoned, snapshotPayload, storeFailure, type PlanCommentsPayload, type ReasonedFailure } from './planCommentWire.js';
+import { admissionPayload, attachmentPayload, commentPayload, lockTimeoutFailure, reasoned, snapshotPayload, storeFailure } from './planCommentWire.js';
+import type { PlanCommentsPayload, ReasonedFailure } from '../contract/planCommentPayloads.js';
 import type { Failpoints } from '../failpoints.js';
 import type { PromptDispatch } from './promptDispatch.js';
 import type { TurnStartHook } from './turnStartHook.js';

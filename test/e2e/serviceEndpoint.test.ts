@@ -2,8 +2,9 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { silentLogger } from '../../src/logger.js';
-import { serveEndpoint, type Reply, type ReplyFailure } from '../../src/services/endpoint.js';
-import { failure } from '../../src/services/replies.js';
+import type { Reply, ReplyFailure } from '../../src/contract/replyErrorCodes.js';
+import { serveEndpoint } from '../../src/events/serveEndpoint.js';
+import { failure } from '../../src/contract/replies.js';
 import { connectTestNats, uniquePrefix } from '../support/nats.js';
 
 /** A reply shaped like the guard's: a failure carries extra fields. */
