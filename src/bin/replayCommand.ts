@@ -1,6 +1,6 @@
 import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
 import type { Config } from '../config.js';
-import { parseEvent } from '../contract/envelope.js';
+import { parseEvent } from '../events/parseEvent.js';
 import { taskIdOfSession } from '../repository/tasks.js';
 import { withCommandParts } from './assembly.js';
 import { createProgressReporter } from './progress.js';

@@ -1,4 +1,4 @@
-import { MESSAGE_QUEUE_STATUS_CHANGED } from '../contract/subjects.js';
+import { MESSAGE_QUEUE_STATUS_CHANGED } from './subjects.js';
 
 export { MESSAGE_QUEUE_STATUS_CHANGED };
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { ReplyFailure } from '../contract/replyErrorCodes.js';
+import type { ReplyFailure } from './replyErrorCodes.js';
 import { describeRequestIssues } from './describeRequestIssues.js';
 
 export type ParsedRequest<T> = { ok: true; request: T } | { ok: false; reply: ReplyFailure };

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { classifyFailure, coerceError, poisonCause } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { EventData } from '../contract/envelope.js';
-import { parseEvent } from '../contract/envelope.js';
+import { parseEvent } from './parseEvent.js';
 import { previewOf, writeDeadLetter, type DeadLetterRecord } from './deadLetters.js';
 import { eventTypeOf, type Topology } from '../contract/subjects.js';
 

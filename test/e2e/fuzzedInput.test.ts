@@ -4,7 +4,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
 import { listDeadLetters } from '../../src/events/deadLetters.js';
-import { parseEvent } from '../../src/contract/envelope.js';
+import { parseEvent } from '../../src/events/parseEvent.js';
 import { INBOUND_SUBJECTS } from '../../src/contract/subjects.js';
 import { silentLogger } from '../../src/logger.js';
 import { REPLY_ERROR_CODES } from '../../src/contract/replyErrorCodes.js';

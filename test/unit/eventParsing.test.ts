@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { parseEvent } from '../../src/contract/envelope.js';
+import { parseEvent } from '../../src/events/parseEvent.js';
 import { eventTypeOf, topologyFor } from '../../src/contract/subjects.js';
 import { retryDelayMs } from '../../src/events/natsEventConsumer.js';
 import { relevanceOf } from '../../src/projectors/eventRelevance.js';
