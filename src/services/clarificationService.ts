@@ -33,7 +33,7 @@ import { respondToClarification, type RespondDeps } from './respondToClarificati
  * - claim: the atomic move of a current-turn bundle's pending rows to its terminal status, marked
  *   `response_delivery_pending` until delivery is finalised or the claim is restored.
  *
- * Every method returns a reply value; the bus endpoints (serviceEndpoints.ts) only transport them.
+ * Every method returns a reply value; the bus endpoints (src/events/serviceEndpoints.ts) only transport them.
  */
 export type ClarificationServiceDeps = RespondDeps;
 
