@@ -12,6 +12,12 @@ const rule = (regex, message, extra = {}) => ({ regex, message, ...extra });
 
 const NOT_BIN = rule(into('bin'), 'Only src/bin/ wires parts together; nothing imports it.');
 
+const REPOSITORY_TYPES_ONLY = rule(
+  into('repository'),
+  'Projectors and services depend on the repository\'s store interfaces: import its types only; src/bin/ passes the implementations in.',
+  { allowTypeImports: true },
+);
+
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'coverage/**'] },
   {
@@ -41,11 +47,30 @@ export default tseslint.config(
     },
   },
   {
-    files: ['src/projectors/**/*.ts', 'src/services/**/*.ts'],
+    files: ['src/projectors/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': restrict(REPOSITORY_TYPES_ONLY, NOT_BIN),
+    },
+  },
+  {
+    files: ['src/services/**/*.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': restrict(
-        rule(into('repository'), 'Projectors and services depend on the repository\'s store interfaces: import its types only; src/bin/ passes the implementations in.', { allowTypeImports: true }),
+        REPOSITORY_TYPES_ONLY,
         NOT_BIN,
+        rule('^@nats-io/', 'src/services/ returns reply values and does no NATS I/O: the bus adapters in src/events/ serve the endpoints.'),
+      ),
+    },
+  },
+  {
+    files: ['src/contract/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': restrict(
+        rule(
+          '^\\.\\./(?!turns/|storableText\\.js$|timestamps\\.js$)',
+          'src/contract/ is the wire contract the light client ships: it imports nothing of ours but src/turns/ and the dependency-free src/storableText.ts and src/timestamps.ts.',
+        ),
+        rule('^(?!zod$)[^.]', 'src/contract/ is the wire contract the light client ships: zod is the only package it imports.'),
       ),
     },
   },
@@ -56,7 +81,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['src/*.ts', 'src/client/**/*.ts'],
+    files: ['src/*.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': restrict(rule('^\\./bin/|^\\.\\./bin/', 'Only src/bin/ wires parts together; nothing imports it.')),
     },
@@ -68,6 +93,20 @@ export default tseslint.config(
       '@typescript-eslint/no-restricted-imports': restrict(
         rule('^\\./bin/', 'Only src/bin/ wires parts together; nothing imports it.'),
         rule('^\\./repository/', 'config.ts imports nothing of src/repository/ (the repository acts on the configuration, not the other way): values both read live in src/settingValues.ts.'),
+      ),
+    },
+  },
+  {
+    files: ['src/index.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': restrict(rule('^\\./(?!client/|contract/|turns/)', 'The package\'s main entry publishes the client surface: it imports only src/client/, src/contract/ and src/turns/.')),
+    },
+  },
+  {
+    files: ['src/client/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': restrict(
+        rule('^\\.\\./(?!contract/|turns/)', 'The typed client imports only the wire contract (src/contract/) and the turn rules (src/turns/).'),
       ),
     },
   },

@@ -10,7 +10,7 @@ import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import type { WorkerConfig } from '../src/bin/worker.js';
 import { SETTINGS } from '../src/config.js';
-import { topologyFor, topologyStreams, type Topology } from '../src/events/subjects.js';
+import { topologyFor, topologyStreams, type Topology } from '../src/contract/subjects.js';
 import type { DialectName } from '../src/repository/dialect.js';
 import { onCleanup, sleep, timeEach, type Timed } from './harness.js';
 

@@ -5,6 +5,7 @@
  */
 import { startWorker } from '../src/bin/worker.js';
 import { createPendingProjectorClient } from '../src/client/pendingProjectorClient.js';
+import { topologyFor } from '../src/contract/subjects.js';
 import { silentLogger } from '../src/logger.js';
 import { claimClarificationBundle, finalizeClarificationDelivery } from '../src/repository/clarifications/clarificationClaims.js';
 import type { RepositoryContext } from '../src/repository/context.js';

@@ -11,6 +11,7 @@ import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { startWorker, type WorkerHandle } from '../src/bin/worker.js';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../src/client/pendingProjectorClient.js';
 import { NatsPlanCommentPublisher } from '../src/events/planComments/natsPlanCommentPublisher.js';
+import { topologyFor } from '../src/contract/subjects.js';
 import { silentLogger } from '../src/logger.js';
 import { systemClock } from '../src/timestamps.js';
 import { createTaskAdmission } from '../src/repository/admission/taskAdmission.js';

@@ -13,6 +13,7 @@ import { connectNats } from '../src/bin/connectNats.js';
 import { startWorker } from '../src/bin/worker.js';
 import { NatsSummaryPublisher } from '../src/events/natsSummaryPublisher.js';
 import { ensureOutputTopology } from '../src/events/natsTopology.js';
+import { topologyFor } from '../src/contract/subjects.js';
 import { silentLogger } from '../src/logger.js';
 import type { DialectName } from '../src/repository/dialect.js';
 import { systemClock } from '../src/timestamps.js';

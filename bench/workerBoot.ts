@@ -10,7 +10,7 @@ import type { JetStreamManager } from '@nats-io/jetstream';
 import { createProjectionStore } from '../src/repository/projection/projectionStore.js';
 import { NatsSummaryPublisher } from '../src/events/natsSummaryPublisher.js';
 import { ensureOutputTopology } from '../src/events/natsTopology.js';
-import { topologyFor, type Topology } from '../src/events/subjects.js';
+import { topologyFor, type Topology } from '../src/contract/subjects.js';
 import type { ReconcileProgress } from '../src/projectors/reconcile.js';
 import { refillSummaryBucket, type RefillProgress } from '../src/projectors/refillSummaryBucket.js';
 import type { RepositoryContext } from '../src/repository/context.js';

@@ -7,7 +7,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { Logger } from 'pino';
 import { createProjectionStore } from '../src/repository/projection/projectionStore.js';
-import type { Topology } from '../src/events/subjects.js';
+import type { Topology } from '../src/contract/subjects.js';
 import type { SummaryPublisher } from '../src/projectors/ports.js';
 import { projectTask } from '../src/projectors/projectTasks.js';
 import type { RepositoryContext } from '../src/repository/context.js';

@@ -25,7 +25,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import { topologyFor, topologyStreams } from '../src/events/subjects.js';
+import { topologyFor, topologyStreams } from '../src/contract/subjects.js';
 import { argumentList, envPairs, parseDockerfile } from './dockerfile.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));

@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { topologyFor } from '../src/events/subjects.js';
+import { topologyFor } from '../src/contract/subjects.js';
 import { removeTopology } from '../src/events/removeTopology.js';
 import { silentLogger } from '../src/logger.js';
 import { claimClarificationBundle, finalizeClarificationDelivery } from '../src/repository/clarifications/clarificationClaims.js';

@@ -7,7 +7,7 @@
  * Every code an error of ours carries, one per class (the class is named beside it). A class
  * elsewhere in `src/` extends PendingProjectorError with its code from here, so a code is unique and
  * a reader finds them all in one place. Reply codes (`bad_request`, ...) are a separate contract:
- * `REPLY_ERROR_CODES` in src/services/replyErrorCodes.ts.
+ * `REPLY_ERROR_CODES` in src/contract/replyErrorCodes.ts.
  */
 export const ERROR_CODES = {
   /** ConfigError (src/config.ts): settings that do not validate. */

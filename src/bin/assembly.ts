@@ -6,7 +6,7 @@ import { NatsClarificationDelivery } from '../events/clarifications/natsClarific
 import { NatsEventPublisher } from '../events/natsEventPublisher.js';
 import { NatsSummaryPublisher } from '../events/natsSummaryPublisher.js';
 import { ensureOutputTopology, ensureTopology } from '../events/natsTopology.js';
-import { topologyFor, type Topology } from '../events/subjects.js';
+import { topologyFor, type Topology } from '../contract/subjects.js';
 import type { SummaryBucket } from '../events/summaryBucket.js';
 import { createLogger, resolveLogFormat } from '../logger.js';
 import type { Metrics } from '../metrics.js';

@@ -1,6 +1,6 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import { listDeadLetters, retryDeadLetter, showDeadLetter } from '../events/deadLetters.js';
-import { topologyFor } from '../events/subjects.js';
+import { topologyFor } from '../contract/subjects.js';
 import { connectNats } from './connectNats.js';
 import type { DeadLettersSettings } from './commandSettings.js';
 

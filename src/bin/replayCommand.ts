@@ -1,5 +1,6 @@
 import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
-import { parseEvent } from '../events/envelope.js';
+import type { Config } from '../config.js';
+import { parseEvent } from '../events/parseEvent.js';
 import { taskIdOfSession } from '../repository/tasks/tasks.js';
 import { withCommandParts } from './assembly.js';
 import { createProgressReporter } from './progress.js';

@@ -3,7 +3,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import pino from 'pino';
 import { removeTopology } from '../events/removeTopology.js';
-import { topologyFor } from '../events/subjects.js';
+import { topologyFor } from '../contract/subjects.js';
 import { createLogger, type Logger } from '../logger.js';
 import { redactCredentials } from '../redaction.js';
 import { createRepositoryContext } from '../repository/context.js';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { SandboxWorkspace } from '../repository/sandbox/seedSandboxWorkspace.js';
-import { topologyFor } from '../events/subjects.js';
+import { topologyFor } from '../contract/subjects.js';
 
 /**
  * What `pending-projector sandbox` prints once it is ready: where everything is, what was seeded,

@@ -1,6 +1,7 @@
 import { RequestError } from '@nats-io/transport-node';
-import { topologyFor } from '../events/subjects.js';
-import { ENDPOINTS } from '../services/requests.js';
+import type { Config } from '../config.js';
+import { topologyFor } from '../contract/subjects.js';
+import { ENDPOINTS } from '../contract/endpoints.js';
 import { connectNats } from './connectNats.js';
 import type { SandboxClientSettings } from './commandSettings.js';
 

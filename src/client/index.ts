@@ -6,21 +6,13 @@
  * `@nats-io/nats-core`: the light package's build refuses any other package.
  */
 export { createPendingProjectorClient } from './pendingProjectorClient.js';
-export type {
-  AttachmentStageReply,
-  CallOptions,
-  ImportLegacyReply,
-  PendingProjectorClient,
-  PendingProjectorClientOptions,
-  PlanCommentFailure,
-  PlanCommentsReply,
-  PromptReply,
-  QueueListReply,
-} from './pendingProjectorClient.js';
-export * from '../services/planCommentRequests.js';
-export type { AdmissionPayload, AttachmentPayload, PlanCommentPayload, PlanCommentsPayload, QueueEntryPayload } from '../services/planCommentWire.js';
+export type { CallOptions, EndpointMethods, PendingProjectorClient, PendingProjectorClientOptions } from './pendingProjectorClient.js';
+export { ENDPOINTS, ENDPOINT_TABLE } from '../contract/endpoints.js';
+export type { EndpointMethod, EndpointName, EndpointReplyOf, EndpointRequestOf, EndpointSpec } from '../contract/endpoints.js';
+export * from '../contract/planCommentRequests.js';
+export type { AdmissionPayload, AttachmentPayload, PlanCommentPayload, PlanCommentsPayload, QueueEntryPayload } from '../contract/planCommentPayloads.js';
+export type { AttachmentStageReply, ImportLegacyReply, PlanCommentFailure, PlanCommentsReply, PromptReply, QueueListReply } from '../contract/planCommentReplies.js';
 export {
-  ENDPOINTS,
   ANSWER_TEXT_MAX_CHARS,
   MAX_BUNDLE_QUESTIONS,
   answerSchema,
@@ -28,12 +20,13 @@ export {
   respondRequestSchema,
   sessionRequestSchema,
   taskRequestSchema,
-} from '../services/requests.js';
-export type { ListPendingRequest, RespondRequest, SessionRequest, TaskRequest } from '../services/requests.js';
-export { REPLY_ERROR_CODES } from '../services/replyErrorCodes.js';
-export type * from '../services/replies.js';
-export type { ClarificationAnswerPayload, ClarificationDeliveryPayload } from '../services/clarifications/clarificationPorts.js';
-export { MESSAGE_QUEUE_STATUS_CHANGED, PLAN_COMMENTS_UPDATED, SERVICE_SUBJECT_ROOT, topologyFor } from '../events/subjects.js';
-export type { QueueStatusChangedData } from '../events/kandevEvents.js';
-export type { Topology } from '../events/subjects.js';
+} from '../contract/requests.js';
+export type { ListPendingRequest, RespondRequest, SessionRequest, TaskRequest } from '../contract/requests.js';
+export { REPLY_ERROR_CODES } from '../contract/replyErrorCodes.js';
+export type * from '../contract/replies.js';
+export type { PublishedSummary } from '../contract/publishedSummary.js';
+export type { ClarificationAnswerPayload, ClarificationDeliveryPayload } from '../contract/clarificationPayloads.js';
+export { MESSAGE_QUEUE_STATUS_CHANGED, PLAN_COMMENTS_UPDATED, SERVICE_SUBJECT_ROOT, topologyFor } from '../contract/subjects.js';
+export type { QueueStatusChangedData } from '../contract/kandevEvents.js';
+export type { Topology } from '../contract/subjects.js';
 export * from '../turns/index.js';

@@ -1,6 +1,6 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import type { Topology } from './subjects.js';
+import type { Topology } from '../contract/subjects.js';
 
 /**
  * Dead letters are pointers: the original event stays in the events stream (limits retention), and

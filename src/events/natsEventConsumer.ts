@@ -3,10 +3,10 @@ import { jetstream, type Consumer, type ConsumerMessages, type JsMsg } from '@na
 import type { Logger } from 'pino';
 import { classifyFailure, coerceError, poisonCause } from '../errors.js';
 import type { Metrics } from '../metrics.js';
-import type { EventData } from './envelope.js';
-import { parseEvent } from './envelope.js';
+import type { EventData } from '../contract/envelope.js';
+import { parseEvent } from './parseEvent.js';
 import { previewOf, writeDeadLetter, type DeadLetterRecord } from './deadLetters.js';
-import { eventTypeOf, type Topology } from './subjects.js';
+import { eventTypeOf, type Topology } from '../contract/subjects.js';
 
 /** What the consumer hands each valid event to (the projector). */
 export interface EventHandler {

@@ -3,9 +3,9 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import type { Clock } from '../timestamps.js';
 import type { EventPublisher } from '../services/clarifications/clarificationPorts.js';
-import { createEnvelope } from './envelope.js';
-import type { KandevEvent } from './kandevEvents.js';
-import type { Topology } from './subjects.js';
+import { createEnvelope } from '../contract/envelope.js';
+import type { KandevEvent } from '../contract/kandevEvents.js';
+import type { Topology } from '../contract/subjects.js';
 
 const encoder = new TextEncoder();
 

@@ -3,8 +3,8 @@ import { headers, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import type { PublishOutcome, SessionPendingActionUpdate, SummaryPublisher, SummaryUpdate } from '../projectors/ports.js';
 import type { Clock } from '../timestamps.js';
-import { createEnvelope } from './envelope.js';
-import { SESSION_PENDING_ACTION_CHANGED, SUMMARY_UPDATED, type Topology } from './subjects.js';
+import { createEnvelope } from '../contract/envelope.js';
+import { SESSION_PENDING_ACTION_CHANGED, SUMMARY_UPDATED, type Topology } from '../contract/subjects.js';
 import { summaryKey } from './natsTopology.js';
 import type { SummaryBucket } from './summaryBucket.js';
 

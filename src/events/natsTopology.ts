@@ -10,7 +10,7 @@ import {
   type JetStreamManager,
   type StreamConfig,
 } from '@nats-io/jetstream';
-import type { Topology } from './subjects.js';
+import type { Topology } from '../contract/subjects.js';
 import { SummaryBucket, type BucketStorage } from './summaryBucket.js';
 import { isNotFound } from './isNotFound.js';
 

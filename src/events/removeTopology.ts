@@ -1,5 +1,5 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
-import { topologyStreams, type Topology } from './subjects.js';
+import { topologyStreams, type Topology } from '../contract/subjects.js';
 
 /**
  * Deletes every stream the worker creates for `topology`, the KV bucket's included, and with them

@@ -1,5 +1,6 @@
 import { isPendingAction, type PendingAction } from '../turns/pendingAction.js';
 import { ERROR_CODES, PendingProjectorError } from '../errors.js';
+import type { PublishedSummary } from '../contract/publishedSummary.js';
 
 /**
  * Kandev's task status summary. This worker owns two fields: `pending_action`, and, since it
@@ -28,11 +29,6 @@ const TRANSPORT_FIELDS = new Set(['revision', 'updated_at']);
 
 export type SemanticSummary = Readonly<Record<string, unknown>>;
 
-/** The summary as published: semantic fields plus revision and updated_at. */
-export interface PublishedSummary extends Record<string, unknown> {
-  revision: number;
-  updated_at: string;
-}
 
 export class SummaryParseError extends PendingProjectorError {
   override name = 'SummaryParseError';

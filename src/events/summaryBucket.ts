@@ -3,7 +3,7 @@ import { jetstreamManager, JetStreamApiCodes, JetStreamApiError, StorageType } f
 import pRetry from 'p-retry';
 import { isNotFound } from './isNotFound.js';
 import { Kvm, type KV } from '@nats-io/kv';
-import type { Topology } from './subjects.js';
+import type { Topology } from '../contract/subjects.js';
 
 export const BUCKET_STORAGES = ['memory', 'file'] as const;
 export type BucketStorage = (typeof BUCKET_STORAGES)[number];

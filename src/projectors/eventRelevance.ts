@@ -1,5 +1,5 @@
-import type { EventData } from '../events/envelope.js';
-import { INBOUND_SUBJECTS } from '../events/subjects.js';
+import type { EventData } from '../contract/envelope.js';
+import { INBOUND_SUBJECTS } from '../contract/subjects.js';
 import { isTruthyFlag } from '../turns/lifecycleTurn.js';
 
 export type Relevance = 'project' | 'skip' | 'unknown_type';

@@ -1,4 +1,4 @@
-import type { PublishedSummary } from '../events/statusSummary.js';
+import type { PublishedSummary } from '../contract/publishedSummary.js';
 import type { PendingAction } from '../turns/pendingAction.js';
 
 /** A full summary replacement, as published on `task.status_summary.updated`. */

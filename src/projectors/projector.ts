@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { EventData } from '../events/envelope.js';
+import type { EventData } from '../contract/envelope.js';
 import type { Metrics } from '../metrics.js';
 import type { ProjectionStore } from '../repository/projection/projectionStore.js';
 import type { PendingAction } from '../turns/pendingAction.js';

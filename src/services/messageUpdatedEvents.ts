@@ -1,4 +1,4 @@
-import { MESSAGE_ADDED, MESSAGE_UPDATED, type KandevEvent, type MessageEventData } from '../events/kandevEvents.js';
+import { MESSAGE_ADDED, MESSAGE_UPDATED, type KandevEvent, type MessageEventData } from '../contract/kandevEvents.js';
 import type { MessageRecord } from '../repository/rowMapping.js';
 
 function messageEventData(row: MessageRecord): MessageEventData {

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { KandevEvent } from '../events/kandevEvents.js';
+import type { KandevEvent } from '../contract/kandevEvents.js';
 import type { Metrics } from '../metrics.js';
 import type { Failpoints } from '../failpoints.js';
 import type { PromptDeliveryLabel, PromptReceiptRecord, PromptReceiptStore, PromptTranscript } from '../repository/prompts/promptReceiptStore.js';

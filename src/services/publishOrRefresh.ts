@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { coerceError } from '../errors.js';
-import type { KandevEvent } from '../events/kandevEvents.js';
+import type { KandevEvent } from '../contract/kandevEvents.js';
 import type { EventPublisher, RefreshSummary } from './clarifications/clarificationPorts.js';
 
 /**

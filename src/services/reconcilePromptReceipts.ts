@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { KandevEvent } from '../events/kandevEvents.js';
+import type { KandevEvent } from '../contract/kandevEvents.js';
 import type { PromptReceiptStore } from '../repository/prompts/promptReceiptStore.js';
 import type { AgentPromptDelivery } from './prompts/agentPromptDelivery.js';
 import type { EventPublisher, RefreshSummary } from './clarifications/clarificationPorts.js';

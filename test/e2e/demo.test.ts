@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { expect, inject, it } from 'vitest';
-import { topologyFor, topologyStreams } from '../../src/events/subjects.js';
+import { topologyFor, topologyStreams } from '../../src/contract/subjects.js';
 import { createDatabase } from '../../src/repository/database.js';
 import { schemaExists } from '../../src/repository/sandbox/sandboxSchemas.js';
 import { describeEachDialect } from '../support/databases.js';

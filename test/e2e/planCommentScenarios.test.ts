@@ -3,7 +3,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
-import { topologyFor } from '../../src/events/subjects.js';
+import { topologyFor } from '../../src/contract/subjects.js';
 import type { DialectName } from '../../src/repository/dialect.js';
 import { createSession } from '../../src/repository/tasks/tasks.js';
 import { advisoryLockWaiters } from '../support/advisoryLocks.js';

@@ -2,7 +2,7 @@ import { jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstre
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ensureOutputTopology } from '../../src/events/natsTopology.js';
-import { topologyFor } from '../../src/events/subjects.js';
+import { topologyFor } from '../../src/contract/subjects.js';
 import { connectTestNats, deleteTopology, uniquePrefix } from '../support/nats.js';
 import { startWorker } from '../../src/bin/worker.js';
 import { ERROR_CODES } from '../../src/errors.js';

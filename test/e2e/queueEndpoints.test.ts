@@ -3,8 +3,8 @@ import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node'
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
-import { TASK_SESSION_STATE_CHANGED } from '../../src/events/kandevEvents.js';
-import { MESSAGE_QUEUE_STATUS_CHANGED, PLAN_COMMENTS_UPDATED } from '../../src/events/subjects.js';
+import { TASK_SESSION_STATE_CHANGED } from '../../src/contract/kandevEvents.js';
+import { MESSAGE_QUEUE_STATUS_CHANGED, PLAN_COMMENTS_UPDATED } from '../../src/contract/subjects.js';
 import { silentLogger } from '../../src/logger.js';
 import { rawRows } from '../../src/repository/context.js';
 import { createSession, setSessionState } from '../../src/repository/tasks/tasks.js';

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
-import { MESSAGE_QUEUE_STATUS_CHANGED } from '../../src/events/subjects.js';
+import { MESSAGE_QUEUE_STATUS_CHANGED } from '../../src/contract/subjects.js';
 import { silentLogger } from '../../src/logger.js';
 import { rawRows, withTransaction, type RepositoryContext } from '../../src/repository/context.js';
 import { createPromptStore, openPromptStore } from '../../src/repository/prompts/promptStore.js';

@@ -9,7 +9,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Kvm } from '@nats-io/kv';
 import { summaryKey } from '../../src/events/natsTopology.js';
-import { topologyFor } from '../../src/events/subjects.js';
+import { topologyFor } from '../../src/contract/subjects.js';
 import { createProjectionStore } from '../../src/repository/projection/projectionStore.js';
 import { loadStatusSummaries } from '../../src/repository/projection/statusSummaries.js';
 import { findDrift } from '../../src/projectors/reconcile.js';

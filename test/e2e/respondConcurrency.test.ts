@@ -2,7 +2,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
 import { findMessagesByPendingId } from '../../src/repository/clarifications/clarifications.js';
-import type { RespondReply } from '../../src/services/replies.js';
+import type { RespondReply } from '../../src/contract/replies.js';
 import { isAvailable, type TestDatabase } from '../support/databases.js';
 import { startFakeAgent } from '../support/fakeAgent.js';
 import { connectTestNats, deleteTopology, natsUrl, uniquePrefix } from '../support/nats.js';

@@ -2,8 +2,9 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { silentLogger } from '../../src/logger.js';
-import { serveEndpoint, type Reply, type ReplyFailure } from '../../src/services/endpoint.js';
-import { failure } from '../../src/services/replies.js';
+import type { Reply, ReplyFailure } from '../../src/contract/replyErrorCodes.js';
+import { serveEndpoint } from '../../src/events/serveEndpoint.js';
+import { failure } from '../../src/contract/replies.js';
 import { connectTestNats, uniquePrefix } from '../support/nats.js';
 
 /** A reply shaped like the guard's: a failure carries extra fields. */
@@ -19,11 +20,13 @@ describe('a request/reply endpoint over a real NATS', () => {
     endpoint = serveEndpoint({
       nc,
       subject,
-      schema: z.object({ mode: z.enum(['ok', 'fail', 'crash', 'huge']) }),
+      schema: z.object({ mode: z.enum(['ok', 'fail', 'crash', 'huge', 'blip']) }),
       logger: silentLogger(),
       maxRequestBytes: 1024,
       async handler({ mode }): Promise<ProbeReply> {
         if (mode === 'crash') throw new Error('the store went away');
+        // What pg rejects a query with when an administrator terminated its backend (57P01).
+        if (mode === 'blip') throw Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' });
         // Over the server's max_payload (1 MB by default): the connection refuses to send it.
         if (mode === 'huge') return { ok: true, answer: 1, padding: 'p'.repeat(nc.info!.max_payload + 1) } as ProbeReply;
         if (mode === 'fail') return { ...failure('unavailable', 'cannot tell'), blocked: true, live: true };
@@ -47,6 +50,10 @@ describe('a request/reply endpoint over a real NATS', () => {
   it('replies internal to a handler that throws, and keeps answering the next request', async () => {
     expect(await ask({ mode: 'crash' })).toEqual({ ok: false, error: { code: 'internal', message: 'the store went away' } });
     expect(await ask({ mode: 'ok' })).toEqual({ ok: true, answer: 42 });
+  });
+
+  it('replies unavailable to a handler that throws a transient failure, as classifyFailure calls it', async () => {
+    expect(await ask({ mode: 'blip' })).toEqual({ ok: false, error: { code: 'unavailable', message: 'terminating connection due to administrator command' } });
   });
 
   it('answers a body the schema refuses with bad_request, without calling the handler', async () => {

@@ -3,7 +3,7 @@ import pino, { type Logger } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { WorkerComponent } from '../../src/bin/worker/component.js';
 import { startWorker } from '../../src/bin/worker.js';
-import { topologyFor } from '../../src/events/subjects.js';
+import { topologyFor } from '../../src/contract/subjects.js';
 import { openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, uniquePrefix } from '../support/nats.js';
 import { seedSession } from '../support/seed.js';

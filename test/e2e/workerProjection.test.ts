@@ -1,6 +1,6 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { topologyFor } from '../../src/events/subjects.js';
+import { topologyFor } from '../../src/contract/subjects.js';
 import { silentLogger } from '../../src/logger.js';
 import { claimClarificationBundle, finalizeClarificationDelivery } from '../../src/repository/clarifications/clarificationClaims.js';
 import type { RepositoryContext } from '../../src/repository/context.js';

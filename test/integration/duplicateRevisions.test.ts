@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DuplicateRevisionsError } from '../../src/errors.js';
 import { NatsSummaryPublisher } from '../../src/events/natsSummaryPublisher.js';
 import { ensureOutputTopology, summaryKey } from '../../src/events/natsTopology.js';
-import { topologyFor, type Topology } from '../../src/events/subjects.js';
+import { topologyFor, type Topology } from '../../src/contract/subjects.js';
 import { silentLogger } from '../../src/logger.js';
 import { projectTask, projectTasks } from '../../src/projectors/projectTasks.js';
 import { createProjectionStore } from '../../src/repository/projection/projectionStore.js';

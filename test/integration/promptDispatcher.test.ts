@@ -6,7 +6,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { NatsEventPublisher } from '../../src/events/natsEventPublisher.js';
 import { NatsPromptDelivery } from '../../src/events/prompts/natsPromptDelivery.js';
 import { ensureTopology } from '../../src/events/natsTopology.js';
-import { MESSAGE_QUEUE_STATUS_CHANGED, topologyFor } from '../../src/events/subjects.js';
+import { MESSAGE_QUEUE_STATUS_CHANGED, topologyFor } from '../../src/contract/subjects.js';
 import { NO_FAILPOINTS } from '../../src/failpoints.js';
 import { createRepositoryContext, rawRows, type RepositoryContext } from '../../src/repository/context.js';
 import type { Database } from '../../src/repository/database.js';

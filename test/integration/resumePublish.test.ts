@@ -2,8 +2,8 @@ import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NatsClarificationDelivery } from '../../src/events/clarifications/natsClarificationDelivery.js';
-import { topologyFor, type Topology } from '../../src/events/subjects.js';
-import type { ClarificationDeliveryPayload } from '../../src/services/clarifications/clarificationPorts.js';
+import { topologyFor, type Topology } from '../../src/contract/subjects.js';
+import type { ClarificationDeliveryPayload } from '../../src/contract/clarificationPayloads.js';
 import { systemClock } from '../../src/timestamps.js';
 import { connectTestNats, deleteTopology, uniquePrefix } from '../support/nats.js';
 

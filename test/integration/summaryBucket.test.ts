@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { startBucketRefiller } from '../../src/bin/worker/summaryBucketRefiller.js';
 import { NatsSummaryPublisher } from '../../src/events/natsSummaryPublisher.js';
 import { ensureOutputTopology, summaryKey } from '../../src/events/natsTopology.js';
-import { topologyFor, type Topology } from '../../src/events/subjects.js';
+import { topologyFor, type Topology } from '../../src/contract/subjects.js';
 import { SummaryBucket } from '../../src/events/summaryBucket.js';
 import { silentLogger } from '../../src/logger.js';
 import { createMetrics } from '../../src/metrics.js';

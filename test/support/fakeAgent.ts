@@ -1,6 +1,6 @@
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
-import { topologyFor } from '../../src/events/subjects.js';
-import type { ClarificationDeliveryPayload } from '../../src/services/clarifications/clarificationPorts.js';
+import { topologyFor } from '../../src/contract/subjects.js';
+import type { ClarificationDeliveryPayload } from '../../src/contract/clarificationPayloads.js';
 
 /** confirm: reply `{ok: true}`; silent: never reply; refuse: reply `{ok: false}`. */
 export type FakeAgentMode = 'confirm' | 'silent' | 'refuse';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { inject } from 'vitest';
-import { topologyFor, topologyStreams } from '../../src/events/subjects.js';
+import { topologyFor, topologyStreams } from '../../src/contract/subjects.js';
 
 export function natsAvailable(): boolean {
   return Boolean(inject('natsUrl'));

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { rawRows, type RepositoryContext } from '../../src/repository/context.js';
-import { topologyFor } from '../../src/events/subjects.js';
+import { topologyFor } from '../../src/contract/subjects.js';
 
 /**
  * Queued prompt receipts written the way queue admission (`queue.enqueue`) leaves them: unreserved,

@@ -1,5 +1,5 @@
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
-import { topologyFor } from '../../src/events/subjects.js';
+import { topologyFor } from '../../src/contract/subjects.js';
 
 export interface PublishedSummaryEvent {
   task_id: string;

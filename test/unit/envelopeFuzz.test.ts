@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { previewOf } from '../../src/events/deadLetters.js';
-import { parseEvent, type EventRejection } from '../../src/events/envelope.js';
+import { parseEvent, type EventRejection } from '../../src/events/parseEvent.js';
 import { relevanceOf } from '../../src/projectors/eventRelevance.js';
 import { idProblem } from '../../src/storableText.js';
 import { INVALID_UTF8, eventBytes, eventWithInvalidId, invalidIdString, objectText, withInvalidUtf8 } from '../support/fuzzInputs.js';

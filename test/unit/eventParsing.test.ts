@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { parseEvent } from '../../src/events/envelope.js';
-import { eventTypeOf, topologyFor } from '../../src/events/subjects.js';
+import { parseEvent } from '../../src/events/parseEvent.js';
+import { eventTypeOf, topologyFor } from '../../src/contract/subjects.js';
 import { retryDelayMs } from '../../src/events/natsEventConsumer.js';
 import { relevanceOf } from '../../src/projectors/eventRelevance.js';
 import { MAX_ID_LENGTH } from '../../src/storableText.js';

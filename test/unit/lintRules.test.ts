@@ -13,7 +13,7 @@ async function problems(file: string, code: string): Promise<string[]> {
 
 describe('the import rules', () => {
   it.each([
-    ['src/repository/x.ts', "import { topologyFor } from '../events/subjects.js';"],
+    ['src/repository/x.ts', "import { ensureTopology } from '../events/natsTopology.js';"],
     ['src/repository/driver/x.ts', "import { Projector } from '../../projectors/projector.js';"],
     ['src/repository/x.ts', "import type { ClarificationService } from '../services/clarificationService.js';"],
     ['src/events/x.ts', "import { createRepositoryContext } from '../repository/context.js';"],
@@ -25,6 +25,13 @@ describe('the import rules', () => {
     ['src/x.ts', "import { startWorker } from './bin/worker.js';"],
     ['src/config.ts', "import { DEFAULT_PG_MAX_CONNECTIONS } from './repository/database.js';"],
     ['src/config.ts', "import { startWorker } from './bin/worker.js';"],
+    ['src/services/x.ts', "import { headers } from '@nats-io/nats-core';"],
+    ['src/contract/x.ts', "import type { ClarificationService } from '../services/clarificationService.js';"],
+    ['src/contract/x.ts', "import { ensureTopology } from '../events/natsTopology.js';"],
+    ['src/contract/x.ts', "import type { NatsConnection } from '@nats-io/nats-core';"],
+    ['src/client/x.ts', "import type { AnyReply } from '../services/planCommentService.js';"],
+    ['src/client/x.ts', "import { parseEvent } from '../events/parseEvent.js';"],
+    ['src/index.ts', "export { startServiceEndpoints } from './events/serviceEndpoints.js';"],
   ])('refuse %s importing: %s', async (file, code) => {
     expect(await problems(file, `${code}\nexport {};\n`)).toEqual([expect.stringMatching(/^@typescript-eslint\/no-restricted-imports: /)]);
   });
@@ -36,6 +43,13 @@ describe('the import rules', () => {
     ['src/repository/x.ts', "import { isTruthyFlag } from '../turns/lifecycleTurn.js';"],
     ['src/turns/x.ts', "import { isTruthyFlag } from './lifecycleTurn.js';"],
     ['src/bin/x.ts', "import { createProjectionStore } from '../repository/projectionStore.js';"],
+    ['src/contract/x.ts', "import { PLAN_COMMENT_LIMITS } from '../turns/planCommentPrompt.js';"],
+    ['src/contract/x.ts', "import { idSchema } from '../storableText.js';"],
+    ['src/contract/x.ts', "import { z } from 'zod';"],
+    ['src/client/x.ts', "import { ENDPOINT_TABLE } from '../contract/endpoints.js';"],
+    ['src/client/x.ts', "import type { NatsConnection } from '@nats-io/nats-core';"],
+    ['src/index.ts', "export * from './client/index.js';"],
+    ['src/events/x.ts', "import { serveEndpoint } from './serveEndpoint.js';"],
   ])('allow %s importing: %s', async (file, code) => {
     expect(await problems(file, `${code}\nexport {};\n`)).toEqual([]);
   });

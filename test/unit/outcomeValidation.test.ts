@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { inspectBundle, validateOutcome, type BundleRow, type NormalizedOutcome } from '../../src/services/clarifications/outcomeValidation.js';
 import { recordedOutcome, type RecordedRow } from '../../src/services/clarifications/recordedOutcome.js';
-import { respondRequestSchema } from '../../src/services/requests.js';
+import { respondRequestSchema } from '../../src/contract/requests.js';
 
 function row(index: number, metadata: Record<string, unknown> = {}, extra: Partial<BundleRow> = {}): RecordedRow {
   const questionId = `q${index + 1}`;

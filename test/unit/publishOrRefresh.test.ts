@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CLARIFICATION_PRIMARY_ANSWERED, type KandevEvent } from '../../src/events/kandevEvents.js';
+import { CLARIFICATION_PRIMARY_ANSWERED, type KandevEvent } from '../../src/contract/kandevEvents.js';
 import { silentLogger } from '../../src/logger.js';
 import { publishOrRefresh, refreshThenPublish } from '../../src/services/publishOrRefresh.js';
 

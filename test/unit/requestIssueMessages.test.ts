@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { parseRequest } from '../../src/services/parseRequest.js';
-import { ENDPOINT_REQUEST_SCHEMAS } from '../../src/services/endpointRequestSchemas.js';
+import { parseRequest } from '../../src/contract/parseRequest.js';
+import { ENDPOINT_REQUEST_SCHEMAS } from '../../src/contract/endpoints.js';
 
 const encoder = new TextEncoder();
 const messageOf = (schema: z.ZodType, body: string): string => {

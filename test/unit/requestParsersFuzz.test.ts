@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { REPLY_ERROR_CODES } from '../../src/services/endpoint.js';
-import { ENDPOINT_REQUEST_SCHEMAS } from '../../src/services/endpointRequestSchemas.js';
-import { parseRequest } from '../../src/services/parseRequest.js';
+import { REPLY_ERROR_CODES } from '../../src/contract/replyErrorCodes.js';
+import { ENDPOINT_REQUEST_SCHEMAS } from '../../src/contract/endpoints.js';
+import { parseRequest } from '../../src/contract/parseRequest.js';
 import { idProblem, unstorableTextProblem } from '../../src/storableText.js';
 import { INVALID_UTF8, bodyFor, fieldsOf, withInvalidUtf8, idFieldsIn, idPathsOf, stringPathsOf, invalidIdValue, objectText, pathLabel, requestBytes, stringsIn, textAtPath } from '../support/fuzzInputs.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { listPendingRequestSchema, respondRequestSchema, sessionRequestSchema, taskRequestSchema } from '../../src/services/requests.js';
+import { listPendingRequestSchema, respondRequestSchema, sessionRequestSchema, taskRequestSchema } from '../../src/contract/requests.js';
 import { MAX_ID_LENGTH } from '../../src/storableText.js';
 
 const answer = (fields: Record<string, unknown> = {}) => ({ question_id: 'q1', selected_options: ['a'], ...fields });

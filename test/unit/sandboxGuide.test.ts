@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { answerRequest, exampleRequests, requestCommands, sandboxGuide, shellWord } from '../../src/bin/sandboxGuide.js';
 import { withSearchPath } from '../../src/bin/sandboxDatabase.js';
 import type { SandboxWorkspace } from '../../src/repository/sandbox/seedSandboxWorkspace.js';
-import { ENDPOINTS } from '../../src/services/requests.js';
+import { ENDPOINTS } from '../../src/contract/endpoints.js';
 import { shellWords } from '../support/sandboxProcess.js';
 
 const workspace: SandboxWorkspace = {

@@ -1,6 +1,6 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { Logger } from 'pino';
-import type { Topology } from '../../events/subjects.js';
+import type { Topology } from '../../contract/subjects.js';
 import type { Metrics } from '../../metrics.js';
 import type { WorkerComponent } from './component.js';
 

@@ -1,4 +1,4 @@
-import { startServiceEndpoints, type ServiceEndpointsOptions } from '../../services/serviceEndpoints.js';
+import { startServiceEndpoints, type ServiceEndpointsOptions } from '../../events/serviceEndpoints.js';
 import type { WorkerComponent } from './component.js';
 
 /** The request/reply endpoints as a worker component: the one place the worker starts them. */

@@ -1,4 +1,4 @@
-import { topologyStreams, type Topology } from '../../events/subjects.js';
+import { topologyStreams, type Topology } from '../../contract/subjects.js';
 import type { NatsPermissionNeed } from '../../events/natsPermissions.js';
 
 /**

@@ -2,9 +2,10 @@ import { errors, headers, RequestError, type NatsConnection } from '@nats-io/tra
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import pRetry, { AbortError } from 'p-retry';
 import type { Clock } from '../../timestamps.js';
-import type { ClarificationDelivery, ClarificationDeliveryPayload, LiveDeliveryResult, ResumeResult } from '../../services/clarifications/clarificationPorts.js';
-import { createEnvelope } from '../envelope.js';
-import type { Topology } from '../subjects.js';
+import type { ClarificationDeliveryPayload } from '../../contract/clarificationPayloads.js';
+import type { ClarificationDelivery, LiveDeliveryResult, ResumeResult } from '../../services/clarifications/clarificationPorts.js';
+import { createEnvelope } from '../../contract/envelope.js';
+import type { Topology } from '../../contract/subjects.js';
 
 const encoder = new TextEncoder();
 const PENDING_ID_HEADER = 'Pending-Projector-Pending-Id';

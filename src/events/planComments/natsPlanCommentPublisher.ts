@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
-import type { PlanCommentEvents } from '../../services/planComments/planCommentEvents.js';
-import type { PlanCommentsPayload } from '../../services/planCommentWire.js';
+import type { PlanCommentEvents } from '../../services/planComments/planCommentService.js';
+import type { PlanCommentsPayload } from '../../contract/planCommentPayloads.js';
 import type { Clock } from '../../timestamps.js';
-import { createEnvelope } from '../envelope.js';
-import { PLAN_COMMENTS_UPDATED, type Topology } from '../subjects.js';
+import { createEnvelope } from '../../contract/envelope.js';
+import { PLAN_COMMENTS_UPDATED, type Topology } from '../../contract/subjects.js';
 
 const encoder = new TextEncoder();
 

@@ -2,8 +2,8 @@ import { headers, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { Clock } from '../../timestamps.js';
 import type { AgentPromptDelivery, PromptPayload, PromptPublishResult } from '../../services/prompts/agentPromptDelivery.js';
-import { createEnvelope } from '../envelope.js';
-import type { Topology } from '../subjects.js';
+import { createEnvelope } from '../../contract/envelope.js';
+import type { Topology } from '../../contract/subjects.js';
 
 const encoder = new TextEncoder();
 export const RECEIPT_ID_HEADER = 'Pending-Projector-Receipt-Id';

@@ -3,7 +3,7 @@ import type { PlanCommentSnapshot } from './planCommentRows.js';
 
 /**
  * The expected failures of the plan-comment store, as values (never thrown). `code` is the reply
- * code an endpoint answers with (src/services/endpoint.ts's vocabulary); `reason` is the
+ * code an endpoint answers with (src/contract/replyErrorCodes.ts); `reason` is the
  * machine-readable cause every one carries; the other members are the reply's details. Only a
  * failure of the database itself rejects.
  */

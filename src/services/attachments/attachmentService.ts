@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 import type { AttachmentStore } from '../../repository/attachments/attachmentStore.js';
-import type { AnyReply } from '../endpoint.js';
-import type { attachmentStageSchema } from '../planCommentRequests.js';
+import type { AnyReply } from '../../contract/replyErrorCodes.js';
+import type { attachmentStageSchema } from '../../contract/planCommentRequests.js';
 import { attachmentPayload, storeFailure } from '../planCommentWire.js';
 
 /** `attachment.stage`: records an attachment's metadata, idempotent by id, for a later prompt to claim. */

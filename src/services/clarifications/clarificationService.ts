@@ -16,8 +16,8 @@ import {
   type RespondReply,
   type TurnPayload,
   type TurnsReply,
-} from '../replies.js';
-import type { ListPendingRequest, RespondRequest, SessionRequest, TaskRequest } from '../requests.js';
+} from '../../contract/replies.js';
+import type { ListPendingRequest, RespondRequest, SessionRequest, TaskRequest } from '../../contract/requests.js';
 import { respondToClarification, type RespondDeps } from './respondToClarification.js';
 
 /**
@@ -33,7 +33,7 @@ import { respondToClarification, type RespondDeps } from './respondToClarificati
  * - claim: the atomic move of a current-turn bundle's pending rows to its terminal status, marked
  *   `response_delivery_pending` until delivery is finalised or the claim is restored.
  *
- * Every method returns a reply value; the bus endpoints (serviceEndpoints.ts) only transport them.
+ * Every method returns a reply value; the bus endpoints (src/events/serviceEndpoints.ts) only transport them.
  */
 export type ClarificationServiceDeps = RespondDeps;
 
@@ -51,7 +51,6 @@ export interface ClarificationService {
 const distinct = (values: Iterable<string>) => [...new Set(values)];
 const pendingIdsOf = (rows: readonly MessageRecord[]) =>
   distinct(rows.map((r) => r.metadata.pending_id).filter((p): p is string => typeof p === 'string' && p !== ''));
-const unavailable = (what: string, err: unknown) => failure('unavailable', `${what}: ${(err as Error).message}`);
 
 function toPendingBundle(bundle: UnresolvedBundle): PendingBundle {
   return {
@@ -96,29 +95,19 @@ export function createClarificationService(deps: ClarificationServiceDeps): Clar
     respond: (request) => respondToClarification(deps, request),
 
     async listPending(request) {
-      let listing;
-      try {
-        listing = await store.listUnresolvedClarificationBundles({
-          workspaceId: request.workspace_id,
-          createdSince: request.created_since,
-          limit: request.limit,
-          cursor: request.cursor,
-        });
-      } catch (err) {
-        return unavailable('could not list pending clarifications', err);
-      }
+      const listing = await store.listUnresolvedClarificationBundles({
+        workspaceId: request.workspace_id,
+        createdSince: request.created_since,
+        limit: request.limit,
+        cursor: request.cursor,
+      });
       if (!listing.ok) return failure('bad_request', listing.message);
       return { ok: true, bundles: listing.page.bundles.map(toPendingBundle), next_cursor: listing.page.nextCursor };
     },
 
     async detach({ session_id: sessionId }) {
-      let rows: MessageRecord[];
-      try {
-        if (!(await store.getSession(sessionId))) return failure('not_found', `session ${sessionId} does not exist`);
-        rows = await store.detachActiveClarifications(sessionId);
-      } catch (err) {
-        return unavailable(`could not detach session ${sessionId}`, err);
-      }
+      if (!(await store.getSession(sessionId))) return failure('not_found', `session ${sessionId} does not exist`);
+      const rows = await store.detachActiveClarifications(sessionId);
       await publishRows(rows);
       return { ok: true, session_id: sessionId, detached_message_ids: rows.map((r) => r.id), pending_ids: pendingIdsOf(rows) };
     },
@@ -140,48 +129,37 @@ export function createClarificationService(deps: ClarificationServiceDeps): Clar
         error ??= err;
       }
       await publishRows(expired);
-      if (error !== undefined) return unavailable(`could not expire every clarification of session ${sessionId}`, error);
+      // Thrown once what did expire is published; the endpoint replies to it as to any failure.
+      if (error !== undefined) throw new Error(`could not expire every clarification of session ${sessionId}: ${(error as Error).message}`, { cause: error });
       return { ok: true, session_id: sessionId, expired_pending_ids: pendingIdsOf(expired), expired_message_ids: expired.map((r) => r.id) };
     },
 
     async guard({ session_id: sessionId }) {
-      try {
-        if (!(await store.getSession(sessionId))) {
-          return { ...failure('not_found', `session ${sessionId} does not exist`), blocked: true, live: true };
-        }
-        const rows = await store.findActiveClarificationMessages(sessionId);
-        const live = rows.some(isLiveClarification);
-        return { ok: true, session_id: sessionId, blocked: rows.length > 0, live, pending_ids: pendingIdsOf(rows) };
-      } catch (err) {
-        log.warn({ sessionId, err }, 'guard failed closed');
-        return { ...unavailable(`could not evaluate the guard of session ${sessionId}; failing closed`, err), blocked: true, live: true };
+      // A failure, thrown or not, still says blocked: the endpoint adds GUARD_FAILURE_FIELDS to each.
+      if (!(await store.getSession(sessionId))) {
+        return { ...failure('not_found', `session ${sessionId} does not exist`), blocked: true, live: true };
       }
+      const rows = await store.findActiveClarificationMessages(sessionId);
+      const live = rows.some(isLiveClarification);
+      return { ok: true, session_id: sessionId, blocked: rows.length > 0, live, pending_ids: pendingIdsOf(rows) };
     },
 
     async turns({ session_id: sessionId }) {
-      try {
-        if (!(await store.getSession(sessionId))) return failure('not_found', `session ${sessionId} does not exist`);
-        const [turns, current] = [await store.listVisibleTurns(sessionId), await store.getCurrentTurn(sessionId)];
-        return { ok: true, session_id: sessionId, turns: turns.map(toTurnPayload), current_turn_id: current?.id ?? null };
-      } catch (err) {
-        return unavailable(`could not list the turns of session ${sessionId}`, err);
-      }
+      if (!(await store.getSession(sessionId))) return failure('not_found', `session ${sessionId} does not exist`);
+      const [turns, current] = [await store.listVisibleTurns(sessionId), await store.getCurrentTurn(sessionId)];
+      return { ok: true, session_id: sessionId, turns: turns.map(toTurnPayload), current_turn_id: current?.id ?? null };
     },
 
     async pendingActions({ task_id: taskId }) {
-      try {
-        const state = await store.loadTaskPendingState(taskId);
-        if (!state) return failure('not_found', `task ${taskId} does not exist`);
-        return {
-          ok: true,
-          task_id: taskId,
-          workspace_id: state.workspaceId,
-          pending_action: state.pendingAction,
-          sessions: state.sessions.map((s) => ({ session_id: s.sessionId, state: s.state, is_primary: s.isPrimary, pending_action: s.pendingAction })),
-        };
-      } catch (err) {
-        return unavailable(`could not load the pending actions of task ${taskId}`, err);
-      }
+      const state = await store.loadTaskPendingState(taskId);
+      if (!state) return failure('not_found', `task ${taskId} does not exist`);
+      return {
+        ok: true,
+        task_id: taskId,
+        workspace_id: state.workspaceId,
+        pending_action: state.pendingAction,
+        sessions: state.sessions.map((s) => ({ session_id: s.sessionId, state: s.state, is_primary: s.isPrimary, pending_action: s.pendingAction })),
+      };
     },
 
     recoverPendingDeliveries: (options) => recoverPendingDeliveries(deps, options),

@@ -1,6 +1,6 @@
 import { questionIdFromMetadata } from '../../turns/clarificationQuestionId.js';
-import type { ClarificationAnswerPayload } from './clarificationPorts.js';
-import { MAX_BUNDLE_QUESTIONS, type ParsedRespondRequest } from '../requests.js';
+import type { ClarificationAnswerPayload } from '../../contract/clarificationPayloads.js';
+import { MAX_BUNDLE_QUESTIONS, type ParsedRespondRequest } from '../../contract/requests.js';
 
 /**
  * Pure checks of a respond request against the bundle it names, run before any write: the bundle's

@@ -1,5 +1,5 @@
 import { isTruthyFlag } from '../../turns/lifecycleTurn.js';
-import type { ClarificationAnswerPayload } from './clarificationPorts.js';
+import type { ClarificationAnswerPayload } from '../../contract/clarificationPayloads.js';
 import { isPendingStatus, type BundleQuestionView, type BundleRow, type NormalizedOutcome } from './outcomeValidation.js';
 
 /**

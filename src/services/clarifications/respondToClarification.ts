@@ -2,20 +2,21 @@ import { randomUUID } from 'node:crypto';
 import pRetry from 'p-retry';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { CLARIFICATION_PRIMARY_ANSWERED, CLARIFICATION_STALE_DISMISSED } from '../../events/kandevEvents.js';
-import { isSubjectToken } from '../../events/subjects.js';
+import { CLARIFICATION_PRIMARY_ANSWERED, CLARIFICATION_STALE_DISMISSED } from '../../contract/kandevEvents.js';
+import { isSubjectToken } from '../../contract/subjects.js';
 import type { ClaimOutcome } from '../../repository/clarifications/clarificationClaims.js';
 import type { ClarificationStore } from '../../repository/clarifications/clarificationStore.js';
 import type { MessageRecord } from '../../repository/rowMapping.js';
 import { isTruthyFlag } from '../../turns/lifecycleTurn.js';
-import type { ClarificationDelivery, ClarificationDeliveryPayload, EventPublisher, RefreshSummary } from './clarificationPorts.js';
+import type { ClarificationDeliveryPayload } from '../../contract/clarificationPayloads.js';
+import type { ClarificationDelivery, EventPublisher, RefreshSummary } from './clarificationPorts.js';
 import { messageUpdatedEvents } from '../messageUpdatedEvents.js';
-import { describeRequestIssues } from '../describeRequestIssues.js';
+import { describeRequestIssues } from '../../contract/describeRequestIssues.js';
 import { inspectBundle, validateOutcome, type BundleQuestionView, type NormalizedOutcome } from './outcomeValidation.js';
 import { publishOrRefresh, refreshThenPublish } from '../publishOrRefresh.js';
 import { recordedOutcome } from './recordedOutcome.js';
-import { failure, type ReplyFailure, type RespondReply, type RespondResult } from '../replies.js';
-import { respondRequestSchema, type ParsedRespondRequest, type RespondRequest } from '../requests.js';
+import { failure, type ReplyFailure, type RespondReply, type RespondResult } from '../../contract/replies.js';
+import { respondRequestSchema, type ParsedRespondRequest, type RespondRequest } from '../../contract/requests.js';
 
 /**
  * clarification.respond (ADR 0001, "Response handling"):
@@ -66,15 +67,9 @@ const FINALIZE_RETRY = { retries: 2, minTimeout: 50, factor: 5, randomize: false
 type Prepared = { rows: MessageRecord[]; questions: BundleQuestionView[]; outcome: NormalizedOutcome; sessionId: string; taskId: string };
 
 /** Steps 1 and 2: identity, bundle shape and outcome validation; nothing is written. */
-async function prepare(deps: RespondDeps, log: Logger, request: ParsedRespondRequest): Promise<Prepared | ReplyFailure> {
+async function prepare(deps: RespondDeps, request: ParsedRespondRequest): Promise<Prepared | ReplyFailure> {
   const pendingId = request.pending_id;
-  let rows: MessageRecord[];
-  try {
-    rows = await deps.store.findMessagesByPendingId(pendingId);
-  } catch (err) {
-    log.warn({ pendingId, err }, 'could not read the clarification');
-    return failure('unavailable', `could not read clarification ${pendingId}: ${(err as Error).message}`);
-  }
+  const rows = await deps.store.findMessagesByPendingId(pendingId);
   if (!rows.some((r) => r.type === 'clarification_request') || rows.some((r) => isTruthyFlag(r.metadata.parent_question))) {
     return failure('not_found', `clarification ${pendingId} does not exist`);
   }
@@ -85,46 +80,33 @@ async function prepare(deps: RespondDeps, log: Logger, request: ParsedRespondReq
   const sessionId = rows[0]!.sessionId;
   if (!isSubjectToken(sessionId)) return failure('internal', `session id ${JSON.stringify(sessionId)} cannot name an agent subject`);
   let taskId = rows.find((r) => r.taskId !== '')?.taskId;
-  if (taskId === undefined) {
-    try {
-      taskId = (await deps.store.getSession(sessionId))?.taskId;
-    } catch (err) {
-      return failure('unavailable', `could not read session ${sessionId}: ${(err as Error).message}`);
-    }
-  }
+  if (taskId === undefined) taskId = (await deps.store.getSession(sessionId))?.taskId;
   if (!taskId) return failure('not_found', `clarification ${pendingId} belongs to no task`);
   return { rows, questions: bundle.questions, outcome: validation.outcome, sessionId, taskId };
 }
 
-/** Performs one respond; never throws (every outcome is a reply value). */
+/**
+ * Performs one respond: every expected outcome is a reply value; a database or bus failure before the
+ * claim committed rejects, and the endpoint answers it by its reply policy (a retry is safe).
+ */
 export async function respondToClarification(deps: RespondDeps, input: RespondRequest): Promise<RespondReply> {
   const log = deps.logger.child({ component: 'clarification-respond' });
   const parsed = respondRequestSchema.safeParse(input);
   if (!parsed.success) return failure('bad_request', describeRequestIssues(parsed.error));
   const pendingId = parsed.data.pending_id;
-  const prepared = await prepare(deps, log, parsed.data);
+  const prepared = await prepare(deps, parsed.data);
   if ('ok' in prepared) return prepared;
   const { outcome, sessionId, taskId } = prepared;
 
-  let claim;
-  try {
-    claim = await deps.store.claimClarificationBundle(pendingId, toClaimOutcome(outcome));
-  } catch (err) {
-    log.error({ pendingId, err }, 'clarification claim failed');
-    return failure('unavailable', `could not claim clarification ${pendingId}: ${(err as Error).message}; retry to learn the outcome`);
-  }
+  // A claim that throws is answered by the endpoint's reply policy; a retry learns its outcome.
+  const claim = await deps.store.claimClarificationBundle(pendingId, toClaimOutcome(outcome));
   if (!claim.claimed && claim.reason === 'CLAIM_INTEGRITY') {
     log.error({ pendingId, reason: claim.message }, 'clarification claim failed');
     return failure('internal', `clarification ${pendingId}: ${claim.message}`);
   }
 
   if (!claim.claimed) {
-    let current: MessageRecord[];
-    try {
-      current = await deps.store.findMessagesByPendingId(pendingId);
-    } catch (err) {
-      return failure('unavailable', `clarification ${pendingId} was not claimed and could not be re-read: ${(err as Error).message}`);
-    }
+    const current = await deps.store.findMessagesByPendingId(pendingId);
     const recorded = recordedOutcome(current, prepared.questions, outcome);
     if (!recorded.replay) return failure('conflict', `clarification ${pendingId}: ${recorded.reason}`);
     return {

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { PlanCommentsPayload } from '../planCommentWire.js';
+import type { PlanCommentsPayload } from '../../contract/planCommentPayloads.js';
 
 /** Publishes `task_plan.comments_updated` with the given message id (its JetStream `Nats-Msg-Id`). */
 export interface PlanCommentEvents {

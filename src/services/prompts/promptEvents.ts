@@ -1,4 +1,4 @@
-import { MESSAGE_ADDED, MESSAGE_QUEUE_STATUS_CHANGED, MESSAGE_UPDATED, TASK_SESSION_STATE_CHANGED, TURN_STARTED, type KandevEvent } from '../../events/kandevEvents.js';
+import { MESSAGE_ADDED, MESSAGE_QUEUE_STATUS_CHANGED, MESSAGE_UPDATED, TASK_SESSION_STATE_CHANGED, TURN_STARTED, type KandevEvent } from '../../contract/kandevEvents.js';
 import type { PromptDeliveryLabel } from '../../repository/prompts/promptReceiptStore.js';
 import type { MessageRecord } from '../../repository/rowMapping.js';
 import { messageEvents } from '../messageUpdatedEvents.js';

@@ -2,8 +2,8 @@ import type { Logger } from 'pino';
 import { parseStoredSummary, toPublishedSummary } from '../../events/statusSummary.js';
 import type { TaskStore } from '../../repository/tasks/taskStore.js';
 import type { RefreshSummary } from '../clarifications/clarificationPorts.js';
-import { failure, type ReprojectReply, type SummaryReply } from '../replies.js';
-import type { TaskRequest } from '../requests.js';
+import { failure, type ReprojectReply, type SummaryReply } from '../../contract/replies.js';
+import type { TaskRequest } from '../../contract/requests.js';
 
 export interface TaskServiceDeps {
   store: TaskStore;
@@ -14,12 +14,12 @@ export interface TaskServiceDeps {
 
 /**
  * `summary.get` and `task.reproject`. Every expected outcome is a reply value; a store that cannot
- * answer rejects, which the endpoint replies as `internal` (as it always has for these two).
+ * answer rejects, and the endpoint replies to it as to any thrown failure (thrownFailureReply).
  */
 export interface TaskService {
   /** The stored summary, read from the database (the source of truth; the KV bucket is a copy). */
   getSummary(request: TaskRequest): Promise<SummaryReply>;
-  /** Runs one projection of the task; `internal` when it did not commit (e.g. compare-and-set exhausted). */
+  /** Runs one projection of the task; rejects when it did not commit (e.g. compare-and-set exhausted). */
   reproject(request: TaskRequest): Promise<ReprojectReply>;
 }
 
@@ -27,7 +27,6 @@ const unknownTask = (taskId: string) => failure('not_found', `task ${taskId} doe
 
 export function createTaskService(deps: TaskServiceDeps): TaskService {
   const { store } = deps;
-  const log = deps.logger.child({ component: 'task-service' });
   return {
     async getSummary({ task_id: taskId }) {
       const stored = await store.loadStatusSummary(taskId);
@@ -45,12 +44,7 @@ export function createTaskService(deps: TaskServiceDeps): TaskService {
 
     async reproject({ task_id: taskId }) {
       if (!(await store.getTask(taskId))) return unknownTask(taskId);
-      try {
-        await deps.reproject(taskId);
-      } catch (err) {
-        log.error({ taskId, err }, 'task.reproject did not commit');
-        return failure('internal', (err as Error).message ?? 'internal error');
-      }
+      await deps.reproject(taskId);
       return { ok: true, task_id: taskId };
     },
   };

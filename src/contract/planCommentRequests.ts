@@ -27,8 +27,10 @@ const selectedText = storableTextSchema.refine((s) => codePoints(s) <= PLAN_COMM
 });
 const anchor = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).nullable();
 const version = z.number().int().min(1).max(Number.MAX_SAFE_INTEGER);
+// TextEncoder, not Buffer: the light client validates requests in browsers too.
+const utf8 = new TextEncoder();
 /** The typed text of a prompt; the expansion's own limit (bytes) is checked when it is built. */
-const content = storableTextSchema.refine((s) => Buffer.byteLength(s, 'utf8') <= PLAN_COMMENT_LIMITS.promptMaxBytes, {
+const content = storableTextSchema.refine((s) => utf8.encode(s).byteLength <= PLAN_COMMENT_LIMITS.promptMaxBytes, {
   message: `content must be at most ${PLAN_COMMENT_LIMITS.promptMaxBytes} bytes`,
 });
 

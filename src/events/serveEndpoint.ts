@@ -1,11 +1,9 @@
 import { errors, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
 import type { z } from 'zod';
-import { parseRequest } from './parseRequest.js';
-import type { AnyReply, ReplyErrorCode } from './replyErrorCodes.js';
-
-export { REPLY_ERROR_CODES } from './replyErrorCodes.js';
-export type { AnyReply, Reply, ReplyErrorCode, ReplyFailure } from './replyErrorCodes.js';
+import { parseRequest } from '../contract/parseRequest.js';
+import type { AnyReply, ReplyErrorCode, ReplyFailure } from '../contract/replyErrorCodes.js';
+import { classifyFailure } from '../errors.js';
 
 /** What a reply says, as the metrics count it: `ok`, or its error code. */
 export type ReplyCode = 'ok' | ReplyErrorCode;
@@ -14,7 +12,7 @@ export interface EndpointOptions<S extends z.ZodType> {
   nc: NatsConnection;
   subject: string;
   schema: S;
-  /** Returns the reply value, sent as it is. A rejection is a crash: logged, and replied `internal`. */
+  /** Returns the reply value, sent as it is. A rejection is logged and replied by thrownFailureReply. */
   handler: (request: z.output<S>) => Promise<AnyReply>;
   logger: Logger;
   maxRequestBytes: number;
@@ -33,10 +31,22 @@ const QUEUE_GROUP = 'pending-projector';
 const encoder = new TextEncoder();
 
 /**
+ * The one reply policy for a handler that threw (a database or bus failure the handler did not
+ * turn into a value): `unavailable` when classifyFailure calls it transient (a retry of the same
+ * request can succeed), `internal` otherwise. Handlers never decide this themselves, so the same
+ * outage gets the same answer from every endpoint.
+ */
+export function thrownFailureReply(err: unknown): ReplyFailure {
+  const message = (err as Error | undefined)?.message || 'internal error';
+  return { ok: false, error: { code: classifyFailure(err) === 'transient' ? 'unavailable' : 'internal', message } };
+}
+
+/**
  * A request/reply endpoint on a plain subscription in a queue group (every replica serves it; one
  * answers each request). Bodies are JSON validated by zod; every reply is `{ok: true, ...}` or
  * `{ok: false, error: {code, message}}`: the handler's reply value, or a `bad_request` for a body
- * that never reached it (parseRequest). A handler crash becomes `internal` and the endpoint stays up.
+ * that never reached it (parseRequest). A handler that throws is answered by thrownFailureReply, and
+ * the endpoint stays up.
  */
 export function serveEndpoint<S extends z.ZodType>(options: EndpointOptions<S>): { stop(): Promise<void>; done: Promise<void>; failure(): unknown } {
   const log = options.logger.child({ component: 'endpoint', subject: options.subject });
@@ -87,7 +97,7 @@ export function serveEndpoint<S extends z.ZodType>(options: EndpointOptions<S>):
           reply = await options.handler(parsed.request);
         } catch (err) {
           log.error({ err }, 'endpoint handler failed');
-          reply = { ok: false, error: { code: 'internal', message: (err as Error).message ?? 'internal error' } };
+          reply = thrownFailureReply(err);
         }
         respond(msg, reply, startedAt);
       })();

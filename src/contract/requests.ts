@@ -8,30 +8,6 @@ import { toCanonicalTimestamp } from '../timestamps.js';
  * text reach SQL, so they must be strings both dialects store as sent (src/storableText.ts).
  */
 
-/** Endpoint names; the subject is `<prefix>pending_projector.v1.<name>`. */
-export const ENDPOINTS = {
-  summaryGet: 'summary.get',
-  taskReproject: 'task.reproject',
-  clarificationRespond: 'clarification.respond',
-  clarificationListPending: 'clarification.list_pending',
-  clarificationDetach: 'clarification.detach',
-  clarificationExpire: 'clarification.expire',
-  sessionGuard: 'session.guard',
-  sessionTurns: 'session.turns',
-  taskPendingActions: 'task.pending_actions',
-  planCommentList: 'plan_comment.list',
-  planCommentCreate: 'plan_comment.create',
-  planCommentUpdate: 'plan_comment.update',
-  planCommentDelete: 'plan_comment.delete',
-  planCommentImportLegacy: 'plan_comment.import_legacy',
-  planCommentRun: 'plan_comment.run',
-  planDelete: 'plan.delete',
-  messageSend: 'message.send',
-  queueEnqueue: 'queue.enqueue',
-  queueList: 'queue.list',
-  attachmentStage: 'attachment.stage',
-} as const;
-
 /** Kandev's cap on an answer's custom text and a rejection reason, in Unicode code points. */
 export const ANSWER_TEXT_MAX_CHARS = 2000;
 export const MAX_BUNDLE_QUESTIONS = 4;

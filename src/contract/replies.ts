@@ -1,6 +1,6 @@
-import type { PublishedSummary } from '../events/statusSummary.js';
+import type { PublishedSummary } from './publishedSummary.js';
 import type { PendingAction } from '../turns/pendingAction.js';
-import type { ClarificationAnswerPayload } from './clarifications/clarificationPorts.js';
+import type { ClarificationAnswerPayload } from './clarificationPayloads.js';
 import type { Reply, ReplyErrorCode, ReplyFailure } from './replyErrorCodes.js';
 
 /** Reply bodies of the worker's endpoints (snake_case on the wire, like Kandev's JSON). */

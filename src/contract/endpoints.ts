@@ -1,0 +1,120 @@
+import type { z } from 'zod';
+import type { PlanCommentPayload } from './planCommentPayloads.js';
+import type { AttachmentStageReply, ImportLegacyReply, PlanCommentsReply, PromptReply, QueueListReply } from './planCommentReplies.js';
+import {
+  attachmentStageSchema,
+  importLegacySchema,
+  messageSendSchema,
+  planCommentCreateSchema,
+  planCommentDeleteSchema,
+  planCommentListSchema,
+  planCommentRunSchema,
+  planCommentUpdateSchema,
+  planDeleteSchema,
+  queueEnqueueSchema,
+  queueListSchema,
+} from './planCommentRequests.js';
+import {
+  GUARD_FAILURE_FIELDS,
+  type DetachReply,
+  type ExpireReply,
+  type GuardReply,
+  type ListPendingReply,
+  type PendingActionsReply,
+  type ReprojectReply,
+  type RespondReply,
+  type SummaryReply,
+  type TurnsReply,
+} from './replies.js';
+import { listPendingRequestSchema, respondRequestSchema, sessionRequestSchema, taskRequestSchema } from './requests.js';
+
+/** One endpoint of the worker, served on `<prefix>pending_projector.v1.<name>`. */
+export interface EndpointSpec {
+  /** Its key in ENDPOINTS (`summaryGet`). */
+  key: string;
+  /** The last tokens of its subject (`summary.get`). */
+  name: string;
+  /** Validates the body before any handler runs; a body it refuses is answered `bad_request`. */
+  request: z.ZodType;
+  /** Its reply type, carried by the types only (the value is undefined). */
+  reply: unknown;
+  /** Fields every failure reply carries, whoever produced it: the worker, or the client for a transport failure. */
+  failureFields?: Readonly<Record<string, unknown>>;
+}
+
+/** Marks an entry's reply type; at run time there is nothing to carry. */
+const replyType = <R>(): R => undefined as R;
+
+/**
+ * The endpoint table: every endpoint once, by the typed client's method name, with its name, its
+ * request schema and its reply type. The worker serves its routes from it, the typed client's
+ * methods are typed from it (the comments below are theirs), ENDPOINTS and ENDPOINT_REQUEST_SCHEMAS
+ * are derived from it, and a test holds docs/endpoints.md's headings to it.
+ */
+export const ENDPOINT_TABLE = {
+  /** Answers or rejects a clarification bundle. A `retryable` reply means: send the same request again. */
+  respond: { key: 'clarificationRespond', name: 'clarification.respond', request: respondRequestSchema, reply: replyType<RespondReply>() },
+  listPending: { key: 'clarificationListPending', name: 'clarification.list_pending', request: listPendingRequestSchema, reply: replyType<ListPendingReply>() },
+  detach: { key: 'clarificationDetach', name: 'clarification.detach', request: sessionRequestSchema, reply: replyType<DetachReply>() },
+  expire: { key: 'clarificationExpire', name: 'clarification.expire', request: sessionRequestSchema, reply: replyType<ExpireReply>() },
+  /** Fails closed: any failure, including an unreachable worker, carries `blocked: true`. */
+  guard: { key: 'sessionGuard', name: 'session.guard', request: sessionRequestSchema, reply: replyType<GuardReply>(), failureFields: GUARD_FAILURE_FIELDS },
+  turns: { key: 'sessionTurns', name: 'session.turns', request: sessionRequestSchema, reply: replyType<TurnsReply>() },
+  pendingActions: { key: 'taskPendingActions', name: 'task.pending_actions', request: taskRequestSchema, reply: replyType<PendingActionsReply>() },
+  getSummary: { key: 'summaryGet', name: 'summary.get', request: taskRequestSchema, reply: replyType<SummaryReply>() },
+  reproject: { key: 'taskReproject', name: 'task.reproject', request: taskRequestSchema, reply: replyType<ReprojectReply>() },
+  listPlanComments: { key: 'planCommentList', name: 'plan_comment.list', request: planCommentListSchema, reply: replyType<PlanCommentsReply>() },
+  /** Idempotent by `comment_id`; a replay after the comment was consumed returns `comment: null`. */
+  createPlanComment: {
+    key: 'planCommentCreate',
+    name: 'plan_comment.create',
+    request: planCommentCreateSchema,
+    reply: replyType<PlanCommentsReply<{ replayed: boolean; comment: PlanCommentPayload | null }>>(),
+  },
+  updatePlanComment: { key: 'planCommentUpdate', name: 'plan_comment.update', request: planCommentUpdateSchema, reply: replyType<PlanCommentsReply<{ comment: PlanCommentPayload }>>() },
+  deletePlanComment: { key: 'planCommentDelete', name: 'plan_comment.delete', request: planCommentDeleteSchema, reply: replyType<PlanCommentsReply<{ deleted: boolean }>>() },
+  deletePlan: { key: 'planDelete', name: 'plan.delete', request: planDeleteSchema, reply: replyType<PlanCommentsReply<{ deleted: boolean }>>() },
+  importLegacyPlanComments: { key: 'planCommentImportLegacy', name: 'plan_comment.import_legacy', request: importLegacySchema, reply: replyType<ImportLegacyReply>() },
+  stageAttachment: { key: 'attachmentStage', name: 'attachment.stage', request: attachmentStageSchema, reply: replyType<AttachmentStageReply>() },
+  /**
+   * Sends a prompt to exactly `session_id`. `caller_id` is the caller's (a UUID it reuses on a
+   * retry, never generated here): an `unavailable` reply (a timeout) means send the same request again.
+   */
+  sendMessage: { key: 'messageSend', name: 'message.send', request: messageSendSchema, reply: replyType<PromptReply>() },
+  /** Run: the comments to the task's current primary session. */
+  runPlanComments: { key: 'planCommentRun', name: 'plan_comment.run', request: planCommentRunSchema, reply: replyType<PromptReply>() },
+  /** Queues a prompt for `session_id`, delivered in turn by the dispatcher; `caller_id` as for sendMessage. */
+  enqueue: { key: 'queueEnqueue', name: 'queue.enqueue', request: queueEnqueueSchema, reply: replyType<PromptReply>() },
+  /** The session's waiting queued prompts, in queue order. */
+  listQueue: { key: 'queueList', name: 'queue.list', request: queueListSchema, reply: replyType<QueueListReply>() },
+} as const satisfies Record<string, EndpointSpec>;
+
+type Table = typeof ENDPOINT_TABLE;
+
+/** An endpoint as the typed client's method name calls it (`getSummary`). */
+export type EndpointMethod = keyof Table;
+/** An endpoint's name, the last tokens of its subject (`summary.get`). */
+export type EndpointName = Table[EndpointMethod]['name'];
+/** What a caller sends to the endpoint of `M` (zod's input: defaults may be left out). */
+export type EndpointRequestOf<M extends EndpointMethod> = z.input<Table[M]['request']>;
+/** The body the endpoint of `M` hands its handler, once its schema parsed it (defaults filled in). */
+export type ParsedEndpointRequestOf<M extends EndpointMethod> = z.output<Table[M]['request']>;
+/** What the endpoint of `M` replies. */
+export type EndpointReplyOf<M extends EndpointMethod> = Table[M]['reply'];
+
+/** The table's entries, in its order. */
+export const ENDPOINT_SPECS: ReadonlyArray<Table[EndpointMethod] & { method: EndpointMethod }> = Object.entries(ENDPOINT_TABLE).map(([method, spec]) => ({
+  ...spec,
+  method: method as EndpointMethod,
+}));
+
+type ByName<N extends EndpointName> = Extract<Table[EndpointMethod], { name: N }>;
+
+/** Endpoint names by key; the subject is `<prefix>pending_projector.v1.<name>`. */
+export const ENDPOINTS = Object.fromEntries(ENDPOINT_SPECS.map((spec) => [spec.key, spec.name])) as { readonly [M in EndpointMethod as Table[M]['key']]: Table[M]['name'] };
+
+/** The request schema of every endpoint, by name: the table the fuzz tests walk. */
+export const ENDPOINT_REQUEST_SCHEMAS = Object.fromEntries(ENDPOINT_SPECS.map((spec) => [spec.name, spec.request])) as { readonly [N in EndpointName]: ByName<N>['request'] };
+
+/** The body a handler of endpoint `N` is given, once its schema parsed it. */
+export type EndpointRequest<N extends EndpointName> = z.output<ByName<N>['request']>;

@@ -1,0 +1,16 @@
+import type { AdmissionPayload, AttachmentPayload, PlanCommentsPayload, QueueEntryPayload } from './planCommentPayloads.js';
+import type { ReplyFailure } from './replyErrorCodes.js';
+
+/** Reply bodies of the plan-comment, message, queue and attachment endpoints. */
+
+/**
+ * A failure of the plan-comment, message and attachment endpoints: `reason` (machine-readable) and
+ * its details beside `error`; `plan_comments` is the current collection on `plan_comments_changed`.
+ */
+export type PlanCommentFailure = ReplyFailure & { reason?: string; plan_comments?: PlanCommentsPayload; primary_session_id?: string | null; state?: string; attachment_ids?: string[] } & Record<string, unknown>;
+export type PlanCommentsReply<T extends object = object> = ({ ok: true; plan_comments: PlanCommentsPayload } & T) | PlanCommentFailure;
+/** An accepted prompt (its admission); `queue_full` failures carry `count` and `max`. */
+export type PromptReply = AdmissionPayload | PlanCommentFailure;
+export type QueueListReply = { ok: true; entries: QueueEntryPayload[]; count: number; max: number } | PlanCommentFailure;
+export type AttachmentStageReply = { ok: true; replayed: boolean; attachment: AttachmentPayload } | PlanCommentFailure;
+export type ImportLegacyReply = PlanCommentsReply<{ imported: string[]; skipped: Array<{ id: string; sessionId: string; reason: string }> }>;
