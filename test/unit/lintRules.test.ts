@@ -21,6 +21,7 @@ describe('the import rules', () => {
     ['src/projectors/x.ts', "import { getTask } from '../repository/tasks.js';"],
     ['src/services/x.ts', "import { createClarificationStore } from '../repository/clarificationStore.js';"],
     ['src/turns/x.ts', "import { toCanonicalTimestamp } from '../timestamps.js';"],
+    ['src/background/x.ts', "import type { Logger } from '../logger.js';"],
     ['src/services/x.ts', "import { startWorker } from '../bin/worker.js';"],
     ['src/x.ts', "import { startWorker } from './bin/worker.js';"],
   ])('refuse %s importing: %s', async (file, code) => {
@@ -33,6 +34,7 @@ describe('the import rules', () => {
     ['src/events/x.ts', "import type { SummaryPublisher } from '../projectors/ports.js';"],
     ['src/repository/x.ts', "import { isTruthyFlag } from '../turns/lifecycleTurn.js';"],
     ['src/turns/x.ts', "import { isTruthyFlag } from './lifecycleTurn.js';"],
+    ['src/background/x.ts', "import { KeyedCoalescer } from './keyedCoalescer.js';"],
     ['src/bin/x.ts', "import { createProjectionStore } from '../repository/projectionStore.js';"],
   ])('allow %s importing: %s', async (file, code) => {
     expect(await problems(file, `${code}\nexport {};\n`)).toEqual([]);
