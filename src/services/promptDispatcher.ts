@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { backoffDelayMs, type Backoff } from '../background/backoff.js';
 import type { KandevEvent } from '../events/kandevEvents.js';
 import type { Metrics } from '../metrics.js';
 import type { Failpoints } from '../failpoints.js';
@@ -71,9 +72,12 @@ export interface PromptDispatcher extends PromptDispatch {
   stop(): Promise<void>;
 }
 
+/** Waits before a receipt whose delivery failed is tried again: 250 ms, doubling, at most 60 s. */
+const RELEASE_BACKOFF: Backoff = { minTimeout: 250, factor: 2, maxTimeout: 60_000 };
+
 /** Backoff of the next attempt after a failure of attempt number `attempts`: min(60 s, 250 ms · 2^attempts). */
 export function releaseBackoffMs(attempts: number): number {
-  return Math.min(60_000, 250 * 2 ** Math.max(0, Math.min(attempts, 20)));
+  return backoffDelayMs(RELEASE_BACKOFF, attempts);
 }
 
 /**
