@@ -11,6 +11,7 @@ import type { Projector } from '../projectors/projector.js';
 import type { RepositoryContext } from '../repository/context.js';
 import type { Database } from '../repository/database.js';
 import { acquireLease, releaseLease } from '../repository/leases.js';
+import { countStatusSummaries } from '../repository/statusSummaries.js';
 import type { ClarificationService } from '../services/clarificationService.js';
 import type { Clock } from '../timestamps.js';
 import { createFailpoints, type Failpoints } from '../failpoints.js';
@@ -168,8 +169,7 @@ async function startHoldingLock(deps: WorkerDeps, releaseLock: () => void): Prom
   });
   const lagProbe = consumerLagProbe({ jsm: parts.jsm, topology, metrics, logger });
   const refiller = summaryBucketRefillerComponent({
-    ctx,
-    store: parts.store,
+    summaries: { listStatusSummariesAfter: (after, limit) => parts.store.listStatusSummariesAfter(after, limit), countStatusSummaries: () => countStatusSummaries(ctx) },
     nc,
     bucket: parts.summaries,
     publisher: parts.publisher,
