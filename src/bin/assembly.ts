@@ -30,7 +30,7 @@ import { NatsPlanCommentPublisher } from '../events/natsPlanCommentPublisher.js'
 import { NatsTurnStartHook } from '../events/natsTurnStartHook.js';
 import { createTaskAdmission } from '../repository/admission/taskAdmission.js';
 import { createPlanCommentStore, openPlanCommentStore } from '../repository/planCommentStore.js';
-import { PROMPTABLE_SESSION_STATES } from '../repository/promptAcceptance.js';
+import { isPromptable } from '../services/promptDispatchRules.js';
 import { acceptanceRecorded } from '../repository/promptReplay.js';
 import { getPrimarySession, getSession, getTask } from '../repository/tasks.js';
 import { NO_PROMPT_DISPATCH, type PromptDispatch } from '../services/promptDispatch.js';
@@ -235,7 +235,6 @@ export async function createPlanComments(
     onWarning: (message) => deps.logger.warn({ component: 'admission' }, message),
   });
   const hook = createTurnStartHook(parts, deps.nc, deps.config);
-  const promptable = (state: string) => PROMPTABLE_SESSION_STATES.includes(state);
   return createPlanCommentService({
     ctx,
     store,
@@ -252,13 +251,13 @@ export async function createPlanComments(
     targets: {
       async session(sessionId) {
         const session = await getSession(ctx, sessionId);
-        return session ? { taskId: session.taskId, state: session.state, promptable: promptable(session.state) } : undefined;
+        return session ? { taskId: session.taskId, state: session.state, promptable: isPromptable(session.state) } : undefined;
       },
       async task(taskId) {
         const task = await getTask(ctx, taskId);
         if (!task) return undefined;
         const primary = await getPrimarySession(ctx, taskId);
-        return { archived: task.archivedAt !== null, primary: primary ? { sessionId: primary.id, state: primary.state, promptable: promptable(primary.state) } : null };
+        return { archived: task.archivedAt !== null, primary: primary ? { sessionId: primary.id, state: primary.state, promptable: isPromptable(primary.state) } : null };
       },
       async archived(taskId) {
         const task = await getTask(ctx, taskId);

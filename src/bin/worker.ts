@@ -15,7 +15,7 @@ import { countStatusSummaries } from '../repository/statusSummaries.js';
 import type { ClarificationService } from '../services/clarificationService.js';
 import type { Clock } from '../timestamps.js';
 import { createFailpoints, type Failpoints } from '../failpoints.js';
-import { TASK_SESSION_STATE_CHANGED } from '../events/kandevEvents.js';
+import { sessionToWake } from '../services/promptDispatchRules.js';
 import { assembleParts, createClarifications, createPlanComments, createPromptDelivery, createTasks } from './assembly.js';
 import { startComponents, type WorkerComponent } from './worker/component.js';
 import { consumerLagProbe } from './worker/consumerLagProbe.js';
@@ -148,12 +148,10 @@ async function startHoldingLock(deps: WorkerDeps, releaseLock: () => void): Prom
   const planComments = await createPlanComments(parts, { nc, config, logger, dispatch: prompts.dispatcher, failpoints });
   let serving = false;
 
-  // A session that went idle or finished a turn may take its next prompt now, not at the next poll.
-  // The dispatcher's own RUNNING claim comes back here too; it cannot make a prompt due.
   const handler = {
     handleEvent(eventType: string, data: { session_id?: string; new_state?: unknown }) {
-      const wakes = eventType === 'turn.completed' || (eventType === TASK_SESSION_STATE_CHANGED && data.new_state !== 'RUNNING');
-      if (wakes && data.session_id) prompts.dispatcher.kick(data.session_id);
+      const session = sessionToWake(eventType, data);
+      if (session) prompts.dispatcher.kick(session);
       return projector.handleEvent(eventType, data);
     },
   };
