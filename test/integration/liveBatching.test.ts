@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMetrics } from '../../src/metrics.js';
 import type { SummaryUpdate } from '../../src/projectors/ports.js';
+import { createProjectionStore, type ProjectionStore } from '../../src/repository/projectionStore.js';
 import { loadStatusSummaries } from '../../src/repository/statusSummaries.js';
 import { createTestProjector } from '../support/projector.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
@@ -99,6 +100,52 @@ describeEachDialect('live projections sharing a transaction on %s', (dialect) =>
     expect([...stored.values()].map((s) => s.revision)).toEqual([1, 1, 1]);
     expect(publisher.summaries.map((u) => u.taskId)).toEqual([first, ...queued]);
     expect(publisher.sessions.map((u) => u.taskId).sort()).toEqual([first, ...queued].sort());
+  });
+
+  it('projects the tasks of a failed shared transaction one at a time, never beyond the transaction cap', async () => {
+    const first = await taskWithQuestion();
+    const queued = [await taskWithQuestion(), await taskWithQuestion(), await taskWithQuestion()];
+    const publisher = new GatedPublisher(first);
+    const base = createProjectionStore(t.ctx);
+    let open = 0;
+    let most = 0;
+    let broken = 0;
+    const store: ProjectionStore = {
+      ...base,
+      // Counts the transactions between BEGIN and the end of their statements, where a slot is held
+      // (PostgreSQL's COMMIT runs after the slot was given up, beside the next transaction).
+      withTransaction(fn) {
+        return base.withTransaction(async (tx) => {
+          open++;
+          most = Math.max(most, open);
+          try {
+            return await fn({
+              // The shared transaction of the queued tasks fails once, as a statement a task breaks would.
+              readSummariesForUpdate: async (taskIds) => {
+                if (taskIds.length > 1 && broken++ === 0) throw new Error('a shared statement failed');
+                return tx.readSummariesForUpdate(taskIds);
+              },
+              loadPendingStates: (taskIds) => tx.loadPendingStates(taskIds),
+              compareAndSet: (rows) => tx.compareAndSet(rows),
+              overwriteLocked: (rows) => tx.overwriteLocked(rows),
+              restore: (restores) => tx.restore(restores),
+              now: () => tx.now(),
+            });
+          } finally {
+            open--;
+          }
+        });
+      },
+    };
+    const projector = createTestProjector(t.ctx, { publisher, store, batchSize: 8, transactions: 1 });
+    const firstDone = projector.reproject(first);
+    await publisher.held;
+    const queuedDone = queued.map((taskId) => projector.reproject(taskId));
+    publisher.release();
+    await Promise.all([firstDone, ...queuedDone]);
+    expect(broken).toBe(1);
+    expect(most).toBe(1);
+    expect(publisher.summaries.map((u) => u.taskId)).toEqual([first, ...queued]);
   });
 
   it('fails only the task the bus refuses when it shared a transaction with others', async () => {
