@@ -86,7 +86,9 @@ export class KeyedCoalescer<K> {
   constructor(private readonly options: KeyedCoalescerOptions<K>) {
     this.batchSize = options.batchSize ?? 1;
     this.keysInFlight = options.keysInFlight ?? options.concurrency * this.batchSize;
-    if (!(this.batchSize >= 1) || !(options.concurrency >= 1) || !(this.keysInFlight >= 1)) throw new RangeError('batch size, concurrency and keys in flight must be at least 1');
+    if (!(this.batchSize >= 1) || !(options.concurrency >= 1) || !(this.keysInFlight >= 1)) {
+      throw new RangeError('batch size, concurrency and keys in flight must be at least 1');
+    }
   }
 
   /** Keys marked and not settled yet (waiting, admitted or running). */

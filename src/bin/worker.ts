@@ -167,7 +167,10 @@ async function startHoldingLock(deps: WorkerDeps, releaseLock: () => void): Prom
   });
   const lagProbe = consumerLagProbe({ jsm: parts.jsm, topology, metrics, logger });
   const refiller = summaryBucketRefillerComponent({
-    summaries: { listStatusSummariesAfter: (after, limit) => parts.store.listStatusSummariesAfter(after, limit), countStatusSummaries: () => countStatusSummaries(ctx) },
+    summaries: {
+      listStatusSummariesAfter: (after, limit) => parts.store.listStatusSummariesAfter(after, limit),
+      countStatusSummaries: () => countStatusSummaries(ctx),
+    },
     nc,
     bucket: parts.summaries,
     publisher: parts.publisher,

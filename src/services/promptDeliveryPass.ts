@@ -288,7 +288,9 @@ function attachmentPayloads(attachments: readonly unknown[]): PromptAttachmentPa
     if (a === null || typeof a !== 'object') return [];
     const r = a as Record<string, unknown>;
     if (typeof r.id !== 'string') return [];
-    return [{ id: r.id, name: String(r.name ?? ''), mime_type: String(r.mime_type ?? ''), size_bytes: Number(r.size_bytes ?? 0), storage_key: String(r.storage_key ?? '') }];
+    return [
+      { id: r.id, name: String(r.name ?? ''), mime_type: String(r.mime_type ?? ''), size_bytes: Number(r.size_bytes ?? 0), storage_key: String(r.storage_key ?? '') },
+    ];
   });
 }
 

@@ -34,7 +34,13 @@ export function promptDispatcherComponent(deps: PromptDispatcherComponentDeps): 
       for (const sessionId of sessions) deps.dispatcher.kick(sessionId);
     },
   });
-  const polls = periodic({ intervalMs: deps.pollEveryMs, firstRun: 'after-interval', logger, failureMessage: 'prompt dispatch poll failed', run: () => deps.dispatcher.poll() });
+  const polls = periodic({
+    intervalMs: deps.pollEveryMs,
+    firstRun: 'after-interval',
+    logger,
+    failureMessage: 'prompt dispatch poll failed',
+    run: () => deps.dispatcher.poll(),
+  });
 
   return {
     name: 'prompt-dispatcher',
