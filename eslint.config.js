@@ -75,6 +75,14 @@ export default tseslint.config(
     },
   },
   {
+    files: ['src/background/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': restrict(
+        rule('^\\.\\./', 'src/background/ is the machinery that runs work (coalescing, periodic runs, backoff) for the projectors, the services and src/bin/: it imports nothing of ours outside itself.'),
+      ),
+    },
+  },
+  {
     files: ['src/turns/**/*.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': restrict(rule('^\\.\\./', 'src/turns/ is dependency-free (shared with UI clients): it imports nothing of ours outside itself.')),

@@ -31,7 +31,7 @@ import { NatsTurnStartHook } from '../events/prompts/natsTurnStartHook.js';
 import { createTaskAdmission } from '../repository/admission/taskAdmission.js';
 import { createPlanCommentStore, openPlanCommentStore } from '../repository/planComments/planCommentStore.js';
 import { detectPlanCommentSchema, type PlanCommentSchema } from '../repository/schema/planCommentTables.js';
-import { PROMPTABLE_SESSION_STATES } from '../repository/prompts/promptAcceptance.js';
+import { isPromptable } from '../services/promptDispatchRules.js';
 import { acceptanceRecorded } from '../repository/prompts/promptReplay.js';
 import { getPrimarySession, getSession, getTask } from '../repository/tasks/tasks.js';
 import { NO_PROMPT_DISPATCH, type PromptDispatch } from '../services/promptDispatch.js';
@@ -233,17 +233,16 @@ export interface PromptServices {
 
 /** What a prompt may be sent to, read from the task and session rows. */
 function promptTargets(ctx: RepositoryContext, schema: PlanCommentSchema): PromptTargets {
-  const promptable = (state: string) => PROMPTABLE_SESSION_STATES.includes(state);
   return {
     async session(sessionId) {
       const session = await getSession(ctx, sessionId);
-      return session ? { taskId: session.taskId, state: session.state, promptable: promptable(session.state) } : undefined;
+      return session ? { taskId: session.taskId, state: session.state, promptable: isPromptable(session.state) } : undefined;
     },
     async task(taskId) {
       const task = await getTask(ctx, taskId);
       if (!task) return undefined;
       const primary = await getPrimarySession(ctx, taskId);
-      return { archived: task.archivedAt !== null, primary: primary ? { sessionId: primary.id, state: primary.state, promptable: promptable(primary.state) } : null };
+      return { archived: task.archivedAt !== null, primary: primary ? { sessionId: primary.id, state: primary.state, promptable: isPromptable(primary.state) } : null };
     },
     async archived(taskId) {
       const task = await getTask(ctx, taskId);

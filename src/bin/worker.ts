@@ -10,11 +10,12 @@ import type { Projector } from '../projectors/projector.js';
 import type { RepositoryContext } from '../repository/context.js';
 import type { Database } from '../repository/database.js';
 import { acquireLease, releaseLease } from '../repository/projection/leases.js';
+import { countStatusSummaries } from '../repository/projection/statusSummaries.js';
 import type { ClarificationService } from '../services/clarifications/clarificationService.js';
 import type { Clock } from '../timestamps.js';
 import { createFailpoints, type Failpoints } from '../failpoints.js';
-import { TASK_SESSION_STATE_CHANGED } from '../contract/kandevEvents.js';
-import { assembleParts, createClarifications, createPromptDelivery, createPromptServices, createTasks } from './assembly.js';
+import { sessionToWake } from '../services/promptDispatchRules.js';
+import { assembleParts, createClarifications, createPromptServices, createPromptDelivery, createTasks } from './assembly.js';
 import { startComponents, type WorkerComponent } from './worker/component.js';
 import { consumerLagProbe } from './worker/consumerLagProbe.js';
 import { deliveryRecoveryLoop } from './worker/deliveryRecoveryLoop.js';
@@ -117,12 +118,10 @@ async function startHoldingLock(deps: WorkerDeps & { config: StartWorkerSettings
   const promptServices = await createPromptServices(parts, { nc, config, logger, dispatch: prompts.dispatcher, failpoints });
   let serving = false;
 
-  // A session that went idle or finished a turn may take its next prompt now, not at the next poll.
-  // The dispatcher's own RUNNING claim comes back here too; it cannot make a prompt due.
   const handler = {
     handleEvent(eventType: string, data: { session_id?: string; new_state?: unknown }) {
-      const wakes = eventType === 'turn.completed' || (eventType === TASK_SESSION_STATE_CHANGED && data.new_state !== 'RUNNING');
-      if (wakes && data.session_id) prompts.dispatcher.kick(data.session_id);
+      const session = sessionToWake(eventType, data);
+      if (session) prompts.dispatcher.kick(session);
       return projector.handleEvent(eventType, data);
     },
   };
@@ -138,8 +137,10 @@ async function startHoldingLock(deps: WorkerDeps & { config: StartWorkerSettings
   });
   const lagProbe = consumerLagProbe({ jsm: parts.jsm, topology, metrics, logger });
   const refiller = summaryBucketRefillerComponent({
-    ctx,
-    store: parts.store,
+    summaries: {
+      listStatusSummariesAfter: (after, limit) => parts.store.listStatusSummariesAfter(after, limit),
+      countStatusSummaries: () => countStatusSummaries(ctx),
+    },
     nc,
     bucket: parts.summaries,
     publisher: parts.publisher,

@@ -1,6 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream, type Consumer, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
 import type { Logger } from 'pino';
+import { backoffDelayMs, type Backoff } from '../background/backoff.js';
 import { classifyFailure, coerceError, poisonCause } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { EventData } from '../contract/envelope.js';
@@ -25,9 +26,12 @@ export interface EventConsumerOptions {
   maxInFlight?: number;
 }
 
+/** Nak delays: 250 ms after the first delivery, doubling, at most 30 s. */
+const NAK_BACKOFF: Backoff = { minTimeout: 250, factor: 2, maxTimeout: 30_000 };
+
 /** Nak delay growing with the delivery count: a database blip must not burn max_deliver in milliseconds. */
 export function retryDelayMs(deliveryCount: number): number {
-  return Math.min(30_000, 250 * 2 ** Math.max(0, deliveryCount - 1));
+  return backoffDelayMs(NAK_BACKOFF, deliveryCount - 1);
 }
 
 /**

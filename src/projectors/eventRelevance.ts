@@ -8,7 +8,7 @@ const PENDING_MESSAGE_TYPES = new Set(['clarification_request', 'permission_requ
 const KNOWN_TYPES = new Set<string>(INBOUND_SUBJECTS.filter((s) => !s.endsWith('>')));
 
 /**
- * Whether an event can change a task's pending state (domain reference §6.3). Streaming
+ * Whether an event can change a task's pending state. Streaming
  * `message.updated` of ordinary messages is the bulk of bus traffic and costs no database read.
  * `task.deleted` needs nothing: the summary row is deleted with the task.
  */

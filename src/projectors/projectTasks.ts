@@ -60,7 +60,11 @@ const MAX_REVISION_BUMPS = 3;
  * so (the next batch then runs on another connection beside this COMMIT), else after COMMIT.
  * Throws only when the transaction itself failed (nothing committed).
  */
-export async function projectTasks(deps: ProjectTasksDeps, taskIds: readonly string[], slot: TransactionSlot = NO_SLOT): Promise<BatchProjection> {
+export async function projectTasks(
+  deps: ProjectTasksDeps,
+  taskIds: readonly string[],
+  slot: Pick<TransactionSlot, 'release'> = NO_SLOT,
+): Promise<BatchProjection> {
   const { store } = deps;
   const projected = await store.withTransaction(async (tx) => {
     const ids = [...new Set(taskIds)];

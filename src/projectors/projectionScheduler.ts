@@ -1,17 +1,18 @@
+import { KeyedCoalescer, NO_SLOT as NO_RUN_SLOT, type RunSlot } from '../background/keyedCoalescer.js';
 import type { ProjectionCapacity } from './projectionCapacity.js';
 
 /**
  * One of the scheduler's transaction slots, lent to a batch. `release()` gives it up for the next
- * batch while this one finishes (a COMMIT waiting on the disk, publishes after it); the batch's
- * tasks still settle only when it is done. Idempotent; the scheduler releases it at the latest
- * when the batch settles.
+ * batch while this one finishes (a COMMIT waiting on the disk, publishes after it); `take()` gets
+ * one again before another transaction of the same batch (a reread after a lost compare-and-set, a
+ * task projected alone after a failed batch), so every transaction of a batch holds a slot. The
+ * batch's tasks still settle only when it is done; the scheduler releases the slot at the latest
+ * then.
  */
-export interface TransactionSlot {
-  release(): void;
-}
+export type TransactionSlot = RunSlot;
 
 /** A slot that is no scheduler's: for projections run outside one (reconcile pages, tools). */
-export const NO_SLOT: TransactionSlot = { release: () => undefined };
+export const NO_SLOT: TransactionSlot = NO_RUN_SLOT;
 
 /**
  * Projects distinct tasks in one go, settling each, in the order given. Called at once with a slot
@@ -24,20 +25,8 @@ export interface ProjectionSchedulerOptions {
   runBatch: BatchRunner;
 }
 
-interface Waiter {
-  resolve(): void;
-  reject(error: unknown): void;
-}
-
-interface TaskState {
-  /** A batch holding this task has started and not settled. */
-  inFlight: boolean;
-  /** Messages that arrived since that batch started (the dirty bit: not empty). */
-  queued: Waiter[];
-}
-
 /**
- * When projections run. Two rules:
+ * When projections run: the keyed coalescer over task ids, with the projection capacity.
  *
  * - Per task, a dirty bit: at most one projection of a task in flight, and a message submitted for
  *   it is settled only by a projection that STARTED after it arrived, so acking it then is safe
@@ -54,103 +43,30 @@ interface TaskState {
  * in a batch that gave its slot up); the others wait their turn in arrival order.
  */
 export class ProjectionScheduler {
-  private readonly tasks = new Map<string, TaskState>();
-  /** Tasks with messages, waiting for a place in flight. */
-  private readonly dirty: string[] = [];
-  /** Tasks in flight, waiting for a transaction slot. */
-  private readonly waitingForSlot: string[] = [];
-  private tasksInFlight = 0;
-  private slotsTaken = 0;
-  private idleWaiters: Array<() => void> = [];
+  private readonly runs: KeyedCoalescer<string>;
 
-  constructor(private readonly options: ProjectionSchedulerOptions) {
+  constructor(options: ProjectionSchedulerOptions) {
     const { batchSize, transactions, tasksInFlight } = options.capacity;
-    if (!(batchSize >= 1) || !(transactions >= 1) || !(tasksInFlight >= 1)) throw new RangeError('batch size, transactions and tasks in flight must be at least 1');
+    const run = async (taskIds: readonly string[], slot: TransactionSlot) => {
+      const settled = await options.runBatch(taskIds, slot);
+      const short = new Error(`batch settled ${settled.length} of ${taskIds.length} tasks`);
+      return taskIds.map((_, i): PromiseSettledResult<void> => settled[i] ?? { status: 'rejected', reason: short });
+    };
+    this.runs = new KeyedCoalescer({ run, concurrency: transactions, batchSize, keysInFlight: tasksInFlight });
   }
 
   /** Tasks with queued or running work. */
   get activeTasks(): number {
-    return this.tasks.size;
+    return this.runs.activeKeys;
   }
 
   /** Resolves once a projection of `taskId` that started after this call committed and published; rejects when it failed. */
   project(taskId: string): Promise<void> {
-    return new Promise((resolve, reject) => {
-      let task = this.tasks.get(taskId);
-      if (!task) {
-        task = { inFlight: false, queued: [] };
-        this.tasks.set(taskId, task);
-      }
-      task.queued.push({ resolve, reject });
-      // Already dirty (queued, or due to rerun after its batch): this message rides along.
-      if (!task.inFlight && task.queued.length === 1) {
-        this.dirty.push(taskId);
-        this.pump();
-      }
-    });
+    return this.runs.schedule(taskId);
   }
 
   /** Resolves once nothing is queued or running (graceful shutdown). */
   whenIdle(): Promise<void> {
-    if (this.tasks.size === 0) return Promise.resolve();
-    return new Promise((resolve) => this.idleWaiters.push(resolve));
-  }
-
-  private pump(): void {
-    const { batchSize, transactions, tasksInFlight } = this.options.capacity;
-    while (this.tasksInFlight < tasksInFlight && this.dirty.length > 0) {
-      this.tasksInFlight++;
-      this.waitingForSlot.push(this.dirty.shift()!);
-    }
-    while (this.slotsTaken < transactions && this.waitingForSlot.length > 0) {
-      const batch = this.waitingForSlot.splice(0, batchSize);
-      this.slotsTaken++;
-      void this.run(batch);
-    }
-  }
-
-  private async run(taskIds: string[]): Promise<void> {
-    // The messages this batch covers: those that arrived before it started.
-    const covered = taskIds.map((taskId) => {
-      const task = this.tasks.get(taskId)!;
-      task.inFlight = true;
-      const waiters = task.queued;
-      task.queued = [];
-      return waiters;
-    });
-    let released = false;
-    const slot: TransactionSlot = {
-      release: () => {
-        if (released) return;
-        released = true;
-        this.slotsTaken--;
-        this.pump();
-      },
-    };
-    let settled: Array<PromiseSettledResult<void>>;
-    try {
-      settled = await this.options.runBatch(taskIds, slot);
-    } catch (error) {
-      settled = taskIds.map(() => ({ status: 'rejected', reason: error }));
-    }
-    slot.release();
-    taskIds.forEach((taskId, i) => {
-      const outcome = settled[i] ?? { status: 'rejected', reason: new Error(`batch settled ${settled.length} of ${taskIds.length} tasks`) };
-      for (const waiter of covered[i]!) {
-        if (outcome.status === 'fulfilled') waiter.resolve();
-        else waiter.reject(outcome.reason);
-      }
-      const task = this.tasks.get(taskId)!;
-      task.inFlight = false;
-      this.tasksInFlight--;
-      if (task.queued.length > 0) this.dirty.push(taskId);
-      else this.tasks.delete(taskId);
-    });
-    this.pump();
-    if (this.tasks.size === 0) {
-      const waiters = this.idleWaiters;
-      this.idleWaiters = [];
-      for (const resolve of waiters) resolve();
-    }
+    return this.runs.whenIdle();
   }
 }

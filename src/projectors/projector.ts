@@ -98,8 +98,10 @@ export class Projector {
    * The scheduler's batch runner; a single task is a batch of one. Tasks whose compare-and-set lost
    * are reread together, up to MAX_CAS_ATTEMPTS transactions. When a shared transaction, or the
    * session publish after it, fails, every task of the batch gets a projection of its own, so a task
-   * that breaks the shared statements fails alone. Those run under this batch's slot, not through the
-   * scheduler: these tasks are already in flight there.
+   * that breaks the shared statements fails alone. Every one of these transactions holds the batch's
+   * slot (taken again after a transaction gave it up), so none runs beyond the scheduler's
+   * transactions; the tasks projected alone go one after the other, not through the scheduler:
+   * they are already in flight there.
    */
   private async runBatch(taskIds: readonly string[], slot: TransactionSlot): Promise<Array<PromiseSettledResult<void>>> {
     let projected: BatchProjection;
@@ -108,7 +110,9 @@ export class Projector {
     } catch (err) {
       if (taskIds.length === 1) return [{ status: 'rejected', reason: err }];
       this.log.warn({ err, tasks: taskIds.length }, 'a shared projection failed; projecting its tasks one by one');
-      return (await Promise.all(taskIds.map((taskId) => this.runBatch([taskId], NO_SLOT)))).flat();
+      const alone: Array<PromiseSettledResult<void>> = [];
+      for (const taskId of taskIds) alone.push(...(await this.runBatch([taskId], slot)));
+      return alone;
     }
     return taskIds.map((taskId) => {
       const settled = settleProjection(taskId, projected.get(taskId)!);
@@ -122,8 +126,9 @@ export class Projector {
     });
   }
 
-  /** One projection transaction, then the session publish of what it read. */
+  /** One projection transaction under a slot, then the session publish of what it read. */
   private async attempt(taskIds: readonly string[], slot: TransactionSlot): Promise<BatchProjection> {
+    await slot.take();
     const { batch, sequence } = await this.transact(taskIds, slot);
     await this.publishSessionChanges(batch, sequence);
     return batch;

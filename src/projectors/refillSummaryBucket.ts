@@ -11,8 +11,14 @@ export interface RefillProgress {
   corrupt: number;
 }
 
+/** The stored summaries, as the bucket refill reads them (the projection store's rows). */
+export interface StoredSummaries extends Pick<ProjectionStore, 'listStatusSummariesAfter'> {
+  /** Summaries stored now: the keys a full bucket holds. */
+  countStatusSummaries(): Promise<number>;
+}
+
 export interface RefillOptions {
-  store: ProjectionStore;
+  store: Pick<StoredSummaries, 'listStatusSummariesAfter'>;
   pageSize: number;
   /** Puts one summary into the bucket if its key is empty; false when the key was taken. */
   fill(update: SummaryUpdate): Promise<boolean>;

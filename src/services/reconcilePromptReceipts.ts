@@ -31,7 +31,7 @@ export interface PromptReconcileReport {
 }
 
 /**
- * Reconciliation of durable prompt receipts (R33), at worker start before the endpoints serve and
+ * Reconciliation of durable prompt receipts, at worker start before the endpoints serve and
  * then every RESERVATION_TTL_MS (always: a replica can die at any time). Resumes what never reached
  * the marker, and removes without dispatch what did: after the marker the prompt may be with the
  * agent, so it is never sent again, even when the stream lacks it (an explicit resend by the user

@@ -21,6 +21,9 @@ export type SessionState = (typeof SESSION_STATES)[number];
 
 export const TERMINAL_SESSION_STATES: readonly SessionState[] = ['COMPLETED', 'FAILED', 'CANCELLED'];
 
+/** Session states whose agent takes a prompt now (Kandev's PROMPTABLE): a direct prompt is accepted, and a receipt delivered, only in these. */
+export const PROMPTABLE_SESSION_STATES: readonly string[] = ['IDLE', 'WAITING_FOR_INPUT'] satisfies readonly SessionState[];
+
 export function isTerminalSessionState(state: string): boolean {
   return (TERMINAL_SESSION_STATES as readonly string[]).includes(state);
 }

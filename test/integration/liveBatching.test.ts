@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMetrics } from '../../src/metrics.js';
 import type { SummaryUpdate } from '../../src/projectors/ports.js';
+import { createProjectionStore, type ProjectionStore, type ProjectionTransaction } from '../../src/repository/projection/projectionStore.js';
 import { loadStatusSummaries } from '../../src/repository/projection/statusSummaries.js';
 import { createTestProjector } from '../support/projector.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
@@ -99,6 +100,95 @@ describeEachDialect('live projections sharing a transaction on %s', (dialect) =>
     expect([...stored.values()].map((s) => s.revision)).toEqual([1, 1, 1]);
     expect(publisher.summaries.map((u) => u.taskId)).toEqual([first, ...queued]);
     expect(publisher.sessions.map((u) => u.taskId).sort()).toEqual([first, ...queued].sort());
+  });
+
+  /**
+   * The database's projection store, counting the transactions between BEGIN and the end of their
+   * statements, where a slot is held (PostgreSQL's COMMIT runs after the slot was given up, beside
+   * the next transaction); `tweak` replaces some of a transaction's operations.
+   */
+  function slotCountingStore(tweak: {
+    readSummariesForUpdate?: (tx: ProjectionTransaction, taskIds: readonly string[]) => ReturnType<ProjectionTransaction['readSummariesForUpdate']>;
+    compareAndSet?: (tx: ProjectionTransaction, rows: Parameters<ProjectionTransaction['compareAndSet']>[0]) => Promise<Set<string>>;
+  }) {
+    const base = createProjectionStore(t.ctx);
+    let open = 0;
+    let most = 0;
+    const store: ProjectionStore = {
+      ...base,
+      withTransaction(fn) {
+        return base.withTransaction(async (tx) => {
+          open++;
+          most = Math.max(most, open);
+          try {
+            return await fn({
+              readSummariesForUpdate: (taskIds) => (tweak.readSummariesForUpdate ? tweak.readSummariesForUpdate(tx, taskIds) : tx.readSummariesForUpdate(taskIds)),
+              loadPendingStates: (taskIds) => tx.loadPendingStates(taskIds),
+              compareAndSet: (rows) => (tweak.compareAndSet ? tweak.compareAndSet(tx, rows) : tx.compareAndSet(rows)),
+              overwriteLocked: (rows) => tx.overwriteLocked(rows),
+              restore: (restores) => tx.restore(restores),
+              now: () => tx.now(),
+            });
+          } finally {
+            open--;
+          }
+        });
+      },
+    };
+    return { store, mostAtOnce: () => most };
+  }
+
+  it('projects the tasks of a failed shared transaction one at a time, never beyond the transaction cap', async () => {
+    const first = await taskWithQuestion();
+    const queued = [await taskWithQuestion(), await taskWithQuestion(), await taskWithQuestion()];
+    const publisher = new GatedPublisher(first);
+    let broken = 0;
+    const { store, mostAtOnce } = slotCountingStore({
+      // The shared transaction of the queued tasks fails once, as a statement a task breaks would.
+      readSummariesForUpdate: (tx, taskIds) => {
+        if (taskIds.length > 1 && broken++ === 0) throw new Error('a shared statement failed');
+        return tx.readSummariesForUpdate(taskIds);
+      },
+    });
+    const projector = createTestProjector(t.ctx, { publisher, store, batchSize: 8, transactions: 1 });
+    const firstDone = projector.reproject(first);
+    await publisher.held;
+    const queuedDone = queued.map((taskId) => projector.reproject(taskId));
+    publisher.release();
+    await Promise.all([firstDone, ...queuedDone]);
+    expect(broken).toBe(1);
+    expect(mostAtOnce()).toBe(1);
+    expect(publisher.summaries.map((u) => u.taskId)).toEqual([first, ...queued]);
+  });
+
+  it('takes a slot again for the reread after a lost compare-and-set, waiting for the transaction that took it meanwhile', async () => {
+    const contested = await taskWithQuestion();
+    const next = await taskWithQuestion();
+    const publisher = new RecordingPublisher();
+    let contestedWrites = 0;
+    let nextQueued!: Promise<void>;
+    const { store, mostAtOnce } = slotCountingStore({
+      // `next` holds its transaction a while: a reread that did not wait for the slot would overlap it.
+      readSummariesForUpdate: async (tx, taskIds) => {
+        if (taskIds.includes(next)) await new Promise((resolve) => setTimeout(resolve, 50));
+        return tx.readSummariesForUpdate(taskIds);
+      },
+      // The contested task loses its first compare-and-set, and `next` queues while it does.
+      compareAndSet: async (tx, rows) => {
+        if (rows.some((r) => r.taskId === contested) && contestedWrites++ === 0) {
+          nextQueued = projector.reproject(next);
+          return new Set();
+        }
+        return tx.compareAndSet(rows);
+      },
+    });
+    const projector = createTestProjector(t.ctx, { publisher, store, batchSize: 8, transactions: 1 });
+    await projector.reproject(contested);
+    await nextQueued;
+    // Lost, then won on the reread.
+    expect(contestedWrites).toBe(2);
+    expect(mostAtOnce()).toBe(1);
+    expect(publisher.summaries.map((u) => u.taskId).sort()).toEqual([contested, next].sort());
   });
 
   it('fails only the task the bus refuses when it shared a transaction with others', async () => {

@@ -11,6 +11,7 @@ import { silentLogger } from '../../src/logger.js';
 import { createMetrics } from '../../src/metrics.js';
 import { refillSummaryBucket } from '../../src/projectors/refillSummaryBucket.js';
 import { createProjectionStore } from '../../src/repository/projection/projectionStore.js';
+import { countStatusSummaries } from '../../src/repository/projection/statusSummaries.js';
 import { systemClock } from '../../src/timestamps.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, uniquePrefix } from '../support/nats.js';
@@ -134,7 +135,7 @@ describeEachDialect('refilling the summary bucket from %s', (dialect) => {
     await loseBucket(topology);
     await bucket.restoreIfLost();
     const metrics = createMetrics();
-    const refiller = startBucketRefiller({ ctx: t.ctx, store: createProjectionStore(t.ctx), nc, bucket, publisher, pageSize: 2, logger: silentLogger(), metrics });
+    const refiller = startBucketRefiller({ summaries: { ...createProjectionStore(t.ctx), countStatusSummaries: () => countStatusSummaries(t.ctx) }, nc, bucket, publisher, pageSize: 2, logger: silentLogger(), metrics });
     try {
       await refiller.whenIdle();
       expect((await bucket.status()).values).toBe(5);

@@ -1,18 +1,17 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import pRetry from 'p-retry';
 import type { Logger } from 'pino';
+import { fixedBackoff } from '../../background/backoff.js';
+import { KeyedCoalescer } from '../../background/keyedCoalescer.js';
 import type { NatsSummaryPublisher } from '../../events/natsSummaryPublisher.js';
 import type { BucketStorage, SummaryBucket } from '../../events/summaryBucket.js';
 import type { Metrics } from '../../metrics.js';
-import { refillSummaryBucket } from '../../projectors/refillSummaryBucket.js';
-import type { RepositoryContext } from '../../repository/context.js';
-import type { ProjectionStore } from '../../repository/projection/projectionStore.js';
-import { countStatusSummaries } from '../../repository/projection/statusSummaries.js';
+import { refillSummaryBucket, type StoredSummaries } from '../../projectors/refillSummaryBucket.js';
 import type { WorkerComponent } from './component.js';
 
 export interface BucketRefillerDeps {
-  ctx: RepositoryContext;
-  store: ProjectionStore;
+  /** The database's stored summaries: the bucket is refilled from them. */
+  summaries: StoredSummaries;
   nc: NatsConnection;
   bucket: SummaryBucket;
   publisher: NatsSummaryPublisher;
@@ -31,6 +30,9 @@ export interface BucketRefiller {
   stop(): Promise<void>;
 }
 
+/** The refiller's one key in its coalescer: every trigger asks for the same refill. */
+const BUCKET = 'bucket';
+
 /**
  * Keeps the summary bucket filled from the database: at start when it holds fewer keys than there are
  * stored summaries (it is new, or the server restarted while no worker ran), and whenever the bucket
@@ -41,13 +43,16 @@ export interface BucketRefiller {
 export function startBucketRefiller(deps: BucketRefillerDeps): BucketRefiller {
   const log = deps.logger.child({ component: 'bucket-refiller' });
   const stopped = new AbortController();
-  let running: Promise<void> | undefined;
-  let again = false;
+  // A fixed wait, retried for as long as the worker runs: the bucket is only a convenience copy, so
+  // there is no point at which giving up would serve anyone better.
+  const retry = { retries: Number.POSITIVE_INFINITY, ...fixedBackoff(deps.retryMs ?? 5000), signal: stopped.signal, unref: true };
+  /** Why the next refill runs: the latest trigger's reason. */
+  let reason = '';
 
-  const refillOnce = async (reason: string): Promise<void> => {
+  const refillOnce = async (why: string): Promise<void> => {
     const started = performance.now();
     const progress = await refillSummaryBucket({
-      store: deps.store,
+      store: deps.summaries,
       pageSize: deps.pageSize,
       fill: (update) => deps.publisher.fillSummary(update),
       shouldStop: () => stopped.signal.aborted,
@@ -55,44 +60,35 @@ export function startBucketRefiller(deps: BucketRefillerDeps): BucketRefiller {
     });
     deps.metrics?.bucketRefills.inc({ result: 'done' });
     deps.metrics?.bucketKeysFilled.inc(progress.filled);
-    log.info({ reason, ...progress, ms: Math.round(performance.now() - started) }, 'summary bucket refilled from the database');
+    log.info({ reason: why, ...progress, ms: Math.round(performance.now() - started) }, 'summary bucket refilled from the database');
   };
 
-  const refill = (reason: string): void => {
+  const refills = new KeyedCoalescer<string>({
+    concurrency: 1,
+    run: async () => {
+      const why = reason;
+      await pRetry(() => refillOnce(why), {
+        ...retry,
+        onFailedAttempt: ({ error }) => {
+          deps.metrics?.bucketRefills.inc({ result: 'failed' });
+          log.error({ err: error, reason: why }, 'summary bucket refill failed; retrying');
+        },
+      }).catch((err: unknown) => {
+        // Stopping aborts the wait; p-retry retries no TypeError (a bug, not an outage).
+        if (!stopped.signal.aborted) log.error({ err, reason: why }, 'summary bucket refill gave up');
+      });
+    },
+  });
+  const refill = (why: string): void => {
     if (stopped.signal.aborted) return;
-    if (running) {
-      again = true;
-      return;
-    }
-    running = (async () => {
-      do {
-        again = false;
-        // A fixed wait, retried for as long as the worker runs: the bucket is only a convenience
-        // copy, so there is no point at which giving up would serve anyone better.
-        await pRetry(() => refillOnce(reason), {
-          retries: Number.POSITIVE_INFINITY,
-          factor: 1,
-          minTimeout: deps.retryMs ?? 5000,
-          signal: stopped.signal,
-          unref: true,
-          onFailedAttempt: ({ error }) => {
-            deps.metrics?.bucketRefills.inc({ result: 'failed' });
-            log.error({ err: error, reason }, 'summary bucket refill failed; retrying');
-          },
-        }).catch((err: unknown) => {
-          // Stopping aborts the wait; p-retry retries no TypeError (a bug, not an outage).
-          if (!stopped.signal.aborted) log.error({ err, reason }, 'summary bucket refill gave up');
-        });
-      } while (again && !stopped.signal.aborted);
-    })().finally(() => {
-      running = undefined;
-    });
+    reason = why;
+    refills.mark(BUCKET);
   };
 
   deps.bucket.onRecreated(() => refill('the bus lost the bucket; recreated'));
   const checked = (async () => {
     try {
-      const [status, stored] = await Promise.all([deps.bucket.status(), countStatusSummaries(deps.ctx)]);
+      const [status, stored] = await Promise.all([deps.bucket.status(), deps.summaries.countStatusSummaries()]);
       if (deps.expectedStorage && status.storage !== deps.expectedStorage) {
         log.warn({ storage: status.storage }, `the summary bucket exists with ${status.storage} storage; keeping it (delete the bucket to change it: the worker refills it)`);
       }
@@ -112,11 +108,11 @@ export function startBucketRefiller(deps: BucketRefillerDeps): BucketRefiller {
   return {
     whenIdle: async () => {
       await checked;
-      while (running) await running;
+      await refills.whenIdle();
     },
     stop: async () => {
       stopped.abort();
-      while (running) await running;
+      await refills.stop();
     },
   };
 }

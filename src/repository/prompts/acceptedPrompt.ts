@@ -4,8 +4,7 @@ import { isTerminalSessionState, SESSION_STATES } from '../../turns/pendingActio
 
 /** What the accepting transaction (promptAcceptance.ts) takes and gives, and the session states each delivery kind needs. */
 
-/** Session states a direct prompt may be accepted in (Kandev's PROMPTABLE). */
-export const PROMPTABLE_SESSION_STATES: readonly string[] = ['IDLE', 'WAITING_FOR_INPUT'];
+export { PROMPTABLE_SESSION_STATES } from '../../turns/pendingAction.js';
 
 /**
  * Session states a queued prompt may be accepted in (Kandev's ACTIVE): every known state but the
