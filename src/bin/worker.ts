@@ -14,7 +14,7 @@ import { countStatusSummaries } from '../repository/projection/statusSummaries.j
 import type { ClarificationService } from '../services/clarifications/clarificationService.js';
 import type { Clock } from '../timestamps.js';
 import { createFailpoints, type Failpoints } from '../failpoints.js';
-import { sessionToWake } from '../services/promptDispatchRules.js';
+import { sessionToWake } from '../services/prompts/promptDispatchRules.js';
 import { assembleParts, createClarifications, createPromptServices, createPromptDelivery, createTasks } from './assembly.js';
 import { startComponents, type WorkerComponent } from './worker/component.js';
 import { consumerLagProbe } from './worker/consumerLagProbe.js';

@@ -16,7 +16,7 @@ import { migrateSchema } from '../../src/repository/migrate.js';
 import { openPromptStore } from '../../src/repository/prompts/promptStore.js';
 import { createSession, createTask } from '../../src/repository/tasks/tasks.js';
 import { setSessionState } from '../../src/repository/tasks/tasks.js';
-import { createPromptDispatcher, type PromptDispatcher } from '../../src/services/promptDispatcher.js';
+import { createPromptDispatcher, type PromptDispatcher } from '../../src/services/prompts/promptDispatcher.js';
 import { NO_TURN_START_HOOK } from '../../src/services/prompts/turnStartHook.js';
 import { collectEvents } from '../support/busEvents.js';
 import { describeEachDialect, openKandevDatabase, openSecondPool, openTestDatabase, type TestDatabase } from '../support/databases.js';

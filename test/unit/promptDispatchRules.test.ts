@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isPromptable, sessionToWake } from '../../src/services/promptDispatchRules.js';
+import { isPromptable, sessionToWake } from '../../src/services/prompts/promptDispatchRules.js';
 import { SESSION_STATES } from '../../src/turns/pendingAction.js';
 
 describe('isPromptable', () => {

@@ -2,7 +2,7 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { createFailpoints, NO_FAILPOINTS } from '../../src/failpoints.js';
-import { releaseBackoffMs } from '../../src/services/promptDispatcher.js';
+import { releaseBackoffMs } from '../../src/services/prompts/promptDispatcher.js';
 import { instantAfter } from '../../src/timestamps.js';
 
 const SETTINGS = ['reservationTtlMs', 'promptDeadlineMs', 'dispatchPollMs', 'queueMaxPerSession', 'failpoints'] as const;

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { periodic } from '../../background/periodic.js';
-import type { PromptDispatcher } from '../../services/promptDispatcher.js';
-import type { PromptReconcileReport } from '../../services/reconcilePromptReceipts.js';
+import type { PromptDispatcher } from '../../services/prompts/promptDispatcher.js';
+import type { PromptReconcileReport } from '../../services/prompts/reconcilePromptReceipts.js';
 import type { WorkerComponent } from './component.js';
 
 export interface PromptDispatcherComponentDeps {

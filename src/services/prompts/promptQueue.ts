@@ -8,7 +8,7 @@ import type { queueEnqueueSchema, queueListSchema } from '../../contract/planCom
 import { admissionPayload, lockTimeoutFailure, queueEntryPayload, reasoned, storeFailure } from '../planCommentWire.js';
 import type { PlanCommentsPayload } from '../../contract/planCommentPayloads.js';
 import { queueStatusChanged } from './promptEvents.js';
-import type { PromptDispatch } from '../promptDispatch.js';
+import type { PromptDispatch } from './promptDispatch.js';
 import { publishOrRefresh, type SummaryPorts } from '../publishOrRefresh.js';
 import type { PromptTargets } from './promptTargets.js';
 

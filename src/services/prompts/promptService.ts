@@ -10,7 +10,7 @@ import type { messageSendSchema, planCommentRunSchema, queueEnqueueSchema, queue
 import { admissionPayload, lockTimeoutFailure, reasoned, snapshotPayload, storeFailure } from '../planCommentWire.js';
 import type { ReasonedFailure } from '../../contract/planCommentPayloads.js';
 import type { PlanCommentPublisher } from '../planComments/planCommentEvents.js';
-import type { PromptDispatch } from '../promptDispatch.js';
+import type { PromptDispatch } from './promptDispatch.js';
 import type { SummaryPorts } from '../publishOrRefresh.js';
 import { createPromptQueue } from './promptQueue.js';
 import type { PromptTargets } from './promptTargets.js';

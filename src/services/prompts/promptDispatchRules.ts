@@ -1,5 +1,5 @@
-import { TASK_SESSION_STATE_CHANGED } from '../contract/kandevEvents.js';
-import { PROMPTABLE_SESSION_STATES } from '../turns/pendingAction.js';
+import { TASK_SESSION_STATE_CHANGED } from '../../contract/kandevEvents.js';
+import { PROMPTABLE_SESSION_STATES } from '../../turns/pendingAction.js';
 
 /** Whether a session in `state` takes a prompt now: a direct prompt is accepted only then, and the dispatcher delivers only then. */
 export function isPromptable(state: string): boolean {

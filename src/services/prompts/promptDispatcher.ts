@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
-import { backoffDelayMs, type Backoff } from '../background/backoff.js';
-import { KeyedCoalescer } from '../background/keyedCoalescer.js';
-import type { Metrics } from '../metrics.js';
+import { backoffDelayMs, type Backoff } from '../../background/backoff.js';
+import { KeyedCoalescer } from '../../background/keyedCoalescer.js';
+import type { Metrics } from '../../metrics.js';
 import type { PromptDispatch } from './promptDispatch.js';
 import { deliverHead, type DeliveryPassDeps } from './promptDeliveryPass.js';
 

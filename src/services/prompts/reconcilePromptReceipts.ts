@@ -1,10 +1,10 @@
 import type { Logger } from 'pino';
-import type { KandevEvent } from '../contract/kandevEvents.js';
-import type { PromptReceiptStore } from '../repository/prompts/promptReceiptStore.js';
-import type { AgentPromptDelivery } from './prompts/agentPromptDelivery.js';
-import type { EventPublisher, RefreshSummary } from './clarifications/clarificationPorts.js';
-import { queueStatusChanged, reservedTurnStarted, transcriptLabelled } from './prompts/promptEvents.js';
-import { publishOrRefresh } from './publishOrRefresh.js';
+import type { KandevEvent } from '../../contract/kandevEvents.js';
+import type { PromptReceiptStore } from '../../repository/prompts/promptReceiptStore.js';
+import type { AgentPromptDelivery } from './agentPromptDelivery.js';
+import type { EventPublisher, RefreshSummary } from '../clarifications/clarificationPorts.js';
+import { queueStatusChanged, reservedTurnStarted, transcriptLabelled } from './promptEvents.js';
+import { publishOrRefresh } from '../publishOrRefresh.js';
 
 export interface PromptReconcileDeps {
   store: PromptReceiptStore;

@@ -1,13 +1,13 @@
 import type { Logger } from 'pino';
-import { periodic, type Periodic } from '../background/periodic.js';
-import type { KandevEvent } from '../contract/kandevEvents.js';
-import type { Failpoints } from '../failpoints.js';
-import type { MarkResult, PromptDeliveryLabel, PromptReceiptRecord, PromptReceiptStore, PromptTranscript } from '../repository/prompts/promptReceiptStore.js';
-import type { AgentPromptDelivery, PromptAttachmentPayload, PromptPayload } from './prompts/agentPromptDelivery.js';
-import type { EventPublisher, RefreshSummary } from './clarifications/clarificationPorts.js';
-import { queueStatusChanged, reservedTurnStarted, sessionClaimedRunning, transcriptAdded, transcriptLabelled } from './prompts/promptEvents.js';
-import { publishOrRefresh } from './publishOrRefresh.js';
-import type { TurnStartHook } from './prompts/turnStartHook.js';
+import { periodic, type Periodic } from '../../background/periodic.js';
+import type { KandevEvent } from '../../contract/kandevEvents.js';
+import type { Failpoints } from '../../failpoints.js';
+import type { MarkResult, PromptDeliveryLabel, PromptReceiptRecord, PromptReceiptStore, PromptTranscript } from '../../repository/prompts/promptReceiptStore.js';
+import type { AgentPromptDelivery, PromptAttachmentPayload, PromptPayload } from './agentPromptDelivery.js';
+import type { EventPublisher, RefreshSummary } from '../clarifications/clarificationPorts.js';
+import { queueStatusChanged, reservedTurnStarted, sessionClaimedRunning, transcriptAdded, transcriptLabelled } from './promptEvents.js';
+import { publishOrRefresh } from '../publishOrRefresh.js';
+import type { TurnStartHook } from './turnStartHook.js';
 
 /**
  * One delivery pass over a session's head prompt receipt: the ordered steps below, each a function
