@@ -19,9 +19,12 @@ const NO_DATABASE_DRIVER = rule(
   'Only src/repository/ uses the database drivers (knex, pg, better-sqlite3): the other layers see its ports.',
 );
 
-const NO_NATS = rule(
-  '^@nats-io/',
-  'Only the bus adapters (src/events/), the client (src/client/) and src/bin/ use @nats-io: the other layers see ports.',
+const NO_NATS = rule('^@nats-io/', 'Only the bus adapters (src/events/), the client (src/client/) and src/bin/ use @nats-io: the other layers see ports.');
+
+const REPOSITORY_TYPES_ONLY = rule(
+  into('repository'),
+  "Projectors and services depend on the repository's store interfaces: import its types only; src/bin/ passes the implementations in.",
+  { allowTypeImports: true },
 );
 
 /** One block per folder: its own rules plus the packages it may not import (a later block replaces an earlier one's list). */
@@ -50,36 +53,31 @@ export default tseslint.config(
   folder(['src/*.ts'], rule('^\\./bin/', 'Only src/bin/ wires parts together; nothing imports it.'), NO_DATABASE_DRIVER, NO_NATS),
   folder(
     ['src/repository/**/*.ts'],
-    rule(into('events', 'projectors', 'services', 'bin', 'client'), 'src/repository/ knows nothing of the bus, the projectors or the services: they depend on it, through its ports.'),
+    rule(
+      into('events', 'projectors', 'services', 'bin', 'client'),
+      'src/repository/ knows nothing of the bus, the projectors or the services: they depend on it, through its ports.',
+    ),
     NO_NATS,
   ),
   folder(
     ['src/events/**/*.ts'],
     rule(into('repository'), 'The NATS adapters know nothing of the database: take what they need from src/timestamps.ts or a port.'),
-    rule(into('projectors', 'services'), "The bus adapters implement the projectors' and services' ports: import their types only.", { allowTypeImports: true }),
-    NOT_BIN,
-    NO_DATABASE_DRIVER,
-  ),
-  folder(
-    ['src/projectors/**/*.ts', 'src/services/**/*.ts'],
-    rule(into('repository'), "Projectors and services depend on the repository's store interfaces: import its types only; src/bin/ passes the implementations in.", {
+    rule(into('projectors', 'services'), "The bus adapters implement the projectors' and services' ports: import their types only.", {
       allowTypeImports: true,
     }),
     NOT_BIN,
+    NO_DATABASE_DRIVER,
+  ),
+  folder(['src/projectors/**/*.ts', 'src/services/**/*.ts'], REPOSITORY_TYPES_ONLY, NOT_BIN, NO_DATABASE_DRIVER, NO_NATS),
+  // Temporary: these two still serve the endpoints on the NATS connection themselves, until that
+  // serving moves to a bus adapter; everything else in src/services/ stays free of @nats-io.
+  folder(['src/services/endpoint.ts', 'src/services/serviceEndpoints.ts'], REPOSITORY_TYPES_ONLY, NOT_BIN, NO_DATABASE_DRIVER),
+  folder(
+    ['src/turns/**/*.ts'],
+    rule('^\\.\\./', 'src/turns/ is dependency-free (shared with UI clients): it imports nothing of ours outside itself.'),
     NO_DATABASE_DRIVER,
     NO_NATS,
   ),
-  // Temporary: these two still serve the endpoints on the NATS connection themselves, until that
-  // serving moves to a bus adapter; everything else in src/services/ stays free of @nats-io.
-  folder(
-    ['src/services/endpoint.ts', 'src/services/serviceEndpoints.ts'],
-    rule(into('repository'), "Projectors and services depend on the repository's store interfaces: import its types only; src/bin/ passes the implementations in.", {
-      allowTypeImports: true,
-    }),
-    NOT_BIN,
-    NO_DATABASE_DRIVER,
-  ),
-  folder(['src/turns/**/*.ts'], rule('^\\.\\./', 'src/turns/ is dependency-free (shared with UI clients): it imports nothing of ours outside itself.'), NO_DATABASE_DRIVER, NO_NATS),
   folder(['src/client/**/*.ts'], NOT_BIN, NO_DATABASE_DRIVER),
   // The wire contract names what travels on the bus; it may name NATS types, never call NATS.
   folder(['src/contract/**/*.ts'], NOT_BIN, NO_DATABASE_DRIVER, { ...NO_NATS, allowTypeImports: true }),
