@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { durableTurnSchema } from '../../src/events/turnPayload.js';
+import { durableTurnSchema } from './turnPayload.js';
 import type { DurableTurn } from '../../src/turns/index.js';
 
 /**
