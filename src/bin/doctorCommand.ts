@@ -19,7 +19,7 @@ export interface DoctorOptions {
   readonly sampleRows: number;
 }
 
-export const DEFAULT_SAMPLE_ROWS = 1000;
+const DEFAULT_SAMPLE_ROWS = 1000;
 const MAX_SAMPLE_ROWS = 1_000_000;
 
 /** `--sample N`: a whole number of rows from 1 to 1,000,000, or why not. */

@@ -29,10 +29,10 @@ import type { WorkerConfig } from './worker.js';
 export type SandboxConfig = Omit<Config, 'healthPort' | 'schemaMode' | 'failpoints'>;
 
 /** The line a script (or a test) waits for: everything is seeded, projected and served. */
-export const SANDBOX_READY = 'sandbox ready';
+const SANDBOX_READY = 'sandbox ready';
 
 /** The sandbox's own prefix unless one is given: it never serves on a real deployment's subjects. */
-export function sandboxPrefix(configured: string): string {
+function sandboxPrefix(configured: string): string {
   return configured || `sandbox_${randomUUID().replaceAll('-', '').slice(0, 8)}.`;
 }
 

@@ -2,14 +2,14 @@ import { loadConfig, type Config, type SettingName } from '../config.js';
 import { NATS_CLIENT_SETTINGS } from './natsConnectionOptions.js';
 
 /** The settings every command that opens the database reads. */
-export const DB_SETTINGS: SettingName[] = ['databaseUrl', 'databasePasswordFile', 'logLevel', 'logFormat', 'dbMaxConnections'];
+const DB_SETTINGS: SettingName[] = ['databaseUrl', 'databasePasswordFile', 'logLevel', 'logFormat', 'dbMaxConnections'];
 /** The settings every command that connects to NATS reads. */
 export const BUS_SETTINGS: SettingName[] = [...NATS_CLIENT_SETTINGS, 'subjectPrefix'];
 /** Commands that read or write Kandev's rows (everything but migrate and dead-letters). */
 export const STORE_SETTINGS: SettingName[] = [...DB_SETTINGS, 'timestampForm'];
 
 /** What `startWorker` reads, beside the connections: one list, so the CLI and in-process callers cannot drift. */
-export const WORKER_ONLY_SETTINGS: SettingName[] = [
+const WORKER_ONLY_SETTINGS: SettingName[] = [
   'schemaMode',
   'healthPort',
   'shutdownTimeoutMs',

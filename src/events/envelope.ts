@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { idSchema, INVALID_ID_ISSUE, MAX_ID_LENGTH } from '../storableText.js';
 
 /** Kandev's bus envelope. `data` carries the event fields; the worker reads only the ids below. */
-export const envelopeSchema = z.object({
+const envelopeSchema = z.object({
   // The event's own id never reaches SQL, so it keeps only the length bound.
   id: z.string().min(1).max(MAX_ID_LENGTH),
   type: z.string().min(1).max(256),
@@ -19,7 +19,7 @@ const optionalId = idSchema.optional();
  * The fields of `data` the projector relies on; anything else is Kandev's and passes through. The
  * ids are looked up in SQL, so an id either dialect cannot store is refused here (`invalid_id`).
  */
-export const eventDataSchema = z
+const eventDataSchema = z
   .object({
     task_id: optionalId,
     session_id: optionalId,

@@ -12,7 +12,7 @@ import { ERROR_CODES, PendingProjectorError } from '../errors.js';
  * summaries are equal text and the database compare-and-set sees only semantic change.
  */
 
-export const SUMMARY_FIELD_ORDER = [
+const SUMMARY_FIELD_ORDER = [
   'last_activity_at',
   'primary_session',
   'foreground_activity',

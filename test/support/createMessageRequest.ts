@@ -18,5 +18,3 @@ export const createMessageRequestSchema = z
     metadata: z.record(z.string(), z.unknown()).default({}),
   })
   .strip();
-
-export type CreateMessageRequest = z.infer<typeof createMessageRequestSchema>;

@@ -11,7 +11,10 @@ export async function getMessage(ctx: RepositoryContext, messageId: string): Pro
 
 export async function getMessages(ctx: RepositoryContext, messageIds: readonly string[]): Promise<MessageRecord[]> {
   if (messageIds.length === 0) return [];
-  const rows = await ctx.knex('task_session_messages').whereIn('id', [...messageIds]).orderByRaw(`${ctx.dialect.timestampKey('created_at')}, id`);
+  const rows = await ctx
+    .knex('task_session_messages')
+    .whereIn('id', [...messageIds])
+    .orderByRaw(`${ctx.dialect.timestampKey('created_at')}, id`);
   return rows.map(toMessageRecord);
 }
 
@@ -22,5 +25,10 @@ export async function deleteMessage(ctx: RepositoryContext, messageId: string): 
 
 /** Writes raw metadata text (tests and repairs of rows written by other producers). */
 export async function setMessageMetadataText(ctx: RepositoryContext, messageId: string, metadata: string | null): Promise<boolean> {
-  return (await ctx.knex('task_session_messages').where({ id: messageId }).update({ metadata, updated_at: storedNow(ctx) })) > 0;
+  return (
+    (await ctx
+      .knex('task_session_messages')
+      .where({ id: messageId })
+      .update({ metadata, updated_at: storedNow(ctx) })) > 0
+  );
 }

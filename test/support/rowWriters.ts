@@ -73,7 +73,7 @@ export function rowWriter(schema: SchemaKind, ctx: RepositoryContext, plan: Text
 }
 
 /** This service's repository functions, as the suites on the owned schema always seeded. */
-export function repositoryWriter(ctx: RepositoryContext): RowWriter {
+function repositoryWriter(ctx: RepositoryContext): RowWriter {
   return {
     schema: 'owned',
     session: (options) => seedSession(ctx, options),

@@ -23,5 +23,3 @@ export const durableTurnSchema = z.object({
   completed_at: utcInstantSchema.nullable().optional(),
   metadata: z.record(z.string(), z.unknown()).nullable().optional(),
 });
-
-export type DurableTurnPayload = z.infer<typeof durableTurnSchema>;
