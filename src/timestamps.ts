@@ -73,11 +73,6 @@ export function toKandevTimestamp(value: string | Date): string {
   return `${canonical.slice(0, 10)} ${canonical.slice(11, 19)}${fraction === '' ? '' : `.${fraction}`}+00:00`;
 }
 
-/** The text of instant `value` in `form`. */
-export function formatTimestamp(value: string | Date, form: TimestampForm): string {
-  return form === 'kandev' ? toKandevTimestamp(value) : toCanonicalTimestamp(value);
-}
-
 /**
  * A timestamp read back from the database, in the canonical form whichever form it was stored in
  * (the same instant `SqlDialect.timestampKey` orders by: truncated to microseconds). Text that is no

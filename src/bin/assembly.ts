@@ -61,10 +61,10 @@ import { prepareConnections } from './prepareConnections.js';
  */
 
 /** What the assembled parts read from the configuration. */
-export type PartsConfig = Pick<Config, 'subjectPrefix' | 'projectionBatchSize' | 'projectionTransactions' | 'summaryBucketStorage' | 'schemaMode' | 'timestampForm'>;
+type PartsConfig = Pick<Config, 'subjectPrefix' | 'projectionBatchSize' | 'projectionTransactions' | 'summaryBucketStorage' | 'schemaMode' | 'timestampForm'>;
 
 /** The inbound side's settings: only the worker creates or updates the events stream and its consumer. */
-export type InboundSettings = Pick<Config, 'streamMaxAgeMs' | 'maxDeliver' | 'ackWaitMs'>;
+type InboundSettings = Pick<Config, 'streamMaxAgeMs' | 'maxDeliver' | 'ackWaitMs'>;
 
 export interface PartsDeps {
   db: Database;
@@ -123,7 +123,7 @@ export async function storesOf(db: Database, options: StoresOptions = {}): Promi
  * work, slower; only `migrate --add-indexes` builds it), then the stores over `db`, whose timestamp
  * forms follow what the mode and the newest rows say.
  */
-export async function openStores(db: Database, logger: Logger, options: Omit<StoresOptions, 'logger' | 'kandevSchema'> & { schemaMode: SchemaModeSetting }): Promise<RepositoryContext> {
+async function openStores(db: Database, logger: Logger, options: Omit<StoresOptions, 'logger' | 'kandevSchema'> & { schemaMode: SchemaModeSetting }): Promise<RepositoryContext> {
   const log = logger.child({ component: 'migrate' });
   const { mode, applied } = await migrateSchema(db, options.schemaMode);
   if (applied.length > 0) log.info({ applied, schemaMode: mode }, 'applied migrations');
@@ -142,7 +142,7 @@ export async function openStores(db: Database, logger: Logger, options: Omit<Sto
  * The one construction of a projector. Its capacity (tasks per transaction, transactions at once,
  * tasks in flight) is computed here, once, from the settings, the pool and the dialect.
  */
-export function createProjector(deps: { store: ProjectionStore; db: Database; publisher: NatsSummaryPublisher; config: PartsConfig; epoch: string; logger: Logger; metrics?: Metrics }): Projector {
+function createProjector(deps: { store: ProjectionStore; db: Database; publisher: NatsSummaryPublisher; config: PartsConfig; epoch: string; logger: Logger; metrics?: Metrics }): Projector {
   const capacity = projectionCapacity({
     batchSize: deps.config.projectionBatchSize,
     transactions: deps.config.projectionTransactions,
@@ -173,7 +173,7 @@ export function createTasks(parts: Parts, logger: Logger): TaskService {
 export type PlanCommentsConfig = Pick<Config, 'admissionLockTimeoutMs' | 'turnStartHookSubject' | 'turnStartHookTimeoutMs' | 'queueMaxPerSession'>;
 
 /** The turn-start hook of TURN_START_HOOK_SUBJECT (none when empty): admission's, and the dispatcher's for queued prompts. */
-export function createTurnStartHook(parts: Parts, nc: NatsConnection, config: PlanCommentsConfig): TurnStartHook {
+function createTurnStartHook(parts: Parts, nc: NatsConnection, config: PlanCommentsConfig): TurnStartHook {
   const subject = config.turnStartHookSubject;
   return subject ? new NatsTurnStartHook(nc, `${parts.topology.prefix}${subject}`, config.turnStartHookTimeoutMs) : NO_TURN_START_HOOK;
 }

@@ -9,9 +9,9 @@ import { describeMissingSearchPathSchema } from '../repository/schema/searchPath
  * runs with (exit 1), or neither (exit 0). docs/doctor.md lists every case.
  */
 
-export type DoctorCheck = 'database' | 'schema' | 'indexes' | 'timestamps' | 'metadata' | 'open_turns';
+type DoctorCheck = 'database' | 'schema' | 'indexes' | 'timestamps' | 'metadata' | 'open_turns';
 
-export interface DoctorFinding {
+interface DoctorFinding {
   readonly check: DoctorCheck;
   readonly message: string;
 }

@@ -22,5 +22,3 @@ export const EXIT_CODES = {
    */
   unreachable: 3,
 } as const;
-
-export type ExitCode = (typeof EXIT_CODES)[keyof typeof EXIT_CODES];

@@ -27,7 +27,7 @@ export function describeUnservedIndex(inspection: IndexInspection): string {
  * The index part of `migrate`'s report: the ones missing, and the command that adds them, for the
  * database `description` names (passwords masked, so the report can be pasted anywhere).
  */
-export function indexReport(inspections: readonly IndexInspection[], target: { description: string; schemaMode: Config['schemaMode'] }): string {
+function indexReport(inspections: readonly IndexInspection[], target: { description: string; schemaMode: Config['schemaMode'] }): string {
   const unserved = unservedIndexes(inspections);
   if (unserved.length === 0) return `indexes: all ${inspections.length} the current-turn queries need are present\n`;
   return (

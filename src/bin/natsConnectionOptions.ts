@@ -168,15 +168,11 @@ function tokenIdentity(source: string): NatsIdentity {
 /**
  * The nats.js connection options for the settings: servers, at most one way to authenticate
  * (token, user/password, NKey seed, credentials file; from the settings or the URL), TLS when a
- * URL says `tls://` or any TLS file is given, and the inbox prefix. Secrets are read from their
- * files here, once, to fail at start; a problem of any of them throws one ConfigError listing all,
+ * URL says `tls://` or any TLS file is given, and the inbox prefix; and who the options
+ * authenticate as (for the error of a server that refuses them). Secrets are read from their files
+ * here, once, to fail at start; a problem of any of them throws one ConfigError listing all,
  * naming settings and paths, never a secret.
  */
-export function natsConnectionOptions(settings: NatsClientSettings): ConnectionOptions {
-  return resolveNatsConnection(settings).options;
-}
-
-/** natsConnectionOptions, and who the options authenticate as (for the error of a server that refuses them). */
 export function resolveNatsConnection(settings: NatsClientSettings): { options: ConnectionOptions; identity: NatsIdentity } {
   const problems: string[] = [];
   const urls = parseServers(settings.natsUrl, problems);

@@ -26,10 +26,10 @@ import type { SandboxSettings } from './commandSettings.js';
  */
 
 /** The line a script (or a test) waits for: everything is seeded, projected and served. */
-export const SANDBOX_READY = 'sandbox ready';
+const SANDBOX_READY = 'sandbox ready';
 
 /** The sandbox's own prefix unless one is given: it never serves on a real deployment's subjects. */
-export function sandboxPrefix(configured: string): string {
+function sandboxPrefix(configured: string): string {
   return configured || `sandbox_${randomUUID().replaceAll('-', '').slice(0, 8)}.`;
 }
 

@@ -1,5 +1,5 @@
 /** The signals that ask a long-running command to stop. */
-export const SHUTDOWN_SIGNALS = ['SIGTERM', 'SIGINT'] as const;
+const SHUTDOWN_SIGNALS = ['SIGTERM', 'SIGINT'] as const;
 export type ShutdownSignal = (typeof SHUTDOWN_SIGNALS)[number];
 
 /**

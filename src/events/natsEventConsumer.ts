@@ -10,7 +10,7 @@ import { previewOf, writeDeadLetter, type DeadLetterRecord } from './deadLetters
 import { eventTypeOf, type Topology } from '../contract/subjects.js';
 
 /** What the consumer hands each valid event to (the projector). */
-export interface EventHandler {
+interface EventHandler {
   handleEvent(eventType: string, data: EventData): Promise<string>;
 }
 

@@ -33,7 +33,7 @@ export class NatsPermissionError extends PendingProjectorError {
   }
 }
 
-export function describeDenial(d: NatsPermissionDenial): string {
+function describeDenial(d: NatsPermissionDenial): string {
   return `${d.operation} to "${d.subject}"${d.queue ? ` in queue group "${d.queue}"` : ''} (${d.purpose})`;
 }
 
@@ -43,7 +43,7 @@ const PROBE_TOKEN = '_permission_probe';
 const PROBE_HEADER = 'Pending-Projector-Probe';
 
 /** The concrete subject a probe uses for a need's subject. */
-export function probeSubject(subject: string): string {
+function probeSubject(subject: string): string {
   return subject
     .split('.')
     .map((token) => (token === '*' || token === '>' ? PROBE_TOKEN : token))

@@ -13,7 +13,7 @@ import type { PublishedSummary } from '../contract/publishedSummary.js';
  * summaries are equal text and the database compare-and-set sees only semantic change.
  */
 
-export const SUMMARY_FIELD_ORDER = [
+const SUMMARY_FIELD_ORDER = [
   'last_activity_at',
   'primary_session',
   'foreground_activity',

@@ -19,7 +19,7 @@ export interface CreateMessageInput {
   createdAt?: string;
   /**
    * Internal only: parent the message on a fresh lifecycle turn (the agent-boot message on resume).
-   * No external input schema carries it (spec AC-7); see `src/events/createMessageRequest.ts`.
+   * No external input schema carries it; test/support/createMessageRequest.ts shows one strips it.
    */
   completedTurn?: boolean;
 }
@@ -52,25 +52,4 @@ export function createMessage(ctx: RepositoryContext, input: CreateMessageInput)
     await tx.knex('task_session_messages').insert(row);
     return toMessageRecord(row);
   });
-}
-
-export async function getMessage(ctx: RepositoryContext, messageId: string): Promise<MessageRecord | undefined> {
-  const row = await ctx.knex('task_session_messages').where({ id: messageId }).first();
-  return row ? toMessageRecord(row) : undefined;
-}
-
-export async function getMessages(ctx: RepositoryContext, messageIds: readonly string[]): Promise<MessageRecord[]> {
-  if (messageIds.length === 0) return [];
-  const rows = await ctx.knex('task_session_messages').whereIn('id', [...messageIds]).orderByRaw(`${ctx.dialect.timestampKey('created_at')}, id`);
-  return rows.map(toMessageRecord);
-}
-
-/** Deletes a message; the turn record stays, so current-turn ownership never moves backward. */
-export async function deleteMessage(ctx: RepositoryContext, messageId: string): Promise<boolean> {
-  return (await ctx.knex('task_session_messages').where({ id: messageId }).del()) > 0;
-}
-
-/** Writes raw metadata text (tests and repairs of rows written by other producers). */
-export async function setMessageMetadataText(ctx: RepositoryContext, messageId: string, metadata: string | null): Promise<boolean> {
-  return (await ctx.knex('task_session_messages').where({ id: messageId }).update({ metadata, updated_at: storedNow(ctx) })) > 0;
 }

@@ -14,7 +14,8 @@ import {
   findActiveClarificationMessages,
 } from '../../src/repository/clarifications/clarifications.js';
 import type { RepositoryContext } from '../../src/repository/context.js';
-import { createMessage, getMessages, setMessageMetadataText } from '../../src/repository/messages.js';
+import { createMessage } from '../../src/repository/messages.js';
+import { getMessages, setMessageMetadataText } from '../support/messages.js';
 import type { MessageRecord } from '../../src/repository/rowMapping.js';
 import { setSessionState } from '../../src/repository/tasks/tasks.js';
 import { completeTurn, startTurn } from '../../src/repository/turns/turns.js';

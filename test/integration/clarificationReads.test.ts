@@ -8,7 +8,8 @@ import {
   listUnresolvedClarificationBundles,
 } from '../../src/repository/clarifications/clarifications.js';
 import type { RepositoryContext } from '../../src/repository/context.js';
-import { createMessage, deleteMessage } from '../../src/repository/messages.js';
+import { createMessage } from '../../src/repository/messages.js';
+import { deleteMessage } from '../support/messages.js';
 import { getPendingActionsBySessionIds } from '../../src/repository/projection/pendingActions.js';
 import { setSessionState } from '../../src/repository/tasks/tasks.js';
 import { completeTurn, patchTurnMetadata, startTurn } from '../../src/repository/turns/turns.js';

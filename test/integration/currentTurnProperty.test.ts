@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { durableTurnSchema } from '../../src/events/turnPayload.js';
+import { durableTurnSchema } from '../support/turnPayload.js';
 import { getActiveTurn, getCurrentTurn, listVisibleTurns } from '../../src/repository/turns/turns.js';
 import type { RepositoryContext } from '../../src/repository/context.js';
 import { toKandevTimestamp, type TimestampForm } from '../../src/timestamps.js';

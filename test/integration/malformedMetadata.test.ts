@@ -9,7 +9,8 @@ import {
   listUnresolvedClarificationBundles,
 } from '../../src/repository/clarifications/clarifications.js';
 import type { RepositoryContext } from '../../src/repository/context.js';
-import { createMessage, getMessage, setMessageMetadataText } from '../../src/repository/messages.js';
+import { createMessage } from '../../src/repository/messages.js';
+import { getMessage, setMessageMetadataText } from '../support/messages.js';
 import { getPendingActionsBySessionIds, loadTaskPendingState } from '../../src/repository/projection/pendingActions.js';
 import { completeTurn, getActiveTurn, getCurrentTurn, listVisibleTurns, patchTurnMetadata, startTurn } from '../../src/repository/turns/turns.js';
 import { toCanonicalTimestamp } from '../../src/timestamps.js';

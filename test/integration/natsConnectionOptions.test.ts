@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { ConnectionOptions } from '@nats-io/transport-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/config.js';
-import { natsConnectionOptions, type NatsClientSettings } from '../../src/bin/natsConnectionOptions.js';
+import { resolveNatsConnection, type NatsClientSettings } from '../../src/bin/natsConnectionOptions.js';
 import { checkNatsServerIdentity } from '../../src/bin/natsServerIdentity.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'pp-nats-options-'));
@@ -14,6 +14,11 @@ function file(name: string, text: string): string {
   const path = join(dir, name);
   writeFileSync(path, text, { mode: 0o600 });
   return path;
+}
+
+/** The connection options alone, as most cases here read them. */
+function natsConnectionOptions(settings: NatsClientSettings): ConnectionOptions {
+  return resolveNatsConnection(settings).options;
 }
 
 /** What the options' authenticator sends in CONNECT (no nonce: no NKey signature asked). */

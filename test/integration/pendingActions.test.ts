@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RepositoryContext } from '../../src/repository/context.js';
-import { createMessage, deleteMessage } from '../../src/repository/messages.js';
+import { createMessage } from '../../src/repository/messages.js';
+import { deleteMessage } from '../support/messages.js';
 import { getPendingActionsBySessionIds, loadTaskPendingState, loadTaskPendingStates } from '../../src/repository/projection/pendingActions.js';
 import { createTask, setSessionState } from '../../src/repository/tasks/tasks.js';
 import { completeTurn, patchTurnMetadata, startTurn } from '../../src/repository/turns/turns.js';

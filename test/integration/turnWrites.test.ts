@@ -10,8 +10,6 @@ import { createMessage } from '../../src/repository/messages.js';
 import { getPendingActionsBySessionIds, loadTaskPendingState } from '../../src/repository/projection/pendingActions.js';
 import { toTurnRecord, type TurnRecord } from '../../src/repository/rowMapping.js';
 import {
-  abandonOpenTurns,
-  abandonTurn,
   completeTurn,
   getActiveTurn,
   getCurrentTurn,
@@ -19,7 +17,8 @@ import {
   startTurn,
 } from '../../src/repository/turns/turns.js';
 import { toCanonicalTimestamp } from '../../src/timestamps.js';
-import { createMessageRequestSchema } from '../../src/events/createMessageRequest.js';
+import { createMessageRequestSchema } from '../support/createMessageRequest.js';
+import { abandonOpenTurns, abandonTurn } from '../support/turnWrites.js';
 import { newestDurableTurnId } from '../../src/turns/newestDurableTurnId.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { withManualClock } from '../support/manualClock.js';

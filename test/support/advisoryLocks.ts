@@ -1,6 +1,6 @@
 import type { Database } from '../../src/repository/database.js';
 
-export interface AdvisoryLockEntry {
+interface AdvisoryLockEntry {
   pid: number;
   granted: boolean;
 }
@@ -9,7 +9,7 @@ export interface AdvisoryLockEntry {
  * Who holds and who waits for the advisory lock `hashtextextended(key, 0)` in this database, as the
  * server reports it (a bigint key is split into classid, the high half, and objid, the low half).
  */
-export async function advisoryLockEntries(db: Database, key: string): Promise<AdvisoryLockEntry[]> {
+async function advisoryLockEntries(db: Database, key: string): Promise<AdvisoryLockEntry[]> {
   const result = (await db.knex.raw(
     `SELECT pid, granted FROM pg_locks
       WHERE locktype = 'advisory' AND objsubid = 1

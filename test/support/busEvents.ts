@@ -1,6 +1,6 @@
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 
-export interface BusEvent {
+interface BusEvent {
   subject: string;
   type: string;
   source?: string;

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { durableTurnSchema } from '../../src/events/turnPayload.js';
+import { durableTurnSchema } from './turnPayload.js';
 import type { DurableTurn } from '../../src/turns/index.js';
 
 /**
@@ -12,7 +12,7 @@ import type { DurableTurn } from '../../src/turns/index.js';
  * read, parse or validate the file throws: a fixture that silently stops being read would look
  * exactly like implementations that agree.
  */
-export const CURRENT_TURN_FIXTURE_URL = new URL('../../testdata/current_turn_resolution.json', import.meta.url);
+const CURRENT_TURN_FIXTURE_URL = new URL('../../testdata/current_turn_resolution.json', import.meta.url);
 
 // Fixture instants are stricter than payload instants: at most microseconds, so SQLite and
 // PostgreSQL hold the very same instants (finer differences belong to TS-only unit tests).
@@ -63,7 +63,7 @@ const fixtureFileSchema = z
     }
   });
 
-export type FixtureTurn = z.infer<typeof fixtureTurnSchema>;
+type FixtureTurn = z.infer<typeof fixtureTurnSchema>;
 
 export interface CurrentTurnFixtureCase {
   name: string;

@@ -17,7 +17,7 @@ export interface TestDatabase {
 }
 
 /** Every dialect the suite covers, whether or not its service is reachable in this run. */
-export const DIALECTS: readonly DialectName[] = ['sqlite', 'postgres'];
+const DIALECTS: readonly DialectName[] = ['sqlite', 'postgres'];
 
 /** Whether this run reaches the dialect's service; the global setup already failed a run that requires it. */
 export function isAvailable(dialect: DialectName): boolean {
@@ -30,15 +30,6 @@ export function isAvailable(dialect: DialectName): boolean {
  */
 export function describeEachDialect(title: string, body: (dialect: DialectName) => void): void {
   for (const dialect of DIALECTS) describe.skipIf(!isAvailable(dialect))(title.replaceAll('%s', dialect), () => body(dialect));
-}
-
-/**
- * Dialects whose service is reachable.
- * @deprecated A loop over this list leaves an unreachable dialect's tests out of the counts; use
- * describeEachDialect, or DIALECTS with isAvailable.
- */
-export function availableDialects(): DialectName[] {
-  return DIALECTS.filter(isAvailable);
 }
 
 /**

@@ -15,19 +15,19 @@ export type JsonText = string;
 const encoder = new TextEncoder();
 
 /** Names an id field (`task_id`, `attachment_ids`, `sessionId`, `id`): the fields bound into SQL as ids. */
-export const ID_FIELD = /(^id$|_id$|_ids$|Id$)/;
+const ID_FIELD = /(^id$|_id$|_ids$|Id$)/;
 
 /** Keys that mean something to JavaScript objects, sent as plain data. */
 const PROTOTYPE_KEYS = ['__proto__', 'constructor', 'prototype', 'toString', 'hasOwnProperty', 'valueOf'];
 
 /** Ids both dialects store: what a caller would normally send. */
-export const plausibleId = fc.oneof(fc.uuid(), fc.stringMatching(/^[A-Za-z0-9._:-]{1,40}$/));
+const plausibleId = fc.oneof(fc.uuid(), fc.stringMatching(/^[A-Za-z0-9._:-]{1,40}$/));
 
 /**
  * Ids that are valid yet hostile: SQL and format-string text, wide and invisible characters,
  * exactly MAX_ID_LENGTH long. Bound as parameters, they must find nothing and break nothing.
  */
-export const hostileValidId = fc.oneof(
+const hostileValidId = fc.oneof(
   plausibleId,
   fc.constantFrom("'; DROP TABLE tasks; --", '" OR 1=1 --', '😀', 'a'.repeat(MAX_ID_LENGTH), '${x}', '%s%n', '%00', '\\u0000', '\u2028', '\u200b', 'b64.x', '*', '>', 'a.b.c', ' '),
   fc.string({ minLength: 1, maxLength: 40 }),
@@ -68,7 +68,7 @@ const scalarText: fc.Arbitrary<JsonText> = fc.oneof(
 );
 
 /** Any JSON value, with hostile keys and strings, a few levels deep. */
-export const hostileJson: fc.Arbitrary<JsonText> = fc.letrec<{ value: JsonText }>((tie) => ({
+const hostileJson: fc.Arbitrary<JsonText> = fc.letrec<{ value: JsonText }>((tie) => ({
   value: fc.oneof(
     { depthSize: 'small', withCrossShrink: true },
     scalarText,
@@ -78,7 +78,7 @@ export const hostileJson: fc.Arbitrary<JsonText> = fc.letrec<{ value: JsonText }
 })).value;
 
 /** Nesting far deeper than any body needs: arrays or objects, up to 20,000 levels. */
-export const deeplyNested: fc.Arbitrary<JsonText> = fc
+const deeplyNested: fc.Arbitrary<JsonText> = fc
   .tuple(fc.integer({ min: 100, max: 20_000 }), fc.boolean())
   .map(([depth, arrays]) => (arrays ? `${'['.repeat(depth)}${']'.repeat(depth)}` : `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`));
 
@@ -232,7 +232,7 @@ const defOf = (schema: z.ZodType): ZodDef => (schema as unknown as { _zod: { def
  * but hostile), so many pass the parser and reach the handler, and its SQL, with ids that name
  * nothing. Optional fields are sometimes left out.
  */
-export function plausibleBodyOf(schema: z.ZodType): fc.Arbitrary<JsonText> {
+function plausibleBodyOf(schema: z.ZodType): fc.Arbitrary<JsonText> {
   const build = (def: ZodDef, depth: number): fc.Arbitrary<JsonText> => {
     switch (def.type) {
       case 'string':

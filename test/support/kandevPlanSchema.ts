@@ -9,7 +9,7 @@ import type { SqlDialect } from '../../src/repository/dialect.js';
  * from Kandev. Its `queued_messages` has Kandev's queue columns only: none of this project's
  * receipt columns.
  */
-export const KANDEV_PLAN_TABLES = [
+const KANDEV_PLAN_TABLES = [
   `CREATE TABLE IF NOT EXISTS task_plans (
     id TEXT PRIMARY KEY,
     task_id TEXT NOT NULL UNIQUE,

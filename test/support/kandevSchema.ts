@@ -20,24 +20,13 @@ import type { DialectName, SqlDialect } from '../../src/repository/dialect.js';
  * created_at DESC), which is not this project's old index of that name.
  */
 
-/** Every table the fixture creates, in creation order (parents first). */
-export const KANDEV_FIXTURE_TABLES = [
-  'kandev_meta',
-  'tasks',
-  'task_sessions',
-  'task_session_turns',
-  'task_session_messages',
-  'task_session_prompt_seq',
-  'task_status_summaries',
-] as const;
-
 /** Kandev's message-metadata expression indexes: its JSON helper's text differs by dialect (§1.8). */
 function jsonExtract(dialect: DialectName, key: string): string {
   return dialect === 'postgres' ? `(metadata::jsonb->>'${key}')` : `json_extract(metadata, '$.${key}')`;
 }
 
 /** The statements, one per element (better-sqlite3 prepares one statement at a time). */
-export function kandevSchemaStatements(dialect: DialectName): string[] {
+function kandevSchemaStatements(dialect: DialectName): string[] {
   // task_priority_postgres.go converts tasks.priority to TEXT on PostgreSQL; the reference gives
   // no default after the conversion.
   const priority = dialect === 'postgres' ? 'priority TEXT' : 'priority INTEGER DEFAULT 0';

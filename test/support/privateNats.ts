@@ -11,7 +11,7 @@ import { REQUIRE_INTEGRATION } from './services.js';
  */
 
 /** The nats-server binary: NATS_SERVER_BIN, or the first on PATH; undefined when there is none. */
-export function natsServerBinary(): string | undefined {
+function natsServerBinary(): string | undefined {
   if (process.env.NATS_SERVER_BIN) return process.env.NATS_SERVER_BIN;
   try {
     return execFileSync('sh', ['-c', 'command -v nats-server'], { encoding: 'utf8' }).trim() || undefined;
@@ -30,7 +30,7 @@ export function privateNatsAvailable(): boolean {
   return found;
 }
 
-export function freePort(): Promise<number> {
+function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
     server.once('error', reject);

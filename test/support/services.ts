@@ -20,7 +20,7 @@ export function integrationRequired(env: NodeJS.ProcessEnv): boolean {
 
 export const REQUIRE_INTEGRATION = integrationRequired(process.env);
 
-export function hostPort(url: string, defaultPort: number): { host: string; port: number } {
+function hostPort(url: string, defaultPort: number): { host: string; port: number } {
   const parsed = new URL(url);
   return { host: parsed.hostname || '127.0.0.1', port: parsed.port ? Number(parsed.port) : defaultPort };
 }

@@ -1,7 +1,7 @@
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { topologyFor } from '../../src/contract/subjects.js';
 
-export interface PublishedSummaryEvent {
+interface PublishedSummaryEvent {
   task_id: string;
   workspace_id: string;
   status_summary: { revision: number; updated_at: string; pending_action?: string } & Record<string, unknown>;

@@ -9,7 +9,7 @@ import type { TimestampText } from './seed.js';
  */
 
 /** What detection finds on a database whose rows Kandev writes. */
-export const KANDEV_FORMS: TimestampForms = { mixed: true, writes: 'kandev' };
+const KANDEV_FORMS: TimestampForms = { mixed: true, writes: 'kandev' };
 
 export type TextPlan = 'kandev' | 'mixed';
 export const TEXT_PLANS: readonly TextPlan[] = ['kandev', 'mixed'];

@@ -37,7 +37,7 @@ export function seededRandom(seed: number): () => number {
  * Publishes like a Kandev backend should: through JetStream with an acknowledgement, retried until
  * the server has it, so a NATS restart delays events but never drops them.
  */
-export async function publishDurably(nc: NatsConnection, subject: string, data: Uint8Array, deadlineMs = 30_000): Promise<void> {
+async function publishDurably(nc: NatsConnection, subject: string, data: Uint8Array, deadlineMs = 30_000): Promise<void> {
   const js = jetstream(nc, { timeout: 2000 });
   const deadline = Date.now() + deadlineMs;
   for (;;) {

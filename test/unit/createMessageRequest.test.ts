@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createMessageRequestSchema } from '../../src/events/createMessageRequest.js';
+import { createMessageRequestSchema } from '../support/createMessageRequest.js';
 
 const minimal = { session_id: 'session-1', content: 'hello' };
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { durableTurnSchema } from '../../src/events/turnPayload.js';
+import { durableTurnSchema } from '../support/turnPayload.js';
 import {
   durableTurnTimestampKey,
   isLifecycleTurn,

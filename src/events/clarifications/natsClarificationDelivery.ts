@@ -10,7 +10,7 @@ import type { Topology } from '../../contract/subjects.js';
 const encoder = new TextEncoder();
 const PENDING_ID_HEADER = 'Pending-Projector-Pending-Id';
 const CLAIM_ID_HEADER = 'Pending-Projector-Claim-Id';
-export const CLARIFICATION_RESUME = 'clarification.resume';
+const CLARIFICATION_RESUME = 'clarification.resume';
 
 /** JetStream reports "no stream captures this subject" as JetStreamNotEnabled caused by no responders. */
 function isNoResponders(err: unknown): boolean {

@@ -1,9 +1,10 @@
 import { z } from 'zod';
 
 /**
- * A message creation request from outside the process (bus or HTTP). Unknown keys are stripped, so
- * `completed_turn` / `completedTurn` can never reach the repository's internal lifecycle-turn path
- * (spec AC-7): only the agent-boot code path sets it, in-process.
+ * A message creation request as it would arrive from outside the process (bus or HTTP). Unknown keys
+ * are stripped, so `completed_turn` / `completedTurn` can never reach the repository's internal
+ * lifecycle-turn path: only the agent-boot code path sets it, in-process. The service serves no such
+ * request; the tests hold the schema to show that no external input can set the option.
  */
 export const createMessageRequestSchema = z
   .object({
@@ -17,5 +18,3 @@ export const createMessageRequestSchema = z
     metadata: z.record(z.string(), z.unknown()).default({}),
   })
   .strip();
-
-export type CreateMessageRequest = z.infer<typeof createMessageRequestSchema>;

@@ -11,7 +11,7 @@ const utcInstantSchema = z.iso
   .refine((value) => !/\.\d{10,}Z$/.test(value), { message: 'expected at most nine fractional digits' });
 
 /**
- * One turn record as UI clients receive it from the turns listing (spec AC-11): the input of
+ * One turn record as UI clients receive it from the turns listing: the input of
  * `newestDurableTurnId`. An open turn carries `completed_at` absent or null; `metadata` carries
  * `lifecycle_only` on a lifecycle turn and is read only through the four-value marker test.
  * Unknown keys are stripped, so the server may add fields without breaking older clients.
@@ -23,5 +23,3 @@ export const durableTurnSchema = z.object({
   completed_at: utcInstantSchema.nullable().optional(),
   metadata: z.record(z.string(), z.unknown()).nullable().optional(),
 });
-
-export type DurableTurnPayload = z.infer<typeof durableTurnSchema>;
