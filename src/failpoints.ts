@@ -9,8 +9,8 @@ import type { Logger } from 'pino';
  */
 
 /** The boundaries of a prompt's delivery, in order: test/e2e/promptDeliveryCrashes.test.ts kills the worker at each one and checks no prompt is delivered twice. */
-export const FAILPOINT_NAMES = ['after_accept_commit', 'after_reserve', 'after_transcript', 'after_marker_commit', 'after_publish'] as const;
-export type FailpointName = (typeof FAILPOINT_NAMES)[number];
+const FAILPOINT_NAMES = ['after_accept_commit', 'after_reserve', 'after_transcript', 'after_marker_commit', 'after_publish'] as const;
+type FailpointName = (typeof FAILPOINT_NAMES)[number];
 
 export interface Failpoints {
   /** Resolves at once unless `name` is armed; an armed `hang` never resolves. */

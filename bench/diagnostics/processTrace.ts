@@ -95,7 +95,7 @@ const STALL_PROBE_MS = 10;
  * every 10 ms (cheap beside the work measured) that sees when it fired. Synchronous work blocks it:
  * a better-sqlite3 statement waiting on the disk, a GC pause, a long callback.
  */
-export function recordStalls(onStall: (stall: Stall) => void, thresholdMs = 5): () => void {
+function recordStalls(onStall: (stall: Stall) => void, thresholdMs = 5): () => void {
   let last = performance.now();
   const timer = setInterval(() => {
     const now = performance.now();

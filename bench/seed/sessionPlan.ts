@@ -16,7 +16,7 @@ import { createIdSource, createRng, intBetween, pick, type Gen } from './random.
 
 export const TURNS_PER_SESSION = 20;
 export const MESSAGES_PER_SESSION = 50;
-export const SESSIONS_PER_TASK = 2;
+const SESSIONS_PER_TASK = 2;
 
 export interface SeedBatch {
   tasks: Row[];

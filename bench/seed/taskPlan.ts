@@ -20,7 +20,7 @@ import { createRng, pick } from './random.js';
 const BASE_MICROS = Date.parse('2026-01-05T08:00:00Z') * 1000;
 const WORKSPACES = 100;
 
-export const taskIdOf = (i: number) => `bt-${String(i).padStart(7, '0')}`;
+const taskIdOf = (i: number) => `bt-${String(i).padStart(7, '0')}`;
 const sessionIdOf = (i: number) => `bs-${String(i).padStart(7, '0')}`;
 const turnIdOf = (i: number) => `bu-${String(i).padStart(7, '0')}`;
 

@@ -18,7 +18,7 @@ export const NO_SLOT: RunSlot = { release: () => undefined, take: () => Promise.
  * each key: an array of outcomes in key order, or nothing when every key succeeded; a rejection
  * fails every key of the run. Never called twice at the same time for one key.
  */
-export type KeyRun<K> = (keys: readonly K[], slot: RunSlot) => Promise<ReadonlyArray<PromiseSettledResult<unknown>> | void>;
+type KeyRun<K> = (keys: readonly K[], slot: RunSlot) => Promise<ReadonlyArray<PromiseSettledResult<unknown>> | void>;
 
 export interface KeyedCoalescerOptions<K> {
   run: KeyRun<K>;

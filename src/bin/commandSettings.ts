@@ -53,7 +53,7 @@ export const SANDBOX_SETTINGS = WORKER_SETTINGS.filter((name): name is Exclude<(
 export type SandboxSettings = SettingsOf<typeof SANDBOX_SETTINGS>;
 
 /** `pending-projector sandbox request` and `sandbox watch`: a NATS connection alone. */
-export const SANDBOX_CLIENT_SETTINGS = BUS_SETTINGS;
+export const SANDBOX_CLIENT_SETTINGS = [...BUS_SETTINGS] as const;
 export type SandboxClientSettings = SettingsOf<typeof SANDBOX_CLIENT_SETTINGS>;
 
 /** `pending-projector migrate`. */

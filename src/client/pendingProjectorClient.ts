@@ -3,7 +3,7 @@ import { ENDPOINT_SPECS, type EndpointMethod, type EndpointReplyOf, type Endpoin
 import type { ReplyFailure } from '../contract/replyErrorCodes.js';
 import { topologyFor } from '../contract/subjects.js';
 
-export type { AttachmentStageReply, ImportLegacyReply, PlanCommentFailure, PlanCommentsReply, PromptReply, QueueListReply } from '../contract/planCommentReplies.js';
+;
 
 export interface PendingProjectorClientOptions {
   /** The deployment's subject prefix (e.g. "acme."), as given to the worker. */

@@ -117,4 +117,4 @@ export const ENDPOINTS = Object.fromEntries(ENDPOINT_SPECS.map((spec) => [spec.k
 export const ENDPOINT_REQUEST_SCHEMAS = Object.fromEntries(ENDPOINT_SPECS.map((spec) => [spec.name, spec.request])) as { readonly [N in EndpointName]: ByName<N>['request'] };
 
 /** The body a handler of endpoint `N` is given, once its schema parsed it. */
-export type EndpointRequest<N extends EndpointName> = z.output<ByName<N>['request']>;
+type EndpointRequest<N extends EndpointName> = z.output<ByName<N>['request']>;

@@ -33,7 +33,7 @@ export interface MessageEventData {
 }
 
 /** A live waiter confirmed the response of the bundle owned by `clarification_turn_id`. */
-export interface PrimaryAnsweredData {
+interface PrimaryAnsweredData {
   pending_id: string;
   session_id: string;
   task_id: string;
@@ -42,7 +42,7 @@ export interface PrimaryAnsweredData {
 }
 
 /** A detached bundle was rejected: persisted, and no resume is sent to the agent. */
-export interface StaleDismissedData {
+interface StaleDismissedData {
   pending_id: string;
   session_id: string;
   task_id: string;
@@ -51,7 +51,7 @@ export interface StaleDismissedData {
 }
 
 /** A turn opened (the prompt dispatcher publishes its reserved turn once the prompt was acknowledged). */
-export interface TurnStartedData {
+interface TurnStartedData {
   id: string;
   turn_id: string;
   session_id: string;
@@ -63,7 +63,7 @@ export interface TurnStartedData {
 }
 
 /** A session moved from `old_state` to `new_state` (the dispatcher's RUNNING claim at its delivery marker). */
-export interface SessionStateChangedData {
+interface SessionStateChangedData {
   task_id: string;
   session_id: string;
   old_state: string;

@@ -36,7 +36,7 @@ const encoder = new TextEncoder();
  * request can succeed), `internal` otherwise. Handlers never decide this themselves, so the same
  * outage gets the same answer from every endpoint.
  */
-export function thrownFailureReply(err: unknown): ReplyFailure {
+function thrownFailureReply(err: unknown): ReplyFailure {
   const message = (err as Error | undefined)?.message || 'internal error';
   return { ok: false, error: { code: classifyFailure(err) === 'transient' ? 'unavailable' : 'internal', message } };
 }

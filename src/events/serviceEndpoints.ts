@@ -14,7 +14,7 @@ import { NatsPermissionError, subscriptionDenial } from './natsPermissions.js';
 import { serveEndpoint, type ReplyCode } from './serveEndpoint.js';
 
 /** The handler of each endpoint of ENDPOINT_TABLE: its parsed body in, its reply value out. */
-export type EndpointHandlers = { [M in EndpointMethod]: (request: ParsedEndpointRequestOf<M>) => Promise<AnyReply> };
+type EndpointHandlers = { [M in EndpointMethod]: (request: ParsedEndpointRequestOf<M>) => Promise<AnyReply> };
 
 export interface ServiceEndpointsOptions {
   nc: NatsConnection;

@@ -8,7 +8,7 @@ export interface SummaryUpdate {
   summary: PublishedSummary;
 }
 
-export interface PendingActionRevision {
+interface PendingActionRevision {
   epoch: string;
   sequence: number;
 }

@@ -37,7 +37,7 @@ export interface ProjectTasksDeps {
 }
 
 /** Transactions a task's projection gets before it gives up with ConflictExhaustedError (Kandev uses 3). */
-export const MAX_CAS_ATTEMPTS = 3;
+const MAX_CAS_ATTEMPTS = 3;
 
 /**
  * A stream keeps the first payload of a (task, revision) for its duplicate window, so a revision an

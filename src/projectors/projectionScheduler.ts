@@ -18,7 +18,7 @@ export const NO_SLOT: TransactionSlot = NO_RUN_SLOT;
  * Projects distinct tasks in one go, settling each, in the order given. Called at once with a slot
  * of its own; never called twice at the same time for one task.
  */
-export type BatchRunner = (taskIds: readonly string[], slot: TransactionSlot) => Promise<Array<PromiseSettledResult<void>>>;
+type BatchRunner = (taskIds: readonly string[], slot: TransactionSlot) => Promise<Array<PromiseSettledResult<void>>>;
 
 export interface ProjectionSchedulerOptions {
   capacity: ProjectionCapacity;

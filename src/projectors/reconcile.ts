@@ -2,7 +2,7 @@ import { parseStoredSummary, pendingActionOf, queuedPromptCountOf } from '../eve
 import type { ProjectionStore } from '../repository/projection/projectionStore.js';
 import type { PendingAction } from '../turns/pendingAction.js';
 
-export type DriftKind = 'missing' | 'stale' | 'corrupt';
+type DriftKind = 'missing' | 'stale' | 'corrupt';
 
 export interface TaskDrift {
   taskId: string;

@@ -17,8 +17,8 @@ import { DatabaseUrlError } from './databaseUrlError.js';
  * `PGSSLMODE` and the other `PGSSL*` variables are not read: TLS is configured in the URL alone.
  */
 
-export const SSL_MODES = ['disable', 'require', 'verify-ca', 'verify-full'] as const;
-export type SslMode = (typeof SSL_MODES)[number];
+const SSL_MODES = ['disable', 'require', 'verify-ca', 'verify-full'] as const;
+type SslMode = (typeof SSL_MODES)[number];
 
 /** The value of `sslrootcert` that selects the platform's trusted roots instead of a file. */
 const SYSTEM_ROOTS = 'system';

@@ -17,7 +17,7 @@ export function canonicalJson(value: Json): string {
   return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(value[key] as Json)}`).join(',')}}`;
 }
 
-export function fingerprintOf(value: Json): string {
+function fingerprintOf(value: Json): string {
   return createHash('sha256').update(canonicalJson(value)).digest('hex');
 }
 

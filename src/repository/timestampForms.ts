@@ -19,7 +19,7 @@ import { TIMESTAMP_FORM_SETTINGS } from '../settingValues.js';
  *   `kandev` implies normalised reads).
  */
 
-export type TimestampFormSetting = (typeof TIMESTAMP_FORM_SETTINGS)[number];
+type TimestampFormSetting = (typeof TIMESTAMP_FORM_SETTINGS)[number];
 
 export interface TimestampFormOptions {
   /** `auto` (the default) detects; `canonical` or `kandev` forces the written form. */
@@ -37,7 +37,7 @@ export interface TimestampFormsDetection {
 }
 
 /** Newest rows sampled per column: enough to see who writes now, cheap on any table size. */
-export const TIMESTAMP_SAMPLE_ROWS = 50;
+const TIMESTAMP_SAMPLE_ROWS = 50;
 
 export async function detectTimestampForms(ctx: RepositoryContext, options: TimestampFormOptions = {}): Promise<TimestampFormsDetection> {
   const setting = options.setting ?? 'auto';

@@ -10,7 +10,7 @@ export interface HealthStatus {
 }
 
 /** /healthz (alive and making progress), /readyz (stream and consumer exist, boot reconcile started), /metrics. */
-export async function startHealthServer(port: number, registry: Registry, status: () => HealthStatus): Promise<{ port: number; close(): Promise<void> }> {
+async function startHealthServer(port: number, registry: Registry, status: () => HealthStatus): Promise<{ port: number; close(): Promise<void> }> {
   const server = http.createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/metrics') {

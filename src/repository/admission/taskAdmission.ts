@@ -29,7 +29,7 @@ export interface TaskAdmissionOptions {
   onWarning?: (message: string) => void;
 }
 
-export interface LeaseOptions {
+interface LeaseOptions {
   /** Also serializes this caller-owned message id, after the task: two requests with one caller id never both run preflight and hooks. */
   callerId?: string;
 }

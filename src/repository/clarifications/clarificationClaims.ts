@@ -16,7 +16,7 @@ type Row = Record<string, unknown>;
 
 export type TerminalOutcome = 'answered' | 'rejected';
 
-export interface ClarificationAnswer {
+interface ClarificationAnswer {
   question_id: string;
   selected_options: string[];
   custom_text: string;

@@ -31,10 +31,10 @@ import { getCurrentTurn, listVisibleTurns } from '../turns/turns.js';
  * A claim as the clarification service sees it: taken, not claimable (no write), or refused because
  * the bundle's rows broke an invariant while it was being claimed (rolled back; nothing written).
  */
-export type BundleClaim = ClaimResult | { claimed: false; reason: 'CLAIM_INTEGRITY'; message: string };
+type BundleClaim = ClaimResult | { claimed: false; reason: 'CLAIM_INTEGRITY'; message: string };
 
 /** A page of unresolved bundles, or why the request cannot be paged (a cursor this store never issued, a bad instant). */
-export type BundleListing = { ok: true; page: BundlePage } | { ok: false; reason: 'BAD_REQUEST'; message: string };
+type BundleListing = { ok: true; page: BundlePage } | { ok: false; reason: 'BAD_REQUEST'; message: string };
 
 /**
  * Every read and write the clarification service makes (src/services/clarifications/clarificationService.ts and

@@ -119,7 +119,7 @@ export interface ListBundlesOptions {
   cursor?: string;
 }
 
-export interface BundleQuestion {
+interface BundleQuestion {
   messageId: string;
   questionId: string;
   question: unknown;

@@ -11,8 +11,8 @@ import type { ServiceTable } from '../schema/serviceTables.js';
  * PostgreSQL only this service's `pp_safe_jsonb` can test a cast without failing the statement, and
  * `doctor` must run on a database its migrations never touched.
  */
-export const METADATA_TABLES = ['tasks', 'task_sessions', 'task_session_turns', 'task_session_messages'] as const satisfies readonly ServiceTable[];
-export type MetadataTable = (typeof METADATA_TABLES)[number];
+const METADATA_TABLES = ['tasks', 'task_sessions', 'task_session_turns', 'task_session_messages'] as const satisfies readonly ServiceTable[];
+type MetadataTable = (typeof METADATA_TABLES)[number];
 
 /**
  * - `object`: a JSON object, read key by key;
@@ -48,7 +48,7 @@ export function classifyMetadata(raw: unknown, dialect: Pick<SqlDialect, 'jsonRe
   return { state: 'object', metadata: parsed as Record<string, unknown> };
 }
 
-export interface MetadataFinding {
+interface MetadataFinding {
   readonly table: MetadataTable;
   /** False when the table or one of `id`, `metadata` is missing: nothing was read. */
   readonly scanned: boolean;
@@ -64,7 +64,7 @@ export interface MetadataFinding {
  * The turn markers the current-turn rule reads (ADR 0001), counted over turns whose metadata is an
  * object and whose flag is truthy by the service's rule (`true`, 1, "true", "1").
  */
-export interface TurnMarkerCounts {
+interface TurnMarkerCounts {
   readonly lifecycleOnly: number;
   readonly promptDispatchPending: number;
   readonly promptDispatchAttempted: number;

@@ -15,7 +15,7 @@ import { SERVICE_TABLES, SERVICE_TABLE_NAMES, type ServiceTable } from '../schem
  *   (Kandev's `task_session_messages.updated_at DEFAULT CURRENT_TIMESTAMP`);
  * - `other`: anything else, including values SQLite stores as numbers.
  */
-export const TIMESTAMP_TEXT_FORMS = ['canonical', 'kandev', 'sqlite_current_timestamp', 'other'] as const;
+const TIMESTAMP_TEXT_FORMS = ['canonical', 'kandev', 'sqlite_current_timestamp', 'other'] as const;
 export type TimestampTextForm = (typeof TIMESTAMP_TEXT_FORMS)[number];
 
 const KANDEV_FORM = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,9})?\+00:00$/;
@@ -31,7 +31,7 @@ export function classifyTimestampText(value: unknown): TimestampTextForm {
 }
 
 /** Every timestamp column the service reads or orders by: the `_at` columns of the tables it reads. */
-export const SERVICE_TIMESTAMP_COLUMNS: ReadonlyArray<{ readonly table: ServiceTable; readonly column: string }> = SERVICE_TABLE_NAMES.flatMap((table) =>
+const SERVICE_TIMESTAMP_COLUMNS: ReadonlyArray<{ readonly table: ServiceTable; readonly column: string }> = SERVICE_TABLE_NAMES.flatMap((table) =>
   SERVICE_TABLES[table].filter((column) => column.endsWith('_at')).map((column) => ({ table, column })),
 );
 

@@ -4,7 +4,7 @@ interface PreparingConnection {
 }
 
 /** Distinct statements kept per connection: the batched statements come in one shape per batch size. */
-export const SQLITE_STATEMENT_CACHE_SIZE = 500;
+const SQLITE_STATEMENT_CACHE_SIZE = 500;
 
 /**
  * Makes `connection.prepare` reuse the statement it compiled for the same SQL (least recently used

@@ -29,7 +29,7 @@ export interface LegacyPlanDraft {
   to?: number | null;
 }
 
-export type LegacySkipReason =
+type LegacySkipReason =
   /** Already delivered from the browser (`status: 'sent'`). */
   | 'sent'
   /** Not a plan comment (`source` other than `plan`). */

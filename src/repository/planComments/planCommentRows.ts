@@ -50,7 +50,7 @@ export interface PlanCommentSnapshot {
   comments: PlanCommentRecord[];
 }
 
-export type AttachmentState = 'staged' | 'claimed' | 'expired' | 'deleted';
+type AttachmentState = 'staged' | 'claimed' | 'expired' | 'deleted';
 
 export interface AttachmentRecord {
   id: string;
@@ -108,7 +108,7 @@ const intOrNull = (v: unknown): number | null => (v === null || v === undefined 
  * A timestamp read back from one of these tables. The canonical text today; where Kandev's backend
  * writes another form into the same tables, this is the one read to convert.
  */
-export function readInstant(v: unknown): string {
+function readInstant(v: unknown): string {
   return readStoredTimestamp(str(v));
 }
 

@@ -18,13 +18,13 @@ import type { PlanCommentSnapshot } from './planCommentRows.js';
 import { detectPlanCommentSchema, type PlanCommentSchema } from '../schema/planCommentTables.js';
 import { readPlanCommentSnapshot } from './taskPlans.js';
 
-export type { CreatePlanCommentInput, CreatePlanCommentResult, DeletePlanCommentInput, DeletePlanCommentResult, DeletePlanResult, UpdatePlanCommentInput, UpdatePlanCommentResult } from './planComments.js';
-export type { ImportLegacyResult, LegacyPlanDraft, LegacySkipReason } from './legacyPlanCommentImport.js';
+;
+export type {  LegacyPlanDraft,  } from './legacyPlanCommentImport.js';
 export type { PlanCommentRecord, PlanCommentSnapshot } from './planCommentRows.js';
-export type { BadRequest, BadRequestReason, Conflict, ConflictReason, NotFound, NotFoundReason, StoreFailure, Unavailable } from './planCommentOutcomes.js';
+export type {       StoreFailure,  } from './planCommentOutcomes.js';
 export type { PlanCommentSchema } from '../schema/planCommentTables.js';
 
-export type SnapshotResult = { ok: true; snapshot: PlanCommentSnapshot } | NotFound | Unavailable;
+type SnapshotResult = { ok: true; snapshot: PlanCommentSnapshot } | NotFound | Unavailable;
 
 /**
  * Every read and write of task-owned plan comments (ADR 0002), for the plan-comment service and the

@@ -14,7 +14,7 @@ export function forUpdate(ctx: RepositoryContext): string {
   return ctx.dialect.singleWriter ? '' : ' FOR UPDATE';
 }
 
-export async function getTaskPlan(ctx: RepositoryContext, taskId: string): Promise<TaskPlanRecord | undefined> {
+async function getTaskPlan(ctx: RepositoryContext, taskId: string): Promise<TaskPlanRecord | undefined> {
   const row = await ctx.knex('task_plans').where({ task_id: taskId }).first();
   return row ? toTaskPlanRecord(row) : undefined;
 }

@@ -76,7 +76,7 @@ export async function getPendingActionsBySessionIds(
   return result;
 }
 
-export interface SessionPendingState {
+interface SessionPendingState {
   sessionId: string;
   taskId: string;
   state: string;

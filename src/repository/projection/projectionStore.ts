@@ -15,7 +15,7 @@ import { detectQueuedPromptTables, type QueuedPromptTables } from '../schema/que
 export type { StoredStatusSummary, TaskPendingState };
 
 /** What the database lets the projection scheduler do (from the dialect's capabilities). */
-export interface ProjectionCapabilities {
+interface ProjectionCapabilities {
   /** Only one transaction writes at a time (SQLite): more than one projection transaction would only queue. */
   readonly singleWriter: boolean;
   /** A batch may give up its transaction slot once only COMMIT is left (PostgreSQL). */

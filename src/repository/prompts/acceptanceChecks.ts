@@ -23,7 +23,7 @@ import { priorAcceptance, replayOutcome } from './promptReplay.js';
  * gives its value or the outcome that ends the acceptance; none writes.
  */
 
-export type Row = Record<string, unknown>;
+type Row = Record<string, unknown>;
 
 /** What a step of the transaction may end it with: a refusal, or a replay of an earlier acceptance. */
 export type Outcome = AcceptPromptResult;
@@ -47,7 +47,7 @@ export interface AcceptanceRequest {
 }
 
 /** The referenced comments, read under the plan row lock; no plan when the prompt carries no refs. */
-export interface ReferencedComments {
+interface ReferencedComments {
   plan: { id: string; taskId: string } | undefined;
   comments: PlanCommentRecord[];
 }

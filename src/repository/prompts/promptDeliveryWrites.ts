@@ -106,7 +106,7 @@ export function persistPromptTranscript(ctx: RepositoryContext, table: ReceiptTa
 }
 
 /** Why a receipt may not be delivered now: the task or the session is not eligible. */
-export type MarkRefusal = 'task_inactive' | 'session_unavailable' | 'live_clarification';
+type MarkRefusal = 'task_inactive' | 'session_unavailable' | 'live_clarification';
 
 export type Eligibility = { ok: true; state: string; passthrough: boolean } | { ok: false; reason: MarkRefusal; state?: string };
 
@@ -117,7 +117,7 @@ export type Eligibility = { ok: true; state: string; passthrough: boolean } | { 
  * is promptable. The marker's transaction decides it under its locks; the dispatcher also asks before writing a queued
  * row's transcript, so a busy session never gets a second prompt's turn while it works on one.
  */
-export async function promptEligibility(ctx: RepositoryContext, taskId: string, sessionId: string, deliveryKind: string): Promise<Eligibility> {
+async function promptEligibility(ctx: RepositoryContext, taskId: string, sessionId: string, deliveryKind: string): Promise<Eligibility> {
   const task = (await rawRows<Row>(ctx, `SELECT archived_at FROM tasks WHERE id = ?${forUpdate(ctx)}`, [taskId]))[0];
   if (!task || (task.archived_at !== null && task.archived_at !== undefined)) return { ok: false, reason: 'task_inactive' };
   if (deliveryKind !== 'direct' && (await findActiveClarificationMessages(ctx, sessionId)).some(isLiveClarification)) return { ok: false, reason: 'live_clarification' };

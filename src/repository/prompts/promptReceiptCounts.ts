@@ -13,10 +13,10 @@ import type { ReceiptTable } from '../schema/planCommentTables.js';
  *   outcome in doubt that reconciliation will settle).
  * Settled receipts are deleted, so none of them is counted.
  */
-export type PromptReceiptState = 'waiting' | 'reserved' | 'attempted';
-export type PromptReceiptKind = 'direct' | 'queued';
-export const PROMPT_RECEIPT_STATES: readonly PromptReceiptState[] = ['waiting', 'reserved', 'attempted'];
-export const PROMPT_RECEIPT_KINDS: readonly PromptReceiptKind[] = ['direct', 'queued'];
+type PromptReceiptState = 'waiting' | 'reserved' | 'attempted';
+type PromptReceiptKind = 'direct' | 'queued';
+const PROMPT_RECEIPT_STATES: readonly PromptReceiptState[] = ['waiting', 'reserved', 'attempted'];
+const PROMPT_RECEIPT_KINDS: readonly PromptReceiptKind[] = ['direct', 'queued'];
 
 export interface PromptReceiptCount {
   kind: PromptReceiptKind;

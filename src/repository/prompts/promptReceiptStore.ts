@@ -34,10 +34,10 @@ import {
 import type { PlanCommentSchema, ReceiptTable } from '../schema/planCommentTables.js';
 import type { CanonicalTimestamp } from '../../timestamps.js';
 
-export type { Eligibility, MarkOptions, MarkRefusal, MarkResult, PromptDeliveryLabel, PromptTranscript, SettledPrompt, SettleResult, TranscriptResult } from './promptDeliveryWrites.js';
-export type { ReconcilableReceipt, ReconcileClass, ReleaseInput, Reservation, ReservationLost } from './promptReservations.js';
+export type {    MarkResult, PromptDeliveryLabel, PromptTranscript,    } from './promptDeliveryWrites.js';
+;
 export type { PromptReceiptRecord } from '../planComments/planCommentRows.js';
-export type { PromptReceiptCount, PromptReceiptKind, PromptReceiptState } from './promptReceiptCounts.js';
+export type { PromptReceiptCount,   } from './promptReceiptCounts.js';
 
 /**
  * The prompt dispatcher's and reconciliation's port onto durable prompt receipts:

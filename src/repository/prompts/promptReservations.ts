@@ -145,7 +145,7 @@ export async function listDispatchableSessions(ctx: RepositoryContext, table: Re
 }
 
 /** What reconciliation does with one receipt. */
-export type ReconcileClass =
+type ReconcileClass =
   /** Unattempted and unreserved or expired: the dispatcher takes it (an expired token is cleared first). */
   | 'resume'
   /** Attempted, and its owner's reservation expired: removed without dispatch, labelled from the stream. */

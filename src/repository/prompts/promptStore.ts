@@ -5,11 +5,11 @@ import { detectPlanCommentSchema, type PlanCommentSchema } from '../schema/planC
 import { acceptPrompt, type AcceptPromptInput, type AcceptPromptResult } from './promptAcceptance.js';
 import { listWaitingQueuedPrompts } from './queuedPrompts.js';
 
-export type { AcceptedPrompt, AcceptPromptInput, AcceptPromptResult, DeliveryKind, PlanCommentRef, PromptDelivery, PromptTarget } from './promptAcceptance.js';
+export type { AcceptedPrompt, AcceptPromptInput, AcceptPromptResult,  PlanCommentRef,  PromptTarget } from './promptAcceptance.js';
 export type { PromptReceiptRecord } from '../planComments/planCommentRows.js';
 
 /** A session's waiting queued prompts (queuedPrompts.ts), in queue order. */
-export type QueueListResult = { ok: true; taskId: string; entries: PromptReceiptRecord[] } | NotFound | Unavailable;
+type QueueListResult = { ok: true; taskId: string; entries: PromptReceiptRecord[] } | NotFound | Unavailable;
 
 /**
  * The prompt services' port: accepting a prompt (`message.send`, `plan_comment.run`,

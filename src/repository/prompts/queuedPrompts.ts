@@ -20,7 +20,7 @@ import type { ReceiptTable } from '../schema/planCommentTables.js';
  * `metadata_json` of `''` or garbage, written by another producer, reads as "no keys" (dialect.ts).
  */
 
-export const KANDEV_IN_FLIGHT_KEY = 'lifecycle_reserved_in_flight';
+const KANDEV_IN_FLIGHT_KEY = 'lifecycle_reserved_in_flight';
 
 /** The waiting rule over a receipt table aliased `alias`. */
 export function waitingReceiptPredicate(dialect: SqlDialect, alias: string): string {
@@ -31,7 +31,7 @@ export function waitingReceiptPredicate(dialect: SqlDialect, alias: string): str
 }
 
 /** The waiting rule over Kandev's own `queued_messages` aliased `alias` (no receipt columns there). */
-export function waitingKandevQueuePredicate(dialect: SqlDialect, alias: string): string {
+function waitingKandevQueuePredicate(dialect: SqlDialect, alias: string): string {
   return `NOT ${dialect.jsonFlag(`${alias}.metadata_json`, KANDEV_IN_FLIGHT_KEY)}`;
 }
 

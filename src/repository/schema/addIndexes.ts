@@ -26,7 +26,7 @@ function quoteIdentifier(name: string): string {
 }
 
 /** The statement that builds `index`: on PostgreSQL CONCURRENTLY, so writers are not blocked meanwhile. */
-export function buildStatement(dialect: SqlDialect, index: RequiredIndex): string {
+function buildStatement(dialect: SqlDialect, index: RequiredIndex): string {
   return index.create.replace(/^CREATE INDEX /, `${dialect.createIndexOnline} `);
 }
 

@@ -9,7 +9,7 @@ import { requiredIndexes, type RequiredIndex } from './requiredIndexes.js';
  * - `invalid`: PostgreSQL only, the index a failed `CREATE INDEX CONCURRENTLY` leaves behind; the
  *   planner ignores it, and `migrate --add-indexes` drops and rebuilds it.
  */
-export type IndexState = 'present' | 'missing' | 'different' | 'invalid';
+type IndexState = 'present' | 'missing' | 'different' | 'invalid';
 
 export interface IndexInspection {
   readonly index: RequiredIndex;

@@ -30,7 +30,7 @@ const ATTACHMENT_COLUMNS = {
 const PROMPT_SEQ_COLUMNS = { task_session_prompt_seq: ['task_session_id', 'last_seq'] } as const;
 
 /** Every column a receipt statement names, in both receipt tables. */
-export const RECEIPT_COLUMNS = [
+const RECEIPT_COLUMNS = [
   'id', 'session_id', 'task_id', 'position', 'content', 'model', 'plan_mode', 'attachments_json', 'metadata_json', 'queued_at',
   'queued_by', 'delivery_kind', 'delivery_reservation_token', 'delivery_reservation_owner', 'delivery_reservation_expires_at',
   'delivery_attempted_at', 'delivery_attempts', 'next_attempt_at', 'last_error', 'durable_transcript_message_id',

@@ -15,7 +15,7 @@ export interface QueuedPromptTables {
 }
 
 /** What owned mode's migrations give. */
-export const OWNED_QUEUED_PROMPT_TABLES: QueuedPromptTables = { receiptTable: 'queued_messages', kandevQueue: false };
+const OWNED_QUEUED_PROMPT_TABLES: QueuedPromptTables = { receiptTable: 'queued_messages', kandevQueue: false };
 
 const KANDEV_QUEUE_COLUMNS = ['task_id', 'metadata_json'];
 

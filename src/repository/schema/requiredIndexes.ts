@@ -43,7 +43,7 @@ function sqliteIndex(name: string, table: ServiceTable, keys: string, serves: st
   return { name, table, serves, definition: create, create };
 }
 
-export const REQUIRED_INDEXES: Readonly<Record<DialectName, readonly RequiredIndex[]>> = {
+const REQUIRED_INDEXES: Readonly<Record<DialectName, readonly RequiredIndex[]>> = {
   sqlite: [
     sqliteIndex(
       'pp_turns_current_turn_order',

@@ -12,7 +12,7 @@ import { MIGRATIONS_TABLE, SERVICE_TABLES, SERVICE_TABLE_NAMES, type ServiceTabl
  * - `kandev`: Kandev's backend created them; this service adds only objects of its own beside them
  *   and never creates, alters or drops a Kandev table, column or index.
  */
-export const SCHEMA_MODES = ['owned', 'kandev'] as const satisfies readonly SchemaModeSetting[];
+const SCHEMA_MODES = ['owned', 'kandev'] as const satisfies readonly SchemaModeSetting[];
 export type SchemaMode = (typeof SCHEMA_MODES)[number];
 
 /** The SCHEMA_MODE setting: `auto` detects, the others force a mode (and are refused where it does not fit). */
@@ -26,16 +26,16 @@ export type SchemaModeSetting = (typeof SCHEMA_MODE_SETTINGS)[number];
  * - `partial`: some of those tables exist and some do not, or migrations of both modes are recorded.
  * A missing column does not change the shape; it is listed in `missingColumns`, and refused.
  */
-export type SchemaShape = 'empty' | 'owned' | 'kandev' | 'partial';
+type SchemaShape = 'empty' | 'owned' | 'kandev' | 'partial';
 
-export interface ColumnReport {
+interface ColumnReport {
   readonly name: string;
   readonly present: boolean;
   /** As the catalog spells it; null when absent. */
   readonly type: string | null;
 }
 
-export interface TableReport {
+interface TableReport {
   readonly table: ServiceTable;
   readonly present: boolean;
   /** Every column the service reads, in SERVICE_TABLES order (all absent when the table is). */

@@ -23,7 +23,7 @@ export interface PlanCommentPublisher {
 }
 
 /** The message id of a collection event: one per (task, plan, revision). */
-export function commentsMsgId(snapshot: PlanCommentsPayload): string {
+function commentsMsgId(snapshot: PlanCommentsPayload): string {
   return `${snapshot.task_id}:${snapshot.plan_id ?? ''}:${snapshot.revision}`;
 }
 
