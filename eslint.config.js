@@ -63,7 +63,10 @@ export default tseslint.config(
   ),
   folder(
     ['src/index.ts'],
-    rule('^\\./(?!client/|contract/|turns/)', "The package's main entry publishes the client surface: it imports only src/client/, src/contract/ and src/turns/."),
+    rule(
+      '^\\./(?!client/|contract/|turns/)',
+      "The package's main entry publishes the client surface: it imports only src/client/, src/contract/ and src/turns/.",
+    ),
     NO_DATABASE_DRIVER,
     NO_NATS,
   ),

@@ -47,7 +47,11 @@ const cleanups = new Set<() => Promise<void>>();
 /** Registers `fn` to run at the end of the run, after an error or on a signal; the returned function runs it now instead (once). */
 export function onCleanup(fn: () => Promise<unknown>): () => Promise<void> {
   let done: Promise<void> | undefined;
-  const once = () => (done ??= fn().then(() => undefined, (err: Error) => progress(`cleanup failed: ${err.message}`)));
+  const once = () =>
+    (done ??= fn().then(
+      () => undefined,
+      (err: Error) => progress(`cleanup failed: ${err.message}`),
+    ));
   cleanups.add(once);
   return async () => {
     await once();
@@ -185,7 +189,10 @@ async function runInfoLines(urls: Services): Promise<{ info: RunInfo; lines: str
   ]);
   const cpus = os.cpus();
   const info = { date: new Date().toISOString(), cpu: cpus[0]?.model.trim() ?? 'unknown CPU', cores: cpus.length, versions: { sqlite, postgres, natsServer } };
-  const load = os.loadavg().map((n) => n.toFixed(2)).join(' ');
+  const load = os
+    .loadavg()
+    .map((n) => n.toFixed(2))
+    .join(' ');
   return {
     info,
     lines: [
@@ -332,7 +339,11 @@ function formatDialect(r: DialectResult): string[] {
 function formatSummary(script: string, results: readonly DialectResult[]): string[] {
   const lines = (results[0]?.summary ?? []).map(([what, , target], i) => [what, ...results.map((r) => r.summary[i]?.[1] ?? ''), target]);
   const met = results.map((r) => `${DIALECT_TITLE[r.dialect]} ${r.checks.filter(Boolean).length} of ${r.checks.length}`);
-  return ['summary:', ...markdownTable([`npm run ${script}`, ...results.map((r) => DIALECT_TITLE[r.dialect]), 'target'], lines), `targets met: ${met.join(', ')}`];
+  return [
+    'summary:',
+    ...markdownTable([`npm run ${script}`, ...results.map((r) => DIALECT_TITLE[r.dialect]), 'target'], lines),
+    `targets met: ${met.join(', ')}`,
+  ];
 }
 
 function describeError(err: unknown): string {
@@ -340,7 +351,10 @@ function describeError(err: unknown): string {
   if (err instanceof UsageError) return err.message;
   // Knex quotes the whole failed statement before the driver's reason; a bulk INSERT is megabytes.
   const message = err.message.length > 1500 ? `${err.message.slice(0, 300)} [...] ${err.message.slice(-800)}` : err.message;
-  const frames = (err.stack ?? '').split('\n').filter((l) => /^\s+at /.test(l)).slice(0, 8);
+  const frames = (err.stack ?? '')
+    .split('\n')
+    .filter((l) => /^\s+at /.test(l))
+    .slice(0, 8);
   return [`${err.name}: ${message}`, ...frames].join('\n');
 }
 

@@ -59,7 +59,9 @@ export function renderLatencyChart(series: readonly ChartSeries[], caption: read
   series.forEach((s, i) => {
     const color = COLORS[i % COLORS.length]!;
     out.push(line(LEFT, y(s.thresholdMs), RIGHT, y(s.thresholdMs), `stroke="${color}" stroke-width="1.5" stroke-dasharray="2 4"`));
-    out.push(text(RIGHT - 4, y(s.thresholdMs) - 5, `${s.title}: ${threshold} = ${fixed(s.thresholdMs)} ms`, `text-anchor="end" fill="${color}" font-size="11"`));
+    out.push(
+      text(RIGHT - 4, y(s.thresholdMs) - 5, `${s.title}: ${threshold} = ${fixed(s.thresholdMs)} ms`, `text-anchor="end" fill="${color}" font-size="11"`),
+    );
   });
   series.forEach((s, i) => {
     const color = COLORS[i % COLORS.length]!;
@@ -76,25 +78,57 @@ export function renderLatencyChart(series: readonly ChartSeries[], caption: read
     // The legend: the three line styles of this dialect.
     const [lx, ly] = [RIGHT + 24, TOP + 6 + i * 70];
     out.push(text(lx, ly, s.title, 'font-weight="bold"'));
-    const styles = [['stroke-width="2"', 'p99'], ['stroke-width="1.5" stroke-dasharray="6 4"', 'p50'], ['stroke-width="1.5" stroke-dasharray="2 4"', threshold]];
-    styles.forEach(([style, name], k) => out.push(line(lx, ly + 12 + 16 * k, lx + 28, ly + 12 + 16 * k, `stroke="${color}" ${style}`), text(lx + 36, ly + 16 + 16 * k, name!)));
+    const styles = [
+      ['stroke-width="2"', 'p99'],
+      ['stroke-width="1.5" stroke-dasharray="6 4"', 'p50'],
+      ['stroke-width="1.5" stroke-dasharray="2 4"', threshold],
+    ];
+    styles.forEach(([style, name], k) =>
+      out.push(line(lx, ly + 12 + 16 * k, lx + 28, ly + 12 + 16 * k, `stroke="${color}" ${style}`), text(lx + 36, ly + 16 + 16 * k, name!)),
+    );
   });
-  const notes = ['Target: p99 at 25% and at 50%', `of (1) ≤ ${threshold} at 5% of (1).`, '(1): bare projection limit,', '(2): worker throughput, both', 'measured in the same run.'];
+  const notes = [
+    'Target: p99 at 25% and at 50%',
+    `of (1) ≤ ${threshold} at 5% of (1).`,
+    '(1): bare projection limit,',
+    '(2): worker throughput, both',
+    'measured in the same run.',
+  ];
   notes.forEach((n, i) => out.push(text(RIGHT + 24, TOP + 6 + series.length * 70 + i * 15, n, 'fill="#444444" font-size="11"')));
 
   const columns: Array<[string, number, string]> = [
-    ['', 0, 'start'], ['level', 110, 'start'], ['offered/s', 290, 'end'], ['achieved/s', 390, 'end'],
-    ['p50 ms', 470, 'end'], ['p99 ms', 550, 'end'], ['p99 ÷ trickle p99', 680, 'end'],
+    ['', 0, 'start'],
+    ['level', 110, 'start'],
+    ['offered/s', 290, 'end'],
+    ['achieved/s', 390, 'end'],
+    ['p50 ms', 470, 'end'],
+    ['p99 ms', 550, 'end'],
+    ['p99 ÷ trickle p99', 680, 'end'],
   ];
   const tableRow = (cells: readonly string[], row: number, bold = '') =>
     cells.forEach((cell, c) => out.push(text(LEFT + columns[c]![1], tableTop + row * ROW_HEIGHT, cell, `text-anchor="${columns[c]![2]}"${bold}`)));
-  tableRow(columns.map(([title]) => title), 0, ' font-weight="bold"');
+  tableRow(
+    columns.map(([title]) => title),
+    0,
+    ' font-weight="bold"',
+  );
   let row = 1;
   for (const s of series) {
     const trickle = s.levels.find((l) => l.role === 'trickle');
     for (const l of s.levels) {
       const role = l.role === 'target' ? '' : ` (${l.role})`;
-      tableRow([s.title, `${l.label}${role}`, fixed(l.offeredRate, 0), fixed(l.achievedRate, 0), fixed(l.p50, 2), fixed(l.p99, 2), trickle ? `${fixed(l.p99 / trickle.p99, 2)}×` : '-'], row++);
+      tableRow(
+        [
+          s.title,
+          `${l.label}${role}`,
+          fixed(l.offeredRate, 0),
+          fixed(l.achievedRate, 0),
+          fixed(l.p50, 2),
+          fixed(l.p99, 2),
+          trickle ? `${fixed(l.p99 / trickle.p99, 2)}×` : '-',
+        ],
+        row++,
+      );
     }
   }
   out.push('</svg>');

@@ -94,7 +94,7 @@ export async function measurePaced(
     // from the worker, nats-server and the database through the first samples.
     await sleep(AFTER_GC_MS);
     const startedAt = performance.now();
-    for (let i = 0; i < count; ) {
+    for (let i = 0; i < count;) {
       const now = performance.now();
       const due = startedAt + i * intervalMs;
       if (now < due) {
@@ -110,7 +110,8 @@ export async function measurePaced(
     }
     const deadline = performance.now() + ARRIVAL_DEADLINE_MS;
     while (arrived < count) {
-      if (performance.now() > deadline) throw new WrongAnswerError(`latency: ${arrived} summaries for ${count} changed tasks ${ARRIVAL_DEADLINE_MS / 1000} s after the last publish`);
+      if (performance.now() > deadline)
+        throw new WrongAnswerError(`latency: ${arrived} summaries for ${count} changed tasks ${ARRIVAL_DEADLINE_MS / 1000} s after the last publish`);
       await sleep(5);
     }
     const samples = Array.from(sentAt, (t0, i) => arrivedAt[i]! - t0);

@@ -155,7 +155,12 @@ async function measure(dialect: DialectName, options: Options, services: { postg
       [`windowed@${count(s)}: one statement for ${s} sessions (ms)`, ms(wS), '', spread(wS)],
       [`windowed@${count(n)}: one statement for every session (ms)`, ms(wA), '', spread(wA)],
       [`loop@${count(s)}: one call per session (ms)`, ms(lS), '', spread(lS)],
-      [`loop@${count(n)} (ms)`, ms(loopAll), '', loopAll.extrapolated ? `extrapolated: loop@${count(s)} x ${n / s}, not run (over --loop-budget-ms)` : spread(loopAll)],
+      [
+        `loop@${count(n)} (ms)`,
+        ms(loopAll),
+        '',
+        loopAll.extrapolated ? `extrapolated: loop@${count(s)} x ${n / s}, not run (over --loop-budget-ms)` : spread(loopAll),
+      ],
       [`loop / windowed @${count(s)}`, `${loopRatio.toFixed(1)}x`, `>= ${TARGET_LOOP_OVER_WINDOW}x`, verdict(checks[0]!)],
       [`windowed@${count(n)} / windowed@${count(s)}`, `${scaling.toFixed(1)}x`, `<= ${TARGET_SCALING}x`, verdict(checks[1]!)],
       [`context: loop / windowed @${count(n)}`, `${(loopAll.medianMs / wA.medianMs).toFixed(1)}x`, '', loopAll.extrapolated ? 'extrapolated' : ''],
@@ -202,7 +207,13 @@ SQLite schemas (PostgreSQL: no effect)`,
   parse(read) {
     const timestamps = read.string('timestamps') as BenchTimestampForms;
     if (!BENCH_TIMESTAMP_FORMS.includes(timestamps)) read.problem(`--timestamps must be ${BENCH_TIMESTAMP_FORMS.join(', ')} (got ${timestamps})`);
-    return { sessions: read.int('sessions', 2), repeat: read.int('repeat', 1), loopBudgetMs: read.int('loop-budget-ms', 0), diagnose: read.flag('diagnose'), timestamps };
+    return {
+      sessions: read.int('sessions', 2),
+      repeat: read.int('repeat', 1),
+      loopBudgetMs: read.int('loop-budget-ms', 0),
+      diagnose: read.flag('diagnose'),
+      timestamps,
+    };
   },
   measure,
 });

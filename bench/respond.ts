@@ -12,7 +12,22 @@ import type { RepositoryContext } from '../src/repository/context.js';
 import type { DialectName } from '../src/repository/dialect.js';
 import { startTurn } from '../src/repository/turns/turns.js';
 import { benchTopology, benchWorkerConfig, busRoundTrips } from './bus.js';
-import { WrongAnswerError, f2, inFlight, int, latencyCell, latencyOf, onCleanup, pair, progress, runBench, timeEach, verdict, type BenchServices, type DialectResult } from './harness.js';
+import {
+  WrongAnswerError,
+  f2,
+  inFlight,
+  int,
+  latencyCell,
+  latencyOf,
+  onCleanup,
+  pair,
+  progress,
+  runBench,
+  timeEach,
+  verdict,
+  type BenchServices,
+  type DialectResult,
+} from './harness.js';
 import { openScratchDatabase } from './scratchDatabase.js';
 import { seedClarificationBundle, seedSession } from './seed/fixtures.js';
 
@@ -54,7 +69,10 @@ async function measure(dialect: DialectName, options: Options, services: BenchSe
       await timeEach(bareIds, async (pendingId) => {
         const claim = await claimClarificationBundle(scratch.ctx, pendingId, { status: 'answered', answers: new Map([['q1', ANSWER]]) });
         if (!claim.claimed) throw new WrongAnswerError(`bare claim of ${pendingId} lost`);
-        await finalizeClarificationDelivery(scratch.ctx, claim.rows.map((r) => r.id));
+        await finalizeClarificationDelivery(
+          scratch.ctx,
+          claim.rows.map((r) => r.id),
+        );
       }),
     );
     progress(`[${dialect}] bus round trips x ${n}`);

@@ -22,7 +22,19 @@ import { rawRows, type RepositoryContext } from '../src/repository/context.js';
 import { createPromptReceiptStore } from '../src/repository/prompts/promptReceiptStore.js';
 import { formatPlanCommentPrompt } from '../src/turns/planCommentPrompt.js';
 import { benchTopology, benchWorkerConfig, busRoundTrips } from './bus.js';
-import { WrongAnswerError, expectFields, inFlight, latencyOf, onCleanup, progress, runBench, sleep, timeEach, type BenchServices, type DialectResult } from './harness.js';
+import {
+  WrongAnswerError,
+  expectFields,
+  inFlight,
+  latencyOf,
+  onCleanup,
+  progress,
+  runBench,
+  sleep,
+  timeEach,
+  type BenchServices,
+  type DialectResult,
+} from './harness.js';
 import { openScratchDatabase, type ScratchDatabase } from './scratchDatabase.js';
 import { seedCommentedTask, type SeededCommentedTask } from './seed/fixtures.js';
 import { advisoryLockRoundTrips, bareAcceptance, discardReceipts, leaseAlone, repositorySend } from './sendParts.js';
@@ -70,7 +82,11 @@ async function sendOnce(client: PendingProjectorClient, task: SeededCommentedTas
   const callerId = randomUUID();
   const reply = await client.sendMessage({ session_id: task.sessionId, caller_id: callerId, content: TYPED, plan_comment_refs: task.refs });
   const left = reply.ok ? reply.plan_comments?.comments.length : undefined;
-  expectFields(`message.send on task ${task.taskId}`, { ...reply, comments_left: left }, { ok: true, replayed: false, receipt_id: callerId, message_id: callerId, comments_left: 0 });
+  expectFields(
+    `message.send on task ${task.taskId}`,
+    { ...reply, comments_left: left },
+    { ok: true, replayed: false, receipt_id: callerId, message_id: callerId, comments_left: 0 },
+  );
   return callerId;
 }
 
@@ -90,7 +106,8 @@ async function measure(dialect: DialectName, options: Options, services: BenchSe
     const prompt = await promptOf(store, tasks.bare[0]!);
     // What the prompts delivered through the bus must carry, read before their comments are consumed.
     const contentOf = new Map<string, string>();
-    for (const task of [...tasks.sendLatency, ...tasks.sendThroughput, ...tasks.queueLatency, ...tasks.queueThroughput]) contentOf.set(task.taskId, await promptOf(store, task));
+    for (const task of [...tasks.sendLatency, ...tasks.sendThroughput, ...tasks.queueLatency, ...tasks.queueThroughput])
+      contentOf.set(task.taskId, await promptOf(store, task));
 
     // Everything without the bus comes first, while no worker (so no prompt dispatcher) exists:
     // one could take the bare queue steps' receipts before they reserve them, and it would deliver
@@ -112,7 +129,9 @@ async function measure(dialect: DialectName, options: Options, services: BenchSe
     // The bare queue steps settled theirs: only the direct receipts of bare and repo send are left.
     const discarded = await discardReceipts(scratch.ctx, receiptTable);
     if (discarded !== tasks.bare.length + tasks.repo.length) {
-      throw new WrongAnswerError(`expected the ${tasks.bare.length + tasks.repo.length} direct receipts of the bare transaction and the repository send, found ${discarded}`);
+      throw new WrongAnswerError(
+        `expected the ${tasks.bare.length + tasks.repo.length} direct receipts of the bare transaction and the repository send, found ${discarded}`,
+      );
     }
 
     const throughTheBus = await measureThroughTheBus(dialect, nc, scratch, tasks, contentOf, options);
@@ -170,8 +189,9 @@ async function measureThroughTheBus(
 
     progress(`[${dialect}] task_plan.comments_updated publish x ${options.sends}`);
     const publisher = new NatsPlanCommentPublisher(nc, topology, systemClock);
-    const publish = await timeEach(Array.from({ length: options.sends }, () => randomUUID()), (taskId) =>
-      publisher.publishComments({ task_id: taskId, plan_id: randomUUID(), revision: 1, comments: [] }, `${taskId}:bench:1`),
+    const publish = await timeEach(
+      Array.from({ length: options.sends }, () => randomUUID()),
+      (taskId) => publisher.publishComments({ task_id: taskId, plan_id: randomUUID(), revision: 1, comments: [] }, `${taskId}:bench:1`),
     );
 
     const agent = startPromptAgent(nc, topology);
@@ -198,7 +218,9 @@ async function measureThroughTheBus(
     progress(`[${dialect}] waiting for the ${sent.length} sends' prompts at the agent`);
     await Promise.all(sent.map((expected) => agent.arrival(expected)));
 
-    progress(`[${dialect}] queue.enqueue until its prompt x ${tasks.queueLatency.length} one at a time, then ${tasks.queueThroughput.length} at ${options.concurrency} in flight`);
+    progress(
+      `[${dialect}] queue.enqueue until its prompt x ${tasks.queueLatency.length} one at a time, then ${tasks.queueThroughput.length} at ${options.concurrency} in flight`,
+    );
     const enqueue = (task: SeededCommentedTask) => enqueueUntilPrompt(client, agent, task, TYPED, contentFor(task));
     const queue = await timeEach(tasks.queueLatency, async (task) => {
       const sample = await enqueue(task);
@@ -207,7 +229,14 @@ async function measureThroughTheBus(
     });
     const queueConcurrentOpsPerSec = await inFlight(tasks.queueThroughput, options.concurrency, enqueue);
     agent.stop();
-    return { rtt: latencyOf(rtt), publish: latencyOf(publish), endpoint: latencyOf(endpoint), endpointConcurrentOpsPerSec, queue: latencyOf(queue), queueConcurrentOpsPerSec };
+    return {
+      rtt: latencyOf(rtt),
+      publish: latencyOf(publish),
+      endpoint: latencyOf(endpoint),
+      endpointConcurrentOpsPerSec,
+      queue: latencyOf(queue),
+      queueConcurrentOpsPerSec,
+    };
   } finally {
     await stopWorker();
     await removeTopology();

@@ -30,16 +30,30 @@ export async function bareAcceptance(ctx: RepositoryContext, receiptTable: Recei
   const callerId = randomUUID();
   await withTransaction(ctx, async (tx) => {
     const pairs = task.refs.map(() => '(id = ? AND version = ?)').join(' OR ');
-    const deleted = await rawRows<{ id: string }>(
-      tx,
-      `DELETE FROM task_plan_comments WHERE task_id = ? AND plan_id = ? AND (${pairs}) RETURNING id`,
-      [task.taskId, task.planId, ...task.refs.flatMap((r) => [r.id, r.version])],
-    );
-    if (deleted.length !== task.refs.length) throw new WrongAnswerError(`bare: deleted ${deleted.length} of ${task.refs.length} comments of task ${task.taskId}`);
+    const deleted = await rawRows<{ id: string }>(tx, `DELETE FROM task_plan_comments WHERE task_id = ? AND plan_id = ? AND (${pairs}) RETURNING id`, [
+      task.taskId,
+      task.planId,
+      ...task.refs.flatMap((r) => [r.id, r.version]),
+    ]);
+    if (deleted.length !== task.refs.length)
+      throw new WrongAnswerError(`bare: deleted ${deleted.length} of ${task.refs.length} comments of task ${task.taskId}`);
     await bumpCommentsRevision(tx, { id: task.planId, taskId: task.taskId });
     const refs = task.refs.map((r) => ({ id: r.id, version: r.version }));
-    const metadata = { client_message_id: callerId, receipt_id: callerId, delivery_kind: 'direct', plan_comment_refs: refs, plan_comment_request_fingerprint: 'bench' };
-    const transcript = await insertPromptTranscript(tx, { id: callerId, sessionId: task.sessionId, taskId: task.taskId, content: prompt, authorId: '', metadata });
+    const metadata = {
+      client_message_id: callerId,
+      receipt_id: callerId,
+      delivery_kind: 'direct',
+      plan_comment_refs: refs,
+      plan_comment_request_fingerprint: 'bench',
+    };
+    const transcript = await insertPromptTranscript(tx, {
+      id: callerId,
+      sessionId: task.sessionId,
+      taskId: task.taskId,
+      content: prompt,
+      authorId: '',
+      metadata,
+    });
     await insertPromptReceipt(tx, receiptTable, {
       id: callerId,
       deliveryKind: 'direct',
@@ -72,10 +86,13 @@ export async function discardReceipts(ctx: RepositoryContext, receiptTable: Rece
  * pooled connection, the advisory locks and their unlock.
  */
 export function leaseAlone(admission: TaskAdmission, count: number): Promise<Timed> {
-  return timeEach(Array.from({ length: count }, () => ({ taskId: randomUUID(), callerId: randomUUID() })), async ({ taskId, callerId }) => {
-    const outcome = await admission.withLease(taskId, async () => undefined, { callerId });
-    if (!outcome.ok) throw new WrongAnswerError(`lease of a fresh task timed out: ${JSON.stringify(outcome)}`);
-  });
+  return timeEach(
+    Array.from({ length: count }, () => ({ taskId: randomUUID(), callerId: randomUUID() })),
+    async ({ taskId, callerId }) => {
+      const outcome = await admission.withLease(taskId, async () => undefined, { callerId });
+      if (!outcome.ok) throw new WrongAnswerError(`lease of a fresh task timed out: ${JSON.stringify(outcome)}`);
+    },
+  );
 }
 
 /**
@@ -85,10 +102,14 @@ export function leaseAlone(admission: TaskAdmission, count: number): Promise<Tim
  */
 export async function advisoryLockRoundTrips(db: Database, count: number): Promise<Timed> {
   return withReservedConnection(db.knex, db.dialect, (connection) =>
-    timeEach(Array.from({ length: count }, () => [taskAdmissionKey(randomUUID()), messageAdmissionKey(randomUUID())]), async (keys) => {
-      if ((await lockSessionKeys(connection, keys, performance.now() + 5_000)) !== 'locked') throw new WrongAnswerError('advisory lock on fresh keys timed out');
-      if (!(await unlockSessionKeys(connection, keys))) throw new WrongAnswerError('advisory unlock returned false');
-    }),
+    timeEach(
+      Array.from({ length: count }, () => [taskAdmissionKey(randomUUID()), messageAdmissionKey(randomUUID())]),
+      async (keys) => {
+        if ((await lockSessionKeys(connection, keys, performance.now() + 5_000)) !== 'locked')
+          throw new WrongAnswerError('advisory lock on fresh keys timed out');
+        if (!(await unlockSessionKeys(connection, keys))) throw new WrongAnswerError('advisory unlock returned false');
+      },
+    ),
   );
 }
 

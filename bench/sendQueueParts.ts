@@ -62,12 +62,14 @@ export async function bareQueueSteps(deps: BareQueueDeps, task: SeededCommentedT
   );
   if (!outcome.ok) throw wrong('admission', outcome);
   const accepted = outcome.value;
-  if (!accepted.ok || accepted.replayed || accepted.queueId !== callerId || accepted.consumedCommentIds.length !== task.refs.length) throw wrong('accept', accepted);
+  if (!accepted.ok || accepted.replayed || accepted.queueId !== callerId || accepted.consumedCommentIds.length !== task.refs.length)
+    throw wrong('accept', accepted);
   const reservation = await deps.receipts.reserveHead(task.sessionId, BARE_OWNER, RESERVATION_TTL_MS);
   if (reservation?.receipt.id !== callerId) throw wrong('reserveHead', reservation);
   const { token } = reservation;
   const transcript = await deps.receipts.persistTranscript(callerId, token);
-  if (!transcript.ok || !transcript.written || transcript.message.id !== callerId || transcript.message.content !== accepted.content) throw wrong('persistTranscript', transcript);
+  if (!transcript.ok || !transcript.written || transcript.message.id !== callerId || transcript.message.content !== accepted.content)
+    throw wrong('persistTranscript', transcript);
   const mark = await deps.receipts.markAttempted(callerId, token, { retryAfterMs: 1_000 });
   if (!mark.ok) throw wrong('markAttempted', mark);
   const settled = await deps.receipts.settle(callerId, token, 'acknowledged', callerId);
@@ -159,7 +161,12 @@ function checkPrompt(topology: Topology, prompt: ArrivedPrompt, expected: Expect
   const actual = { ...data, subject: prompt.subject, caller_header: prompt.callerId, type: prompt.envelope.type, id: prompt.envelope.id };
   expectFields(
     `the prompt of receipt ${receiptId} (task ${task.taskId}, ${expected.deliveryKind})`,
-    { ...actual, content_as_expected: content === expected.content, turn_id: typeof data.turn_id === 'string' && data.turn_id !== '', prompt_seq: typeof data.prompt_seq },
+    {
+      ...actual,
+      content_as_expected: content === expected.content,
+      turn_id: typeof data.turn_id === 'string' && data.turn_id !== '',
+      prompt_seq: typeof data.prompt_seq,
+    },
     {
       ...{ subject: topology.agentPromptSubject(task.sessionId), caller_header: receiptId, type: SESSION_PROMPT, id: promptMsgId(receiptId) },
       ...{ receipt_id: receiptId, caller_id: receiptId, message_id: receiptId, task_id: task.taskId, session_id: task.sessionId },
@@ -173,12 +180,26 @@ function checkPrompt(topology: Topology, prompt: ArrivedPrompt, expected: Expect
  * the request to the prompt's arrival (ms). Anything but a fresh queued acceptance that consumed
  * every comment, or a prompt other than the one it must be, is a wrong answer.
  */
-export async function enqueueUntilPrompt(client: PendingProjectorClient, agent: PromptAgent, task: SeededCommentedTask, typed: string, content: string): Promise<{ ms: number; receiptId: string }> {
+export async function enqueueUntilPrompt(
+  client: PendingProjectorClient,
+  agent: PromptAgent,
+  task: SeededCommentedTask,
+  typed: string,
+  content: string,
+): Promise<{ ms: number; receiptId: string }> {
   const callerId = randomUUID();
   const start = performance.now();
   const reply = await client.enqueue({ session_id: task.sessionId, caller_id: callerId, content: typed, plan_comment_refs: task.refs });
   const left = reply.ok ? reply.plan_comments?.comments.length : undefined;
-  const expected = { ok: true, replayed: false, delivery_kind: 'queued', receipt_id: callerId, queue_id: callerId, session_id: task.sessionId, comments_left: 0 };
+  const expected = {
+    ok: true,
+    replayed: false,
+    delivery_kind: 'queued',
+    receipt_id: callerId,
+    queue_id: callerId,
+    session_id: task.sessionId,
+    comments_left: 0,
+  };
   expectFields(`queue.enqueue on task ${task.taskId}`, { ...reply, comments_left: left }, expected);
   // The prompt may have arrived before the reply: the dispatcher is kicked before the reply goes out.
   const prompt = await agent.arrival({ receiptId: callerId, task, deliveryKind: 'queued', content });

@@ -25,7 +25,17 @@ import { latencyLevels, levelEventCount, measureLatencyLevels } from './latencyL
 import { openScratchDatabase } from './scratchDatabase.js';
 import { seedTasks, settleAfterBulkWrites, toggleTasks } from './seed/seeder.js';
 import { measureBoot } from './workerBoot.js';
-import { addRates, measureBareRoundTrips, measureBursts, measureDistinct, measureLimit, measureMemory, perSecond, type BenchEnv, type Rate } from './workerPhases.js';
+import {
+  addRates,
+  measureBareRoundTrips,
+  measureBursts,
+  measureDistinct,
+  measureLimit,
+  measureMemory,
+  perSecond,
+  type BenchEnv,
+  type Rate,
+} from './workerPhases.js';
 import { WorkerProcess } from './workerProcess.js';
 import { latencyThresholdMs, workerReport, type DialectReport } from './workerReport.js';
 
@@ -125,11 +135,25 @@ async function benchDialect(dialect: DialectName, options: Options, services: Be
   };
 
   // (5) first: it needs the tasks as seeded.
-  const boot = await measureBoot({ ctx, ncWorker, ncClient, jsm, topology, watcher, label, pageSize: PAGE_SIZE, publishCeiling: counts.publishCeiling, startWorker: () => startInProcess(true) }, {
-    ids,
-    toggleTasks: plan.total,
-    expectedColdDrift: seeded.expectedDrift,
-  });
+  const boot = await measureBoot(
+    {
+      ctx,
+      ncWorker,
+      ncClient,
+      jsm,
+      topology,
+      watcher,
+      label,
+      pageSize: PAGE_SIZE,
+      publishCeiling: counts.publishCeiling,
+      startWorker: () => startInProcess(true),
+    },
+    {
+      ids,
+      toggleTasks: plan.total,
+      expectedColdDrift: seeded.expectedDrift,
+    },
+  );
 
   // The worker under test, and a publisher like the one it uses, for the bare figures.
   const { worker, stop } = await startInProcess(false);
@@ -193,7 +217,14 @@ async function benchDialect(dialect: DialectName, options: Options, services: Be
   const bare = await measureBareRoundTrips(env, publisher, bareIds);
   await stop();
   progress(`${label} (4) latency levels, ${options.latencySeconds} s each, against a worker process`);
-  const paced = await WorkerProcess.start({ databaseUrl: url, searchPath, maxConnections: PG_POOL, natsUrl: services.natsUrl, config: workerConfig(prefix, false), diagnose: options.diagnose });
+  const paced = await WorkerProcess.start({
+    databaseUrl: url,
+    searchPath,
+    maxConnections: PG_POOL,
+    natsUrl: services.natsUrl,
+    config: workerConfig(prefix, false),
+    diagnose: options.diagnose,
+  });
   const stopPaced = onCleanup(() => paced.stop());
   const latency = await measureLatencyLevels(
     {
@@ -214,15 +245,27 @@ async function benchDialect(dialect: DialectName, options: Options, services: Be
   // publisher, nor what seeding and the phases above left in the allocator).
   const hot = ids.slice(0, counts.memoryHotTasks);
   progress(`${label} (6) memory: a worker process; ${counts.memoryWarmup} warm-up events, then ${counts.memoryEvents}`);
-  const child = await WorkerProcess.start({ databaseUrl: url, searchPath, maxConnections: PG_POOL, natsUrl: services.natsUrl, config: workerConfig(prefix, false) });
+  const child = await WorkerProcess.start({
+    databaseUrl: url,
+    searchPath,
+    maxConnections: PG_POOL,
+    natsUrl: services.natsUrl,
+    config: workerConfig(prefix, false),
+  });
   const stopChild = onCleanup(() => child.stop());
   const memoryStarted = performance.now();
-  const memory = await measureMemory(env, child, hot, { warmup: counts.memoryWarmup, events: counts.memoryEvents, midEvents: counts.memoryMidpoint }, (done, peak) => {
-    if (done % 100_000 === 0 || done === counts.memoryEvents) {
-      const rate = Math.round((done * 1000) / (performance.now() - memoryStarted));
-      progress(`${label}   ${done}/${counts.memoryEvents} events (~${rate}/s), worker rss peak so far ${Math.round(peak / 1048576)} MB`);
-    }
-  });
+  const memory = await measureMemory(
+    env,
+    child,
+    hot,
+    { warmup: counts.memoryWarmup, events: counts.memoryEvents, midEvents: counts.memoryMidpoint },
+    (done, peak) => {
+      if (done % 100_000 === 0 || done === counts.memoryEvents) {
+        const rate = Math.round((done * 1000) / (performance.now() - memoryStarted));
+        progress(`${label}   ${done}/${counts.memoryEvents} events (~${rate}/s), worker rss peak so far ${Math.round(peak / 1048576)} MB`);
+      }
+    },
+  );
   await stopChild();
 
   return {
@@ -271,7 +314,8 @@ under the OS temp dir otherwise)`,
     if (!Number.isFinite(scale) || scale <= 0 || scale > 100) read.problem(`--scale must be a number in (0, 100] (got ${read.string('scale')})`);
     const given = read.string('latency-seconds');
     const latencySeconds = given === undefined ? Math.max(2, FULL_LATENCY_SECONDS * Math.min(1, scale)) : Number(given);
-    if (!(Number.isFinite(latencySeconds) && latencySeconds >= 1 && latencySeconds <= 3600)) read.problem(`--latency-seconds must be seconds in [1, 3600] (got ${given})`);
+    if (!(Number.isFinite(latencySeconds) && latencySeconds >= 1 && latencySeconds <= 3600))
+      read.problem(`--latency-seconds must be seconds in [1, 3600] (got ${given})`);
     const fullRun = dialects.length === 2 && scale >= 1 && latencySeconds >= FULL_LATENCY_SECONDS;
     return {
       scale,
@@ -284,7 +328,9 @@ under the OS temp dir otherwise)`,
   header: (options) => [
     `          --latency-seconds ${options.latencySeconds}; counts ${JSON.stringify(options.counts)}`,
     ...(options.latencySeconds < FULL_LATENCY_SECONDS
-      ? [`note:     ${options.latencySeconds} s per latency level: (4)'s verdict is indicative only; a verdict needs ${FULL_LATENCY_SECONDS} s or more per level.`]
+      ? [
+          `note:     ${options.latencySeconds} s per latency level: (4)'s verdict is indicative only; a verdict needs ${FULL_LATENCY_SECONDS} s or more per level.`,
+        ]
       : []),
   ],
   async measure(dialect, options, services): Promise<DialectResult> {
@@ -293,7 +339,8 @@ under the OS temp dir otherwise)`,
     const result = workerReport(report, FULL_LATENCY_SECONDS);
     if (options.diagnose) {
       result.after!.push('', `  diagnostics (--diagnose), ${DIALECT_TITLE[dialect]} latency levels:`);
-      for (const level of report.latency) if (level.diagnosis) result.after!.push(...formatLevelDiagnosis(level.label, level.diagnosis, latencyThresholdMs(report)));
+      for (const level of report.latency)
+        if (level.diagnosis) result.after!.push(...formatLevelDiagnosis(level.label, level.diagnosis, latencyThresholdMs(report)));
     }
     return result;
   },

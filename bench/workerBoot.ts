@@ -101,7 +101,11 @@ export async function measureBoot(deps: BootDeps, seeded: { ids: readonly string
   const ceilingTopology = topologyFor(`${deps.topology.prefix.slice(0, -1)}_ceiling.`);
   onCleanup(() => deleteTopology(deps.ncClient, ceilingTopology));
   const { summaries: ceilingBucket } = await ensureOutputTopology(deps.ncWorker, ceilingTopology);
-  const ceiling = await measurePublishCeiling(new NatsSummaryPublisher(deps.ncWorker, ceilingTopology, ceilingBucket, systemClock), deps.publishCeiling, pageSize);
+  const ceiling = await measurePublishCeiling(
+    new NatsSummaryPublisher(deps.ncWorker, ceilingTopology, ceilingBucket, systemClock),
+    deps.publishCeiling,
+    pageSize,
+  );
   await deleteTopology(deps.ncClient, ceilingTopology);
   progress(`${label}   ${Math.round(perSecond(ceiling))} pairs/s`);
 

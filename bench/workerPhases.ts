@@ -118,12 +118,20 @@ async function projectionsSoFar(worker: WorkerHandle): Promise<number> {
 }
 
 /** (3) `length` events per task, task after task; returns the rate and the projections used. */
-export async function measureBursts(env: BenchEnv, worker: WorkerHandle, taskIds: readonly string[], length: number): Promise<{ rate: Rate; projections: number }> {
+export async function measureBursts(
+  env: BenchEnv,
+  worker: WorkerHandle,
+  taskIds: readonly string[],
+  length: number,
+): Promise<{ rate: Rate; projections: number }> {
   const subject = `${env.topology.prefix}message.added`;
   const events: Array<[string, Uint8Array]> = [];
   for (const taskId of taskIds) {
     for (let k = 0; k < length; k++) {
-      events.push([subject, encodeEvent('message.added', { task_id: taskId, session_id: env.sessionOf.get(taskId), type: 'clarification_request', requests_input: true })]);
+      events.push([
+        subject,
+        encodeEvent('message.added', { task_id: taskId, session_id: env.sessionOf.get(taskId), type: 'clarification_request', requests_input: true }),
+      ]);
     }
   }
   const projections0 = await projectionsSoFar(worker);
@@ -244,7 +252,14 @@ export async function measureMemory(
     }
     return [
       `${prefix}message.updated`,
-      encodeEvent('message.updated', { task_id: taskId, session_id: sessionId, message_id: `stream-${k % 997}`, type: 'message', requests_input: false, content: 'Looking at the failing test, the fixture builds the session before' }),
+      encodeEvent('message.updated', {
+        task_id: taskId,
+        session_id: sessionId,
+        message_id: `stream-${k % 997}`,
+        type: 'message',
+        requests_input: false,
+        content: 'Looking at the failing test, the fixture builds the session before',
+      }),
     ];
   };
   let peakRss = 0;
@@ -259,7 +274,7 @@ export async function measureMemory(
     const settled0 = await settledCount();
     let pausedMs = 0;
     const started = performance.now();
-    for (let sent = 0; sent < count; ) {
+    for (let sent = 0; sent < count;) {
       const n = Math.min(batch, count - sent);
       for (let i = 0; i < n; i++) {
         const [subject, payload] = makeEvent(sent + i);

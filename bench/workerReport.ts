@@ -58,8 +58,18 @@ export function workerReport(r: DialectReport, fullLatencySeconds: number): Dial
   const perSec = (run: { progress: { visited: number }; ms: number }) => (run.progress.visited * 1000) / run.ms;
   const coldRepairs = (boot.cold.progress.repaired * 1000) / boot.cold.ms;
   const rows: Row[] = [
-    [`(1) limit: projectTask x ${int(r.limit.count)}, ${r.concurrency} concurrent (projections/s)`, int(f.limit), '', `rounds ${r.limitRounds.map(int).join(', ')}`],
-    [`(2) worker, ${int(r.distinct.count)} distinct changed tasks (events/s)`, int(f.distinct), `>= ${TARGET_DISTINCT_OVER_LIMIT} x (1)`, `${f2(f.distinct / f.limit)} x (1) ${verdict(f.checks.distinct)}  (rounds ${r.distinctRounds.map(int).join(', ')})`],
+    [
+      `(1) limit: projectTask x ${int(r.limit.count)}, ${r.concurrency} concurrent (projections/s)`,
+      int(f.limit),
+      '',
+      `rounds ${r.limitRounds.map(int).join(', ')}`,
+    ],
+    [
+      `(2) worker, ${int(r.distinct.count)} distinct changed tasks (events/s)`,
+      int(f.distinct),
+      `>= ${TARGET_DISTINCT_OVER_LIMIT} x (1)`,
+      `${f2(f.distinct / f.limit)} x (1) ${verdict(f.checks.distinct)}  (rounds ${r.distinctRounds.map(int).join(', ')})`,
+    ],
     [
       `(3) worker, bursts of ${r.bursts.length} x ${r.bursts.tasks} tasks (events/s)`,
       int(f.bursts),
@@ -95,7 +105,12 @@ export function workerReport(r: DialectReport, fullLatencySeconds: number): Dial
       `${f2(perSec(boot.cold) / f.reads)} x (5b); ${int(coldRepairs)} repairs/s = ${f2(coldRepairs / perSecond(boot.ceiling))} x (5e); ${secs(boot.cold.ms)}`,
     ],
     [`(5d) context: a walk with nothing to repair (tasks/s)`, int(perSec(boot.recheck)), '', `${f2(perSec(boot.recheck) / f.reads)} x (5b)`],
-    [`(5e) context: the bus alone, summary publish + KV put (pairs/s)`, int(perSecond(boot.ceiling)), '', `${int(boot.ceiling.count)} pairs, ${r.pageSize} in flight, no database`],
+    [
+      `(5e) context: the bus alone, summary publish + KV put (pairs/s)`,
+      int(perSecond(boot.ceiling)),
+      '',
+      `${int(boot.ceiling.count)} pairs, ${r.pageSize} in flight, no database`,
+    ],
     [
       `(5f) context: refill of an emptied summary bucket (keys/s)`,
       int((boot.refill.progress.visited * 1000) / boot.refill.ms),
@@ -108,7 +123,12 @@ export function workerReport(r: DialectReport, fullLatencySeconds: number): Dial
       `<= ${TARGET_MEMORY_MB} MB`,
       `${verdict(f.checks.memory)}  (RSS ${f1(mb(m.warm.rss))} -> ${f1(mb(m.after.rss))}, peak ${f1(mb(m.peakRss))}; heap used ${f1(mb(m.warm.heapUsed))} -> ${f1(mb(m.after.heapUsed))})`,
     ],
-    [`(6) context: RSS growth over the last ${int(m.events - m.midEvents)} events (MB)`, f1(mb(m.after.rss - m.mid.rss)), '', `${int((m.events * 1000) / m.wallMs)} events/s, ${int(m.relevantEvents)} pending-sensitive`],
+    [
+      `(6) context: RSS growth over the last ${int(m.events - m.midEvents)} events (MB)`,
+      f1(mb(m.after.rss - m.mid.rss)),
+      '',
+      `${int((m.events * 1000) / m.wallMs)} events/s, ${int(m.relevantEvents)} pending-sensitive`,
+    ],
   ];
   const ratio = (value: number, of: number, ok: boolean) => `${int(value)}/s = ${f2(value / of)}× ${verdict(ok)}`;
   const levelP99 = (label: string) => r.latency.find((l) => l.label === label)?.p99 ?? Number.NaN;
@@ -116,7 +136,9 @@ export function workerReport(r: DialectReport, fullLatencySeconds: number): Dial
   return {
     dialect: r.dialect,
     heading: r.where,
-    intro: [`   ${int(r.seed.tasks)} tasks seeded (${int(r.seed.drift)} needing repair, ${100 / OUTAGE_DRIFT_EVERY}% changed by the outage of (5)); dialect run ${secs(r.ms)}`],
+    intro: [
+      `   ${int(r.seed.tasks)} tasks seeded (${int(r.seed.drift)} needing repair, ${100 / OUTAGE_DRIFT_EVERY}% changed by the outage of (5)); dialect run ${secs(r.ms)}`,
+    ],
     rows,
     after: [
       `  (4) latency: publish -> summary, ${r.latencySeconds} s of publishing per level, the worker in its own process; achieved = summaries received per second.`,
@@ -136,7 +158,11 @@ export function workerReport(r: DialectReport, fullLatencySeconds: number): Dial
         `${f1(levelP99('75% of (1)'))} / ${f1(levelP99('50% of (2)'))} ms; ${f1(percentile(r.bare, 99))} ms`,
         '',
       ],
-      [`(5) boot after an outage (${100 / OUTAGE_DRIFT_EVERY}% to repair) ÷ bare keyset reads`, ratio(f.reconcile, f.reads, f.checks.reconcile), `≥ ${TARGET_RECONCILE_OVER_READS}×`],
+      [
+        `(5) boot after an outage (${100 / OUTAGE_DRIFT_EVERY}% to repair) ÷ bare keyset reads`,
+        ratio(f.reconcile, f.reads, f.checks.reconcile),
+        `≥ ${TARGET_RECONCILE_OVER_READS}×`,
+      ],
       [`(6) worker RSS after ${int(m.events)} events − after warm-up`, `${f1(f.rssDeltaMb)} MB ${verdict(f.checks.memory)}`, `≤ ${TARGET_MEMORY_MB} MB`],
     ],
     checks: Object.values(f.checks),

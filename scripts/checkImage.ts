@@ -170,7 +170,9 @@ for (const volume of volumes) {
   if (statSync(volume).uid !== standInUid) fail(`VOLUME ${volume} is not owned by the image user`);
 }
 const appDir = inScratch(workdir);
-say(`install replayed in ${Math.round((performance.now() - started) / 1000)} s; node_modules holds ${readdirSync(join(appDir, 'node_modules')).length} entries`);
+say(
+  `install replayed in ${Math.round((performance.now() - started) / 1000)} s; node_modules holds ${readdirSync(join(appDir, 'node_modules')).length} entries`,
+);
 
 const runEnv: Record<string, string> = { ...baseEnv, HOME: '/nonexistent', ...env };
 for (const command of ['migrate', 'doctor']) {

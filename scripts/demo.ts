@@ -58,7 +58,7 @@ void (async () => {
 })();
 // Generous: on a loaded machine a projection can take seconds, and the demo only reports what happens.
 const waitFor = async (predicate: () => boolean, what: string) => {
-  for (const deadline = Date.now() + 30_000; Date.now() < deadline && !predicate(); ) await sleep(25);
+  for (const deadline = Date.now() + 30_000; Date.now() < deadline && !predicate();) await sleep(25);
   if (!predicate()) throw new Error(`demo: timed out waiting for ${what}`);
 };
 
@@ -87,28 +87,52 @@ try {
     metadata: {
       pending_id: pendingId,
       question_id: 'q1',
-      question: { id: 'q1', title: 'Cache placement', prompt: 'Repository or service layer?', options: [{ option_id: 'repo', label: 'Repository' }, { option_id: 'service', label: 'Service' }] },
+      question: {
+        id: 'q1',
+        title: 'Cache placement',
+        prompt: 'Repository or service layer?',
+        options: [
+          { option_id: 'repo', label: 'Repository' },
+          { option_id: 'service', label: 'Service' },
+        ],
+      },
       question_index: 0,
       question_total: 1,
       status: 'pending',
     },
   });
-  publish('message.added', { task_id: task.id, session_id: session.id, message_id: question.id, turn_id: realTurn.id, type: 'clarification_request', requests_input: true });
+  publish('message.added', {
+    task_id: task.id,
+    session_id: session.id,
+    message_id: question.id,
+    turn_id: realTurn.id,
+    type: 'clarification_request',
+    requests_input: true,
+  });
   say('agent asks a clarification on the real turn');
   await waitFor(() => summaries.at(-1)?.pending_action === 'clarification', 'the clarification summary');
 
   const turns = await listVisibleTurns(ctx, session.id);
   const oldRule = [...turns].sort((a, b) => (a.startedAt < b.startedAt ? 1 : a.startedAt > b.startedAt ? -1 : a.id < b.id ? 1 : -1))[0]!;
   const current = await getCurrentTurn(ctx, session.id);
-  const uiCurrent = newestDurableTurnId(turns.map((t) => ({ id: t.id, started_at: t.startedAt, created_at: t.createdAt, completed_at: t.completedAt, metadata: t.metadata })));
+  const uiCurrent = newestDurableTurnId(
+    turns.map((t) => ({ id: t.id, started_at: t.startedAt, created_at: t.createdAt, completed_at: t.completedAt, metadata: t.metadata })),
+  );
   say(`old rule (newest started_at) would pick ${oldRule.id.slice(0, 8)} (the lifecycle turn) and hide the question`);
   say(`current-turn authority picks ${current?.id.slice(0, 8)} in SQL and ${uiCurrent?.slice(0, 8)} in the UI resolver: the real turn`);
   say(`pending_action of the session: ${(await getPendingActionsBySessionIds(ctx, [session.id])).get(session.id)}`);
   const listed = await listUnresolvedClarificationBundles(ctx, { workspaceId: 'demo-workspace', limit: 10 });
   say(`list_pending: ${listed.bundles.map((b) => `${b.pendingId.slice(0, 8)} (${b.questions.length} question)`).join(', ')}`);
 
-  const claim = await claimClarificationBundle(ctx, pendingId, { status: 'answered', answers: new Map([['q1', { question_id: 'q1', selected_options: ['repo'], custom_text: '' }]]) });
-  if (claim.claimed) await finalizeClarificationDelivery(ctx, claim.rows.map((r) => r.id));
+  const claim = await claimClarificationBundle(ctx, pendingId, {
+    status: 'answered',
+    answers: new Map([['q1', { question_id: 'q1', selected_options: ['repo'], custom_text: '' }]]),
+  });
+  if (claim.claimed)
+    await finalizeClarificationDelivery(
+      ctx,
+      claim.rows.map((r) => r.id),
+    );
   publish('message.updated', { task_id: task.id, session_id: session.id, message_id: question.id, type: 'clarification_request' });
   say(`the user answers: claimed=${claim.claimed}`);
   await waitFor(() => summaries.length > 0 && summaries.at(-1)?.pending_action === undefined, 'the cleared summary');

@@ -39,7 +39,7 @@ export const SETTINGS = {
     flag: 'database-password-file',
     schema: z.string(),
     default: '',
-    help: 'file holding the PostgreSQL password (one trailing newline ignored), for a DATABASE_URL without one; empty: the URL\'s password, else PGPASSWORD',
+    help: "file holding the PostgreSQL password (one trailing newline ignored), for a DATABASE_URL without one; empty: the URL's password, else PGPASSWORD",
   },
   natsUrl: {
     env: 'NATS_URL',
@@ -51,15 +51,65 @@ export const SETTINGS = {
   // NATS authentication: at most one of a token, a user and password, an NKey seed or a credentials
   // (JWT) file. Secret values are never echoed (`secret: true`); each has a _FILE twin, so the secret
   // need not sit in the environment (or in `ps` as a flag) at all.
-  natsToken: { env: 'NATS_TOKEN', flag: 'nats-token', schema: inlineSecret, default: '', secret: true, help: 'token for NATS token authentication (prefer NATS_TOKEN_FILE)' },
-  natsTokenFile: { env: 'NATS_TOKEN_FILE', flag: 'nats-token-file', schema: optionalPath, default: '', help: 'file holding the NATS token (reread at every reconnect)' },
+  natsToken: {
+    env: 'NATS_TOKEN',
+    flag: 'nats-token',
+    schema: inlineSecret,
+    default: '',
+    secret: true,
+    help: 'token for NATS token authentication (prefer NATS_TOKEN_FILE)',
+  },
+  natsTokenFile: {
+    env: 'NATS_TOKEN_FILE',
+    flag: 'nats-token-file',
+    schema: optionalPath,
+    default: '',
+    help: 'file holding the NATS token (reread at every reconnect)',
+  },
   natsUser: { env: 'NATS_USER', flag: 'nats-user', schema: z.string(), default: '', help: 'NATS user name for user/password authentication' },
-  natsPassword: { env: 'NATS_PASSWORD', flag: 'nats-password', schema: inlineSecret, default: '', secret: true, help: 'password of NATS_USER (prefer NATS_PASSWORD_FILE)' },
-  natsPasswordFile: { env: 'NATS_PASSWORD_FILE', flag: 'nats-password-file', schema: optionalPath, default: '', help: 'file holding the password of NATS_USER (reread at every reconnect)' },
-  natsNkeySeedFile: { env: 'NATS_NKEY_SEED_FILE', flag: 'nats-nkey-seed-file', schema: optionalPath, default: '', help: 'file holding an NKey user seed (SU...) for NKey authentication' },
-  natsCredsFile: { env: 'NATS_CREDS_FILE', flag: 'nats-creds-file', schema: optionalPath, default: '', help: 'NATS credentials file (user JWT and seed) for decentralised JWT authentication' },
-  natsTlsCaFile: { env: 'NATS_TLS_CA_FILE', flag: 'nats-tls-ca-file', schema: optionalPath, default: '', help: 'PEM file of the CA(s) that signed the NATS server certificate; setting any NATS_TLS_* file requires TLS' },
-  natsTlsCertFile: { env: 'NATS_TLS_CERT_FILE', flag: 'nats-tls-cert-file', schema: optionalPath, default: '', help: 'PEM client certificate for NATS servers that verify clients (with NATS_TLS_KEY_FILE)' },
+  natsPassword: {
+    env: 'NATS_PASSWORD',
+    flag: 'nats-password',
+    schema: inlineSecret,
+    default: '',
+    secret: true,
+    help: 'password of NATS_USER (prefer NATS_PASSWORD_FILE)',
+  },
+  natsPasswordFile: {
+    env: 'NATS_PASSWORD_FILE',
+    flag: 'nats-password-file',
+    schema: optionalPath,
+    default: '',
+    help: 'file holding the password of NATS_USER (reread at every reconnect)',
+  },
+  natsNkeySeedFile: {
+    env: 'NATS_NKEY_SEED_FILE',
+    flag: 'nats-nkey-seed-file',
+    schema: optionalPath,
+    default: '',
+    help: 'file holding an NKey user seed (SU...) for NKey authentication',
+  },
+  natsCredsFile: {
+    env: 'NATS_CREDS_FILE',
+    flag: 'nats-creds-file',
+    schema: optionalPath,
+    default: '',
+    help: 'NATS credentials file (user JWT and seed) for decentralised JWT authentication',
+  },
+  natsTlsCaFile: {
+    env: 'NATS_TLS_CA_FILE',
+    flag: 'nats-tls-ca-file',
+    schema: optionalPath,
+    default: '',
+    help: 'PEM file of the CA(s) that signed the NATS server certificate; setting any NATS_TLS_* file requires TLS',
+  },
+  natsTlsCertFile: {
+    env: 'NATS_TLS_CERT_FILE',
+    flag: 'nats-tls-cert-file',
+    schema: optionalPath,
+    default: '',
+    help: 'PEM client certificate for NATS servers that verify clients (with NATS_TLS_KEY_FILE)',
+  },
   natsTlsKeyFile: { env: 'NATS_TLS_KEY_FILE', flag: 'nats-tls-key-file', schema: optionalPath, default: '', help: 'PEM private key of NATS_TLS_CERT_FILE' },
   natsInboxPrefix: {
     env: 'NATS_INBOX_PREFIX',
@@ -68,8 +118,20 @@ export const SETTINGS = {
     default: '_INBOX',
     help: "subject prefix of this process's reply inboxes; a per-user prefix (deploy/nats: _INBOX_worker, _INBOX_ops) keeps other users from reading its replies",
   },
-  subjectPrefix: { env: 'SUBJECT_PREFIX', flag: 'subject-prefix', schema: z.string().regex(PREFIX, 'must be empty or dot-terminated tokens, e.g. "acme."'), default: '', help: 'prefix for every subject, stream, consumer and bucket (e.g. "acme.")' },
-  healthPort: { env: 'HEALTH_PORT', flag: 'health-port', schema: intFrom(0, 65535), default: 9464, help: 'HTTP port for /healthz, /readyz, /metrics (0 picks a free port)' },
+  subjectPrefix: {
+    env: 'SUBJECT_PREFIX',
+    flag: 'subject-prefix',
+    schema: z.string().regex(PREFIX, 'must be empty or dot-terminated tokens, e.g. "acme."'),
+    default: '',
+    help: 'prefix for every subject, stream, consumer and bucket (e.g. "acme.")',
+  },
+  healthPort: {
+    env: 'HEALTH_PORT',
+    flag: 'health-port',
+    schema: intFrom(0, 65535),
+    default: 9464,
+    help: 'HTTP port for /healthz, /readyz, /metrics (0 picks a free port)',
+  },
   logLevel: { env: 'LOG_LEVEL', flag: 'log-level', schema: z.enum(LOG_LEVELS), default: 'info', help: LOG_LEVELS.join(' | ') },
   logFormat: {
     env: 'LOG_FORMAT',
@@ -78,7 +140,13 @@ export const SETTINGS = {
     default: 'auto',
     help: 'auto (pretty when stdout is a terminal, else json) | json (one JSON object a line) | pretty (human-readable text)',
   },
-  shutdownTimeoutMs: { env: 'SHUTDOWN_TIMEOUT_MS', flag: 'shutdown-timeout-ms', schema: intFrom(100, 600_000), default: 30_000, help: 'graceful shutdown budget before exiting non-zero' },
+  shutdownTimeoutMs: {
+    env: 'SHUTDOWN_TIMEOUT_MS',
+    flag: 'shutdown-timeout-ms',
+    schema: intFrom(100, 600_000),
+    default: 30_000,
+    help: 'graceful shutdown budget before exiting non-zero',
+  },
   projectionBatchSize: {
     env: 'PROJECTION_BATCH_SIZE',
     flag: 'projection-batch-size',
@@ -95,12 +163,48 @@ export const SETTINGS = {
     default: 1,
     help: 'projection transactions reading and publishing at once on PostgreSQL (at most the pool); tasks due meanwhile share the next one; commits overlap either way (SQLite: always 1)',
   },
-  maxEventBytes: { env: 'MAX_EVENT_BYTES', flag: 'max-event-bytes', schema: intFrom(1024, 64 * 1024 * 1024), default: 256 * 1024, help: 'larger events are dead-lettered' },
-  maxDeliver: { env: 'MAX_DELIVER', flag: 'max-deliver', schema: intFrom(2, 1000), default: 10, help: 'deliveries before JetStream gives up on an event (then it is dead-lettered)' },
-  ackWaitMs: { env: 'ACK_WAIT_MS', flag: 'ack-wait-ms', schema: intFrom(1000, 3_600_000), default: 30_000, help: 'redelivery timeout for an unacknowledged event' },
-  streamMaxAgeMs: { env: 'STREAM_MAX_AGE_MS', flag: 'stream-max-age-ms', schema: intFrom(60_000, 365 * 86_400_000), default: 7 * 86_400_000, help: 'how long the event stream keeps events for replay' },
-  reconcilePageSize: { env: 'RECONCILE_PAGE_SIZE', flag: 'reconcile-page-size', schema: intFrom(1, 10_000), default: 500, help: 'tasks per keyset page in reconcile and verify' },
-  bootReconcile: { env: 'BOOT_RECONCILE', flag: 'boot-reconcile', schema: z.enum(['true', 'false']).transform((v) => v === 'true'), default: 'true', help: 'reconcile every task at worker start (true | false)' },
+  maxEventBytes: {
+    env: 'MAX_EVENT_BYTES',
+    flag: 'max-event-bytes',
+    schema: intFrom(1024, 64 * 1024 * 1024),
+    default: 256 * 1024,
+    help: 'larger events are dead-lettered',
+  },
+  maxDeliver: {
+    env: 'MAX_DELIVER',
+    flag: 'max-deliver',
+    schema: intFrom(2, 1000),
+    default: 10,
+    help: 'deliveries before JetStream gives up on an event (then it is dead-lettered)',
+  },
+  ackWaitMs: {
+    env: 'ACK_WAIT_MS',
+    flag: 'ack-wait-ms',
+    schema: intFrom(1000, 3_600_000),
+    default: 30_000,
+    help: 'redelivery timeout for an unacknowledged event',
+  },
+  streamMaxAgeMs: {
+    env: 'STREAM_MAX_AGE_MS',
+    flag: 'stream-max-age-ms',
+    schema: intFrom(60_000, 365 * 86_400_000),
+    default: 7 * 86_400_000,
+    help: 'how long the event stream keeps events for replay',
+  },
+  reconcilePageSize: {
+    env: 'RECONCILE_PAGE_SIZE',
+    flag: 'reconcile-page-size',
+    schema: intFrom(1, 10_000),
+    default: 500,
+    help: 'tasks per keyset page in reconcile and verify',
+  },
+  bootReconcile: {
+    env: 'BOOT_RECONCILE',
+    flag: 'boot-reconcile',
+    schema: z.enum(['true', 'false']).transform((v) => v === 'true'),
+    default: 'true',
+    help: 'reconcile every task at worker start (true | false)',
+  },
   dbMaxConnections: {
     env: 'DB_MAX_CONNECTIONS',
     flag: 'db-max-connections',
@@ -154,7 +258,7 @@ export const SETTINGS = {
     default: 'auto',
     help:
       "who owns the schema: auto (Kandev's tables exist: kandev; an empty database: owned) | owned (this service creates Kandev's tables; refused where they exist) | " +
-      'kandev (only this service\'s own objects beside Kandev\'s tables; refused where one the service reads is missing)',
+      "kandev (only this service's own objects beside Kandev's tables; refused where one the service reads is missing)",
   },
   timestampForm: {
     env: 'TIMESTAMP_FORM',
@@ -191,7 +295,13 @@ export const SETTINGS = {
     default: '',
     help: 'TEST ONLY: comma-separated name=hang pairs (src/failpoints.ts); the worker stops forever at each named boundary, so a test can kill it there. Empty: none',
   },
-  respondDeadlineMs: { env: 'RESPOND_DEADLINE_MS', flag: 'respond-deadline-ms', schema: intFrom(100, 600_000), default: 30_000, help: 'how long clarification.respond waits for the live waiter to confirm, or for the resume stream to acknowledge a detached resume' },
+  respondDeadlineMs: {
+    env: 'RESPOND_DEADLINE_MS',
+    flag: 'respond-deadline-ms',
+    schema: intFrom(100, 600_000),
+    default: 30_000,
+    help: 'how long clarification.respond waits for the live waiter to confirm, or for the resume stream to acknowledge a detached resume',
+  },
 } as const;
 
 type Settings = typeof SETTINGS;
@@ -243,7 +353,11 @@ type Flags = Record<string, string | boolean | undefined>;
  */
 export function loadConfig(flags?: Flags, env?: NodeJS.ProcessEnv): Config;
 export function loadConfig<const N extends readonly SettingName[]>(flags: Flags, env: NodeJS.ProcessEnv, only: N): SettingsOf<N>;
-export function loadConfig(flags: Flags = {}, env: NodeJS.ProcessEnv = process.env, only: readonly SettingName[] = Object.keys(SETTINGS) as SettingName[]): Partial<Config> {
+export function loadConfig(
+  flags: Flags = {},
+  env: NodeJS.ProcessEnv = process.env,
+  only: readonly SettingName[] = Object.keys(SETTINGS) as SettingName[],
+): Partial<Config> {
   const problems: string[] = [];
   const config: Record<string, unknown> = {};
   for (const name of only) {
@@ -256,7 +370,9 @@ export function loadConfig(flags: Flags = {}, env: NodeJS.ProcessEnv = process.e
     if (parsed.success) config[name] = parsed.data;
     else {
       const source = fromFlag ? `--${fromFlag.flag}` : fromEnv ? fromEnv.env : 'default';
-      problems.push(`${describeNames(name)} = ${shownValue(name, raw)} (from ${source}): ${parsed.error.issues.map((i) => i.message).join('; ')}. Expected ${setting.help}.`);
+      problems.push(
+        `${describeNames(name)} = ${shownValue(name, raw)} (from ${source}): ${parsed.error.issues.map((i) => i.message).join('; ')}. Expected ${setting.help}.`,
+      );
     }
   }
   if (problems.length > 0) throw new ConfigError(problems);

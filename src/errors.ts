@@ -114,7 +114,10 @@ export class ConflictExhaustedError extends PendingProjectorError {
 export class DuplicateRevisionsError extends PendingProjectorError {
   override name = 'DuplicateRevisionsError';
   constructor(taskId: string, first: number, last: number) {
-    super(ERROR_CODES.PROJECTION_DUPLICATE_REVISIONS, `task ${taskId}: the summary stream already holds revisions ${first}-${last} from attempts that did not commit`);
+    super(
+      ERROR_CODES.PROJECTION_DUPLICATE_REVISIONS,
+      `task ${taskId}: the summary stream already holds revisions ${first}-${last} from attempts that did not commit`,
+    );
   }
 }
 

@@ -25,7 +25,8 @@ export function createFailpoints(setting: string, logger: Logger): Failpoints {
   const armed = new Set<string>();
   for (const pair of setting.split(',')) {
     const [name, action] = pair.split('=');
-    if (!(FAILPOINT_NAMES as readonly string[]).includes(name!) || action !== 'hang') throw new Error(`unknown failpoint ${JSON.stringify(pair)}; known: ${FAILPOINT_NAMES.join(', ')} (=hang)`);
+    if (!(FAILPOINT_NAMES as readonly string[]).includes(name!) || action !== 'hang')
+      throw new Error(`unknown failpoint ${JSON.stringify(pair)}; known: ${FAILPOINT_NAMES.join(', ')} (=hang)`);
     armed.add(name!);
   }
   const log = logger.child({ component: 'failpoints' });

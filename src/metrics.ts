@@ -101,7 +101,12 @@ export function createMetrics() {
       registers: [registry],
     }),
     casConflicts: new Counter({ name: 'pending_projector_cas_conflicts_total', help: 'Lost summary compare-and-set attempts', registers: [registry] }),
-    deadLetters: new Counter({ name: 'pending_projector_dead_letters_total', help: 'Events written to the dead-letter stream', labelNames: ['reason'] as const, registers: [registry] }),
+    deadLetters: new Counter({
+      name: 'pending_projector_dead_letters_total',
+      help: 'Events written to the dead-letter stream',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
     projectionSeconds: new Histogram({
       name: 'pending_projector_projection_duration_seconds',
       help: 'Duration of one projection transaction (reread, compare-and-set, publish), of one task or several',
@@ -114,16 +119,29 @@ export function createMetrics() {
       buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
       registers: [registry],
     }),
-    consumerLag: new Gauge({ name: 'pending_projector_consumer_lag', help: 'Events in the stream not yet delivered to the consumer (num_pending)', registers: [registry] }),
+    consumerLag: new Gauge({
+      name: 'pending_projector_consumer_lag',
+      help: 'Events in the stream not yet delivered to the consumer (num_pending)',
+      registers: [registry],
+    }),
     ackPending: new Gauge({ name: 'pending_projector_consumer_ack_pending', help: 'Events delivered but not yet acknowledged', registers: [registry] }),
-    reconcileTasks: new Counter({ name: 'pending_projector_reconcile_tasks_total', help: 'Tasks the boot reconcile visited (visited) and found drifted (drifted)', labelNames: ['result'] as const, registers: [registry] }),
+    reconcileTasks: new Counter({
+      name: 'pending_projector_reconcile_tasks_total',
+      help: 'Tasks the boot reconcile visited (visited) and found drifted (drifted)',
+      labelNames: ['result'] as const,
+      registers: [registry],
+    }),
     bucketRefills: new Counter({
       name: 'pending_projector_summary_bucket_refills_total',
       help: 'Refills of the summary KV bucket from the database (at start, or after the bus lost it), by result (done, failed)',
       labelNames: ['result'] as const,
       registers: [registry],
     }),
-    bucketKeysFilled: new Counter({ name: 'pending_projector_summary_bucket_keys_filled_total', help: 'Empty summary bucket keys a refill filled', registers: [registry] }),
+    bucketKeysFilled: new Counter({
+      name: 'pending_projector_summary_bucket_keys_filled_total',
+      help: 'Empty summary bucket keys a refill filled',
+      registers: [registry],
+    }),
   };
 }
 

@@ -57,7 +57,11 @@ export function redactSecretsOfUrl(text: string, url: string): string {
   let masked = text;
   try {
     const parsed = new URL(url);
-    const secrets = [parsed.password, decodedName(parsed.password), ...[...parsed.searchParams].filter(([name]) => isSecretParameter(name)).map(([, value]) => value)];
+    const secrets = [
+      parsed.password,
+      decodedName(parsed.password),
+      ...[...parsed.searchParams].filter(([name]) => isSecretParameter(name)).map(([, value]) => value),
+    ];
     for (const secret of secrets) {
       if (secret) masked = masked.replaceAll(secret, REDACTED);
     }
@@ -71,7 +75,20 @@ export function redactSecretsOfUrl(text: string, url: string): string {
  * Field names whose value is a secret wherever they appear in a log object, at any of the first
  * two levels (pino redaction paths). The config's secret settings are among them by name.
  */
-const SECRET_FIELDS = ['password', 'pass', 'token', 'secret', 'seed', 'creds', 'authorization', 'natsToken', 'natsPassword', 'PGPASSWORD', 'NATS_TOKEN', 'NATS_PASSWORD'] as const;
+const SECRET_FIELDS = [
+  'password',
+  'pass',
+  'token',
+  'secret',
+  'seed',
+  'creds',
+  'authorization',
+  'natsToken',
+  'natsPassword',
+  'PGPASSWORD',
+  'NATS_TOKEN',
+  'NATS_PASSWORD',
+] as const;
 
 /** pino `redact.paths` for SECRET_FIELDS at the top level and one level down. */
 export function secretLogPaths(): string[] {

@@ -20,6 +20,9 @@ export async function insertRows(trx: Knex | Knex.Transaction, dialect: DialectN
   const perStatement = Math.max(1, Math.floor(MAX_BINDINGS[dialect] / columns.length));
   for (let i = 0; i < rows.length; i += perStatement) {
     const chunk = rows.slice(i, i + perStatement);
-    await trx.raw(head + chunk.map(() => tuple).join(', '), chunk.flatMap((row) => columns.map((c) => row[c] ?? null)));
+    await trx.raw(
+      head + chunk.map(() => tuple).join(', '),
+      chunk.flatMap((row) => columns.map((c) => row[c] ?? null)),
+    );
   }
 }

@@ -14,7 +14,8 @@ const kandevText = (c: string) =>
   `substr(${c}, 1, 10) || ' ' || substr(${c}, 12, 8) || ` +
   `CASE WHEN rtrim(substr(${c}, 21, 9), '0') = '' THEN '' ELSE '.' || rtrim(substr(${c}, 21, 9), '0') END || '+00:00'`;
 
-const KEY_INDEX_KEY = (c: string) => `(substr(${c}, 1, 10) || 'T' || substr(${c}, 12, 8) || '.' || substr(rtrim(substr(${c}, 21), 'Z+-:0') || '000000', 1, 6) || '000Z')`;
+const KEY_INDEX_KEY = (c: string) =>
+  `(substr(${c}, 1, 10) || 'T' || substr(${c}, 12, 8) || '.' || substr(rtrim(substr(${c}, 21), 'Z+-:0') || '000000', 1, 6) || '000Z')`;
 
 /** Rewrites every turn and message timestamp (SQLite only), then returns the context that reads them. */
 export async function toKandevTimestamps(ctx: RepositoryContext, forms: BenchTimestampForms): Promise<RepositoryContext> {

@@ -109,7 +109,11 @@ export function currentTurnSpecials(g: Gen): PlannedMessage[] {
   const { rng } = g;
   const r = rng();
   if (r < 0.14) return clarificationBundle(g, pendingStatuses(g));
-  if (r < 0.24) return clarificationBundle(g, Array.from({ length: intBetween(rng, 1, 3) }, () => 'answered'));
+  if (r < 0.24)
+    return clarificationBundle(
+      g,
+      Array.from({ length: intBetween(rng, 1, 3) }, () => 'answered'),
+    );
   if (r < 0.34) {
     const older = rng() < 0.5 ? [permissionRequest(g, 'approved')] : [];
     return [...older, permissionRequest(g, rng() < 0.7 ? 'pending' : undefined)];

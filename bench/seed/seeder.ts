@@ -74,7 +74,13 @@ const TASKS_PER_TRANSACTION = 5000;
 /** Seeds the worker benchmark's tasks (taskPlan.ts). */
 export async function seedTasks(ctx: RepositoryContext, options: SeedTasksOptions): Promise<SeededTasks> {
   const from = options.from ?? 0;
-  const result: SeededTasks = { taskIds: [], sessionOf: new Map(), expectedDrift: 0, rows: { tasks: 0, sessions: 0, turns: 0, messages: 0, summaries: 0 }, seedMs: 0 };
+  const result: SeededTasks = {
+    taskIds: [],
+    sessionOf: new Map(),
+    expectedDrift: 0,
+    rows: { tasks: 0, sessions: 0, turns: 0, messages: 0, summaries: 0 },
+    seedMs: 0,
+  };
   const { seedMs } = await seedInTransactions(
     ctx,
     { from, to: from + options.tasks, perTransaction: TASKS_PER_TRANSACTION },
@@ -120,14 +126,23 @@ export async function seedSessions(ctx: RepositoryContext, sessions: number, pro
     { from: 0, to: sessions, perTransaction: SESSIONS_PER_TRANSACTION },
     (start, end) => {
       const batch = planBatch(start, end - start);
-      return { tasks: batch.tasks, task_sessions: batch.sessions, task_session_turns: batch.turns, task_session_messages: batch.messages, task_status_summaries: [], batch };
+      return {
+        tasks: batch.tasks,
+        task_sessions: batch.sessions,
+        task_session_turns: batch.turns,
+        task_session_messages: batch.messages,
+        task_status_summaries: [],
+        batch,
+      };
     },
     ({ batch }, done) => {
       result.sessionIds.push(...batch.sessionIds);
       for (const [id, action] of batch.expected) result.expected.set(id, action);
       for (const [tail, n] of batch.tails) result.tails.set(tail, (result.tails.get(tail) ?? 0) + n);
       if (done / sessions >= nextReport - 1e-9 || done === sessions) {
-        progress(`${label}   ${done}/${sessions} sessions (${Math.round((done / sessions) * 100)}%) after ${((performance.now() - started) / 1000).toFixed(1)}s`);
+        progress(
+          `${label}   ${done}/${sessions} sessions (${Math.round((done / sessions) * 100)}%) after ${((performance.now() - started) / 1000).toFixed(1)}s`,
+        );
         while (nextReport <= done / sessions + 1e-9) nextReport += 0.1;
       }
     },
@@ -143,10 +158,10 @@ export async function seedSessions(ctx: RepositoryContext, sessions: number, pro
 export async function toggleTasks(ctx: RepositoryContext, taskIds: readonly string[], now: string): Promise<void> {
   for (let i = 0; i < taskIds.length; i += 5000) {
     const members = ctx.dialect.inList('task_id', taskIds.slice(i, i + 5000));
-    await ctx.knex.raw(
-      `UPDATE task_sessions SET state = CASE WHEN state = 'RUNNING' THEN 'IDLE' ELSE 'RUNNING' END, updated_at = ? WHERE ${members.sql}`,
-      [now, ...members.bindings] as Knex.RawBinding[],
-    );
+    await ctx.knex.raw(`UPDATE task_sessions SET state = CASE WHEN state = 'RUNNING' THEN 'IDLE' ELSE 'RUNNING' END, updated_at = ? WHERE ${members.sql}`, [
+      now,
+      ...members.bindings,
+    ] as Knex.RawBinding[]);
   }
 }
 
@@ -170,7 +185,13 @@ export async function settleAfterBulkWrites(ctx: RepositoryContext): Promise<voi
  * state (its summary is now stale), any other task was created meanwhile (no summary row yet).
  * Resolves to how many tasks now need repair.
  */
-export async function driftLikeAnOutage(ctx: RepositoryContext, taskIds: readonly string[], toggleTaskCount: number, step: number, now: string): Promise<number> {
+export async function driftLikeAnOutage(
+  ctx: RepositoryContext,
+  taskIds: readonly string[],
+  toggleTaskCount: number,
+  step: number,
+  now: string,
+): Promise<number> {
   const changed: string[] = [];
   const created: string[] = [];
   for (let i = step - 1; i < taskIds.length; i += step) (i < toggleTaskCount ? changed : created).push(taskIds[i]!);

@@ -124,10 +124,7 @@ function planTurns(g: Gen, sessionStartMicros: number, tail: TailShape): Planned
       turns.push(conversational(n, 'after-messages'), lifecycle(n + 1));
       break;
     case 'reservation-unattempted':
-      turns.push(
-        conversational(n, rng() < 0.5 ? 'open' : 'after-messages'),
-        make('reservation-unattempted', n + 1, 'open', { prompt_dispatch_pending: true }),
-      );
+      turns.push(conversational(n, rng() < 0.5 ? 'open' : 'after-messages'), make('reservation-unattempted', n + 1, 'open', { prompt_dispatch_pending: true }));
       break;
     case 'reservation-attempted':
       turns.push(
@@ -136,10 +133,7 @@ function planTurns(g: Gen, sessionStartMicros: number, tail: TailShape): Planned
       );
       break;
     case 'reservation-with-evidence':
-      turns.push(
-        conversational(n, 'after-messages'),
-        make('reservation-with-evidence', n + 1, 'open', { prompt_dispatch_pending: true }),
-      );
+      turns.push(conversational(n, 'after-messages'), make('reservation-with-evidence', n + 1, 'open', { prompt_dispatch_pending: true }));
       break;
     case 'zero-duration-legacy':
       // An abandoned turn buried with zero duration and no lifecycle mark stays conversational (D3).

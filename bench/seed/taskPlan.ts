@@ -66,7 +66,15 @@ function planTask(batch: TaskBatch, i: number, toggle: boolean): void {
   const special = toggle ? 'clarification' : pick(rng, SPECIALS);
   if (toggle) batch.sessionOf.push([taskId, sessionId]);
 
-  batch.tasks.push({ id: taskId, workspace_id: workspaceId, title: `Benchmark task ${i}`, state: 'IN_PROGRESS', metadata: '{}', created_at: at(0), updated_at: at(0) });
+  batch.tasks.push({
+    id: taskId,
+    workspace_id: workspaceId,
+    title: `Benchmark task ${i}`,
+    state: 'IN_PROGRESS',
+    metadata: '{}',
+    created_at: at(0),
+    updated_at: at(0),
+  });
   batch.task_sessions.push({
     id: sessionId,
     task_id: taskId,
@@ -78,7 +86,16 @@ function planTask(batch: TaskBatch, i: number, toggle: boolean): void {
     completed_at: state === 'COMPLETED' ? at(9000) : null,
     updated_at: at(9000),
   });
-  batch.task_session_turns.push({ id: turnId, task_session_id: sessionId, task_id: taskId, started_at: at(2000), completed_at: null, metadata: '{}', created_at: at(2000), updated_at: at(2000) });
+  batch.task_session_turns.push({
+    id: turnId,
+    task_session_id: sessionId,
+    task_id: taskId,
+    started_at: at(2000),
+    completed_at: null,
+    metadata: '{}',
+    created_at: at(2000),
+    updated_at: at(2000),
+  });
   const message = (k: number, type: string, authorType: string, content: string, requestsInput: boolean, metadata: Record<string, unknown>): Row => ({
     id: `bm-${String(i).padStart(7, '0')}-${k}`,
     task_session_id: sessionId,
@@ -107,7 +124,14 @@ function planTask(batch: TaskBatch, i: number, toggle: boolean): void {
       }),
     );
   } else if (special === 'permission') {
-    batch.task_session_messages.push(message(1, 'permission_request', 'agent', 'Allow command?', true, { pending_id: `bp-${i}`, tool_call_id: `tc-${i}`, action_type: 'bash', status: 'pending' }));
+    batch.task_session_messages.push(
+      message(1, 'permission_request', 'agent', 'Allow command?', true, {
+        pending_id: `bp-${i}`,
+        tool_call_id: `tc-${i}`,
+        action_type: 'bash',
+        status: 'pending',
+      }),
+    );
   }
 
   const derived: PendingAction | null = isInputCapableSessionState(state) ? special : null;
@@ -118,12 +142,26 @@ function planTask(batch: TaskBatch, i: number, toggle: boolean): void {
   }
   const stored: PendingAction | null = kind === 'correct' ? derived : derived === null ? 'permission' : null;
   if (kind === 'stale') batch.drift++;
-  batch.task_status_summaries.push({ task_id: taskId, workspace_id: workspaceId, revision: 1, summary: canonicalSummaryJson(withPendingAction({}, stored)), updated_at: at(10_000) });
+  batch.task_status_summaries.push({
+    task_id: taskId,
+    workspace_id: workspaceId,
+    revision: 1,
+    summary: canonicalSummaryJson(withPendingAction({}, stored)),
+    updated_at: at(10_000),
+  });
 }
 
 /** The rows of tasks [start, end); those below `toggleBelow` get the toggle shape, with no summary yet. */
 export function planTasks(start: number, end: number, toggleBelow: number): TaskBatch {
-  const batch: TaskBatch = { tasks: [], task_sessions: [], task_session_turns: [], task_session_messages: [], task_status_summaries: [], drift: 0, sessionOf: [] };
+  const batch: TaskBatch = {
+    tasks: [],
+    task_sessions: [],
+    task_session_turns: [],
+    task_session_messages: [],
+    task_status_summaries: [],
+    drift: 0,
+    sessionOf: [],
+  };
   for (let i = start; i < end; i++) planTask(batch, i, i < toggleBelow);
   return batch;
 }

@@ -52,7 +52,8 @@ for (const input of Object.keys(result.metafile.inputs)) {
 }
 for (const [file, output] of Object.entries(result.metafile.outputs)) {
   for (const imported of output.imports) {
-    if (imported.external && !EXTERNAL.includes(imported.path)) problems.push(`${file} imports ${imported.path}; only ${EXTERNAL.join(', ')} may stay an import`);
+    if (imported.external && !EXTERNAL.includes(imported.path))
+      problems.push(`${file} imports ${imported.path}; only ${EXTERNAL.join(', ')} may stay an import`);
   }
 }
 

@@ -123,7 +123,11 @@ export async function storesOf(db: Database, options: StoresOptions = {}): Promi
  * work, slower; only `migrate --add-indexes` builds it), then the stores over `db`, whose timestamp
  * forms follow what the mode and the newest rows say.
  */
-async function openStores(db: Database, logger: Logger, options: Omit<StoresOptions, 'logger' | 'kandevSchema'> & { schemaMode: SchemaModeSetting }): Promise<RepositoryContext> {
+async function openStores(
+  db: Database,
+  logger: Logger,
+  options: Omit<StoresOptions, 'logger' | 'kandevSchema'> & { schemaMode: SchemaModeSetting },
+): Promise<RepositoryContext> {
   const log = logger.child({ component: 'migrate' });
   const { mode, applied } = await migrateSchema(db, options.schemaMode);
   if (applied.length > 0) log.info({ applied, schemaMode: mode }, 'applied migrations');
@@ -142,7 +146,15 @@ async function openStores(db: Database, logger: Logger, options: Omit<StoresOpti
  * The one construction of a projector. Its capacity (tasks per transaction, transactions at once,
  * tasks in flight) is computed here, once, from the settings, the pool and the dialect.
  */
-function createProjector(deps: { store: ProjectionStore; db: Database; publisher: NatsSummaryPublisher; config: PartsConfig; epoch: string; logger: Logger; metrics?: Metrics }): Projector {
+function createProjector(deps: {
+  store: ProjectionStore;
+  db: Database;
+  publisher: NatsSummaryPublisher;
+  config: PartsConfig;
+  epoch: string;
+  logger: Logger;
+  metrics?: Metrics;
+}): Projector {
   const capacity = projectionCapacity({
     batchSize: deps.config.projectionBatchSize,
     transactions: deps.config.projectionTransactions,
@@ -242,7 +254,10 @@ function promptTargets(ctx: RepositoryContext, schema: PlanCommentSchema): Promp
       const task = await getTask(ctx, taskId);
       if (!task) return undefined;
       const primary = await getPrimarySession(ctx, taskId);
-      return { archived: task.archivedAt !== null, primary: primary ? { sessionId: primary.id, state: primary.state, promptable: isPromptable(primary.state) } : null };
+      return {
+        archived: task.archivedAt !== null,
+        primary: primary ? { sessionId: primary.id, state: primary.state, promptable: isPromptable(primary.state) } : null,
+      };
     },
     async archived(taskId) {
       const task = await getTask(ctx, taskId);
@@ -270,7 +285,13 @@ export async function createPromptServices(
     onWarning: (message) => deps.logger.warn({ component: 'admission' }, message),
   });
   const commentEvents = createPlanCommentPublisher(new NatsPlanCommentPublisher(deps.nc, parts.topology, parts.clock), deps.logger);
-  const planComments = createPlanCommentService({ ctx, store: comments, storeIn: (tx) => createPlanCommentStore(tx, schema), admission, comments: commentEvents });
+  const planComments = createPlanCommentService({
+    ctx,
+    store: comments,
+    storeIn: (tx) => createPlanCommentStore(tx, schema),
+    admission,
+    comments: commentEvents,
+  });
   const prompts = createPromptService({
     ctx,
     prompts: createPromptStore(ctx, schema),

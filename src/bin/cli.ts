@@ -75,7 +75,8 @@ const COMMANDS: Record<string, Command> = {
     run: (config, args) => runMigrateCommand(config, { addIndexes: Boolean(args.values['add-indexes']) }),
   }),
   doctor: command({
-    summary: 'read the database (never writing) and report whether the worker can run on it: schema mode, columns, indexes, timestamp forms, metadata, open turns (exit 0 ok, 1 warnings, 2 cannot run)',
+    summary:
+      'read the database (never writing) and report whether the worker can run on it: schema mode, columns, indexes, timestamp forms, metadata, open turns (exit 0 ok, 1 warnings, 2 cannot run)',
     usage: 'pending-projector doctor [--database-url URL] [--schema-mode auto|owned|kandev] [--sample N] [--json]',
     settings: DOCTOR_SETTINGS,
     options: {
@@ -133,7 +134,8 @@ const COMMANDS: Record<string, Command> = {
     run: (config, args) => runDeadLettersCommand(config, args.positionals, Number(args.values.limit ?? DEFAULT_LIST_LIMIT)),
   }),
   sandbox: command({
-    summary: 'try it: a temporary database seeded with a small workspace, the worker on its own subject prefix, and commands to try every endpoint; Ctrl-C removes it all (docs/sandbox.md)',
+    summary:
+      'try it: a temporary database seeded with a small workspace, the worker on its own subject prefix, and commands to try every endpoint; Ctrl-C removes it all (docs/sandbox.md)',
     usage: 'pending-projector sandbox [flags] (DATABASE_URL unset: a temporary SQLite file; PostgreSQL: a schema of its own)',
     settings: SANDBOX_SETTINGS,
     run: (config) => runSandboxCommand(config),
@@ -159,7 +161,11 @@ const COMMANDS: Record<string, Command> = {
  * before parseArgs, whose own message for it is a paragraph about positionals.
  */
 function unknownFlag(args: readonly string[], options: Record<string, { short?: string }>): string | undefined {
-  const shorts = new Set(Object.values(options).map((o) => o.short).filter(Boolean));
+  const shorts = new Set(
+    Object.values(options)
+      .map((o) => o.short)
+      .filter(Boolean),
+  );
   for (const arg of args) {
     if (arg === '--') return undefined;
     if (arg.startsWith('--')) {
@@ -204,7 +210,9 @@ export async function main(argv: string[]): Promise<number> {
   const command = COMMANDS[name];
   if (!command) {
     const closest = closestName(name, Object.keys(COMMANDS));
-    process.stderr.write(`pending-projector: unknown command ${JSON.stringify(name)}${closest ? `; did you mean ${closest}?` : ''} (see pending-projector --help)\n`);
+    process.stderr.write(
+      `pending-projector: unknown command ${JSON.stringify(name)}${closest ? `; did you mean ${closest}?` : ''} (see pending-projector --help)\n`,
+    );
     return 2;
   }
   const options = flagOptions(command);

@@ -49,7 +49,9 @@ type SandboxDecides = 'healthPort' | 'schemaMode' | 'failpoints';
 const SANDBOX_DECIDES: readonly SettingName[] = ['healthPort', 'schemaMode', 'failpoints'] satisfies SandboxDecides[];
 
 /** `pending-projector sandbox`: the worker's settings but the three it decides itself. */
-export const SANDBOX_SETTINGS = WORKER_SETTINGS.filter((name): name is Exclude<(typeof WORKER_SETTINGS)[number], SandboxDecides> => !SANDBOX_DECIDES.includes(name));
+export const SANDBOX_SETTINGS = WORKER_SETTINGS.filter(
+  (name): name is Exclude<(typeof WORKER_SETTINGS)[number], SandboxDecides> => !SANDBOX_DECIDES.includes(name),
+);
 export type SandboxSettings = SettingsOf<typeof SANDBOX_SETTINGS>;
 
 /** `pending-projector sandbox request` and `sandbox watch`: a NATS connection alone. */
@@ -81,7 +83,14 @@ export const VERIFY_SETTINGS = [...STORE_SETTINGS, 'reconcilePageSize'] as const
 export type VerifySettings = SettingsOf<typeof VERIFY_SETTINGS>;
 
 /** `pending-projector replay`. */
-export const REPLAY_SETTINGS = [...STORE_SETTINGS, ...BUS_SETTINGS, 'schemaMode', 'projectionBatchSize', 'projectionTransactions', 'summaryBucketStorage'] as const satisfies readonly SettingName[];
+export const REPLAY_SETTINGS = [
+  ...STORE_SETTINGS,
+  ...BUS_SETTINGS,
+  'schemaMode',
+  'projectionBatchSize',
+  'projectionTransactions',
+  'summaryBucketStorage',
+] as const satisfies readonly SettingName[];
 export type ReplaySettings = SettingsOf<typeof REPLAY_SETTINGS>;
 
 /** `pending-projector dead-letters`: NATS alone, and the log settings of a failure's report. */

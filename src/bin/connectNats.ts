@@ -26,9 +26,15 @@ export function prepareNats(settings: NatsClientSettings): PreparedNats {
         // Wrong credentials are the deployment's configuration, not an outage: exit 2, naming the
         // user and the setting to correct, never the secret.
         if (err instanceof errors.AuthorizationError || err instanceof errors.UserAuthenticationExpiredError) {
-          throw new ConnectionFailedError('credentials', { service: 'NATS', setting: 'NATS_URL / --nats-url', address }, `refused ${identity.who}: ${redactCredentials(err.message)}`, `To fix it, ${identity.fix}, then start again`, {
-            cause: err,
-          });
+          throw new ConnectionFailedError(
+            'credentials',
+            { service: 'NATS', setting: 'NATS_URL / --nats-url', address },
+            `refused ${identity.who}: ${redactCredentials(err.message)}`,
+            `To fix it, ${identity.fix}, then start again`,
+            {
+              cause: err,
+            },
+          );
         }
         throw natsConnectionFailure(err, address, redactCredentials);
       }

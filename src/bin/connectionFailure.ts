@@ -77,7 +77,19 @@ const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|HOSTNA
 // nats.js: "server does not support 'tls'"; pg: "The server does not support SSL connections";
 // PostgreSQL's pg_hba refusal of a plain connection: "..., no encryption".
 const TLS_MESSAGE = /\b(tls|ssl)\b|certificate|no encryption/i;
-const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', 'EADDRNOTAVAIL', '57P03', '53300']);
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EPIPE',
+  'EADDRNOTAVAIL',
+  '57P03',
+  '53300',
+]);
 const UNREACHABLE_NAMES = new Set(['TimeoutError', 'KnexTimeoutError']);
 
 function isTls(chain: Array<Error & { code?: unknown }>): boolean {
@@ -85,7 +97,9 @@ function isTls(chain: Array<Error & { code?: unknown }>): boolean {
 }
 
 function isUnreachable(chain: Array<Error & { code?: unknown }>): boolean {
-  return chain.some((e) => UNREACHABLE_CODES.has(codeOf(e)) || UNREACHABLE_NAMES.has(e.name) || (e.name === 'ConnectionError' && /refused|timeout|timed out/i.test(e.message)));
+  return chain.some(
+    (e) => UNREACHABLE_CODES.has(codeOf(e)) || UNREACHABLE_NAMES.has(e.name) || (e.name === 'ConnectionError' && /refused|timeout|timed out/i.test(e.message)),
+  );
 }
 
 /** The driver's words: the innermost message with a socket or server code, else the outermost. */
@@ -108,12 +122,18 @@ export function natsConnectionFailure(err: unknown, address: string, mask: (text
       'tls',
       target,
       reason,
-      "Check that the server offers TLS, that its certificate is signed by a CA NATS_TLS_CA_FILE holds (or a public one) and names the host NATS_URL gives it (a DNS: entry for a name, an IP: entry for an address), and that NATS_TLS_CERT_FILE / NATS_TLS_KEY_FILE are given when the server verifies clients",
+      'Check that the server offers TLS, that its certificate is signed by a CA NATS_TLS_CA_FILE holds (or a public one) and names the host NATS_URL gives it (a DNS: entry for a name, an IP: entry for an address), and that NATS_TLS_CERT_FILE / NATS_TLS_KEY_FILE are given when the server verifies clients',
       { cause: err },
     );
   }
   if (isUnreachable(chain)) {
-    return new ConnectionFailedError('unreachable', target, reason, 'Check that nats-server (with JetStream: nats-server -js) is running and listening there, or correct NATS_URL', { cause: err });
+    return new ConnectionFailedError(
+      'unreachable',
+      target,
+      reason,
+      'Check that nats-server (with JetStream: nats-server -js) is running and listening there, or correct NATS_URL',
+      { cause: err },
+    );
   }
   return new ConnectionFailedError('other', target, reason, 'Check the server and NATS_URL; LOG_LEVEL=debug shows the stack', { cause: err });
 }
@@ -154,10 +174,22 @@ export function databaseConnectionFailure(err: unknown, address: string, mask: (
     return new ConnectionFailedError('configuration', target, reason, 'Create that database, or correct the database name in DATABASE_URL', { cause: err });
   }
   if (codes.some((c) => UNUSABLE_FILE_CODE.test(c))) {
-    return new ConnectionFailedError('configuration', target, reason, 'Check that the path of DATABASE_URL is a SQLite database (or where one may be created) this user can read and write', { cause: err });
+    return new ConnectionFailedError(
+      'configuration',
+      target,
+      reason,
+      'Check that the path of DATABASE_URL is a SQLite database (or where one may be created) this user can read and write',
+      { cause: err },
+    );
   }
   if (isUnreachable(chain)) {
-    return new ConnectionFailedError('unreachable', target, reason, 'Check that PostgreSQL is running and accepts TCP connections there, or correct the host and port in DATABASE_URL', { cause: err });
+    return new ConnectionFailedError(
+      'unreachable',
+      target,
+      reason,
+      'Check that PostgreSQL is running and accepts TCP connections there, or correct the host and port in DATABASE_URL',
+      { cause: err },
+    );
   }
   return new ConnectionFailedError('other', target, reason, 'Check the server and DATABASE_URL; LOG_LEVEL=debug shows the stack', { cause: err });
 }

@@ -31,7 +31,9 @@ export async function runDeadLettersCommand(config: DeadLettersSettings, positio
       });
       if (entries.length === 0) process.stdout.write('no dead letters\n');
       for (const { id: dl, record } of entries) {
-        process.stdout.write(`${dl}\t${record.dead_lettered_at}\t${record.reason}\tseq=${record.stream_seq}\t${record.subject || '-'}\t${record.detail.split('\n')[0]?.slice(0, 120)}\n`);
+        process.stdout.write(
+          `${dl}\t${record.dead_lettered_at}\t${record.reason}\tseq=${record.stream_seq}\t${record.subject || '-'}\t${record.detail.split('\n')[0]?.slice(0, 120)}\n`,
+        );
       }
       return 0;
     }
@@ -46,7 +48,11 @@ export async function runDeadLettersCommand(config: DeadLettersSettings, positio
     }
     const result = await retryDeadLetter(nc, topology, id);
     if (!result.ok) {
-      process.stderr.write(result.reason === 'not_found' ? `no dead-letter record ${id}\n` : `record ${id}: the original event has left the stream (retention); nothing to retry\n`);
+      process.stderr.write(
+        result.reason === 'not_found'
+          ? `no dead-letter record ${id}\n`
+          : `record ${id}: the original event has left the stream (retention); nothing to retry\n`,
+      );
       return 1;
     }
     process.stdout.write(`re-injected record ${id} as stream sequence ${result.newStreamSeq}\n`);

@@ -118,7 +118,13 @@ export async function runDoctorCommand(config: DoctorSettings, options: DoctorOp
     progress.stop();
     const unserved = inspection.detection.shape !== 'empty' && unservedIndexes(inspection.indexes).length > 0;
     const addIndexesCommand = unserved ? addIndexesCommandLine({ description: db.description, schemaMode: config.schemaMode }) : null;
-    return write({ database: db.description, dialect: db.dialect.name, inspection, verdict: judgeInspection(inspection, addIndexesCommand), addIndexesCommand });
+    return write({
+      database: db.description,
+      dialect: db.dialect.name,
+      inspection,
+      verdict: judgeInspection(inspection, addIndexesCommand),
+      addIndexesCommand,
+    });
   } finally {
     progress.stop();
     await db.destroy();

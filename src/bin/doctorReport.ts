@@ -29,7 +29,7 @@ function schemaLines(inspection: DatabaseInspection): string[] {
     lines.push(
       inspection.pendingMigrations.length
         ? `  migrations the worker applies at start (or pending-projector migrate): ${inspection.pendingMigrations.join(', ')}`
-        : "  every migration of this mode is applied",
+        : '  every migration of this mode is applied',
     );
   } else {
     lines.push(`schema mode: refused (SCHEMA_MODE=${inspection.setting}): ${decision.headline}`);
@@ -103,7 +103,9 @@ function metadataLines(inspection: DatabaseInspection): string[] {
       table.nulls ? `${table.nulls} NULL` : '',
     ].filter(Boolean);
     const examples = table.exampleIds.length ? ` (e.g. ${table.exampleIds.join(', ')})` : '';
-    lines.push(`  ${table.table}: ${count(table.rows, 'row')}${parts.length ? `: ${parts.join(', ')}${examples}` : table.rows ? ', every one a JSON object' : ''}`);
+    lines.push(
+      `  ${table.table}: ${count(table.rows, 'row')}${parts.length ? `: ${parts.join(', ')}${examples}` : table.rows ? ', every one a JSON object' : ''}`,
+    );
   }
   return lines;
 }
@@ -131,7 +133,13 @@ export function doctorText(report: DoctorReport): string {
   const lines = [`database: ${report.database}${report.dialect ? ` (${report.dialect})` : ''}`];
   const { inspection, verdict } = report;
   if (inspection) {
-    lines.push(...schemaLines(inspection), ...indexLines(report, inspection), ...timestampLines(inspection), ...metadataLines(inspection), ...turnLines(inspection));
+    lines.push(
+      ...schemaLines(inspection),
+      ...indexLines(report, inspection),
+      ...timestampLines(inspection),
+      ...metadataLines(inspection),
+      ...turnLines(inspection),
+    );
   }
   // The schema's problems are listed under the schema mode; a database that was not reached has only its own.
   for (const problem of verdict.problems) if (problem.check === 'database') lines.push(`cannot run: ${problem.message}`);
@@ -162,20 +170,41 @@ export function doctorJson(report: DoctorReport): Record<string, unknown> {
       refused: i.decision.ok ? null : { headline: i.decision.headline, problems: i.decision.problems },
       search_path_schema_missing: i.missingSchema && { search_path: i.missingSchema.searchPath, create_schema: i.missingSchema.createSchema },
       pending_migrations: i.pendingMigrations,
-      tables: i.detection.tables.map((t) => ({ table: t.table, present: t.present, columns: t.columns.map((c) => ({ name: c.name, present: c.present, type: c.type })) })),
+      tables: i.detection.tables.map((t) => ({
+        table: t.table,
+        present: t.present,
+        columns: t.columns.map((c) => ({ name: c.name, present: c.present, type: c.type })),
+      })),
       missing_tables: i.detection.missingTables,
       missing_columns: i.detection.missingColumns,
     },
     indexes: i && {
       created_by_migrations: i.detection.shape === 'empty',
-      required: i.indexes.map((x) => ({ name: x.index.name, table: x.index.table, state: x.state, serves: x.index.serves, found: x.found ?? null, create: x.index.create })),
+      required: i.indexes.map((x) => ({
+        name: x.index.name,
+        table: x.index.table,
+        state: x.state,
+        serves: x.index.serves,
+        found: x.found ?? null,
+        create: x.index.create,
+      })),
       add_indexes_command: report.addIndexesCommand,
     },
     timestamps: i && { sample_rows: i.sampleRows, columns: i.timestamps.map(timestampJson) },
     metadata:
       i &&
-      i.metadata.tables.map((t) => ({ table: t.table, scanned: t.scanned, rows: t.rows, nulls: t.nulls, malformed: t.malformed, not_object: t.notObject, example_ids: t.exampleIds })),
-    open_turns: i?.openTurns ? { sessions: i.openTurns.sessions, examples: i.openTurns.examples.map((e) => ({ session_id: e.sessionId, open_turns: e.openTurns })) } : null,
+      i.metadata.tables.map((t) => ({
+        table: t.table,
+        scanned: t.scanned,
+        rows: t.rows,
+        nulls: t.nulls,
+        malformed: t.malformed,
+        not_object: t.notObject,
+        example_ids: t.exampleIds,
+      })),
+    open_turns: i?.openTurns
+      ? { sessions: i.openTurns.sessions, examples: i.openTurns.examples.map((e) => ({ session_id: e.sessionId, open_turns: e.openTurns })) }
+      : null,
     turn_markers: i?.metadata.markers
       ? {
           lifecycle_only: i.metadata.markers.lifecycleOnly,

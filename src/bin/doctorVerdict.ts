@@ -25,7 +25,6 @@ export interface DoctorVerdict {
   readonly warnings: readonly DoctorFinding[];
 }
 
-
 /** Why a column's forms matter: SQLite compares the stored text, and only some mixes keep text order equal to time order. */
 function timestampFormsWarning(finding: Extract<TimestampColumnFinding, { kind: 'sampled' }>): string | undefined {
   const forms = formsFound(finding);
@@ -42,11 +41,15 @@ function timestampFormsWarning(finding: Extract<TimestampColumnFinding, { kind: 
         ? "SQLite compares these values as text, and a canonical value ('T' after the date) sorts after every space-separated value of the same day whatever its time, so a plain ORDER BY on this column (as Kandev's queries use) is not time order"
         : 'both forms are space-separated, so their text order follows time order, but one instant written in both forms compares unequal as text (05:06:07 against 05:06:07+00:00)',
     );
-    parts.push("the worker sees the mix when it starts and orders these values by their instant through one normalised key, which the index report above accounts for (docs/schema.md, 'Timestamp forms: beside Kandev's rows')");
+    parts.push(
+      "the worker sees the mix when it starts and orders these values by their instant through one normalised key, which the index report above accounts for (docs/schema.md, 'Timestamp forms: beside Kandev's rows')",
+    );
   }
   if (finding.forms.other > 0) {
     const examples = finding.otherExamples.map((v) => JSON.stringify(v)).join(', ');
-    parts.push(`${plural(finding.forms.other, 'sampled value')} of ${name} in none of the known forms (${examples}): how they order against other values is not known`);
+    parts.push(
+      `${plural(finding.forms.other, 'sampled value')} of ${name} in none of the known forms (${examples}): how they order against other values is not known`,
+    );
   }
   return parts.length ? `${parts.join('; ')}` : undefined;
 }
@@ -104,14 +107,26 @@ export function judgeInspection(inspection: DatabaseInspection, addIndexesComman
 
   if (problems.length > 0) {
     if (inspection.missingSchema) {
-      return { exitCode: 2, status: 'cannot_run', summary: `the worker cannot run: the search_path of DATABASE_URL selects no schema (${inspection.missingSchema.searchPath})`, problems, warnings };
+      return {
+        exitCode: 2,
+        status: 'cannot_run',
+        summary: `the worker cannot run: the search_path of DATABASE_URL selects no schema (${inspection.missingSchema.searchPath})`,
+        problems,
+        warnings,
+      };
     }
     const headline = decision.ok ? problems[0]!.message : decision.headline;
     return { exitCode: 2, status: 'cannot_run', summary: `the worker cannot run on this database: ${headline}`, problems, warnings };
   }
   const mode = decision.ok ? decision.mode : 'refused';
   if (warnings.length > 0) {
-    return { exitCode: 1, status: 'warnings', summary: `the worker can run (schema mode ${mode}), with ${plural(warnings.length, 'warning')}`, problems, warnings };
+    return {
+      exitCode: 1,
+      status: 'warnings',
+      summary: `the worker can run (schema mode ${mode}), with ${plural(warnings.length, 'warning')}`,
+      problems,
+      warnings,
+    };
   }
   return { exitCode: 0, status: 'ok', summary: `the worker can run (schema mode ${mode})`, problems, warnings };
 }

@@ -16,17 +16,17 @@ export type NatsClientSettings = Pick<Config, 'natsUrl'> &
   Partial<
     Pick<
       Config,
-  | 'natsToken'
-  | 'natsTokenFile'
-  | 'natsUser'
-  | 'natsPassword'
-  | 'natsPasswordFile'
-  | 'natsNkeySeedFile'
-  | 'natsCredsFile'
-  | 'natsTlsCaFile'
-  | 'natsTlsCertFile'
-  | 'natsTlsKeyFile'
-  | 'natsInboxPrefix'
+      | 'natsToken'
+      | 'natsTokenFile'
+      | 'natsUser'
+      | 'natsPassword'
+      | 'natsPasswordFile'
+      | 'natsNkeySeedFile'
+      | 'natsCredsFile'
+      | 'natsTlsCaFile'
+      | 'natsTlsCertFile'
+      | 'natsTlsKeyFile'
+      | 'natsInboxPrefix'
     >
   >;
 
@@ -62,7 +62,10 @@ interface ParsedServers {
 function parseServers(natsUrl: string, problems: string[]): ParsedServers {
   const parsed: ParsedServers = { servers: [], tls: false };
   const seen = new Set<string>();
-  for (const entry of natsUrl.split(',').map((s) => s.trim()).filter(Boolean)) {
+  for (const entry of natsUrl
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(entry) ? entry : `nats://${entry}`;
     let url: URL;
     try {
@@ -181,20 +184,39 @@ export function resolveNatsConnection(settings: NatsClientSettings): { options: 
   if (settings.natsToken && settings.natsTokenFile) problems.push('NATS_TOKEN and NATS_TOKEN_FILE are both set: give one');
   if (settings.natsPassword && settings.natsPasswordFile) problems.push('NATS_PASSWORD and NATS_PASSWORD_FILE are both set: give one');
   const { natsToken, natsPassword, natsUser = '' } = settings;
-  const token = settings.natsTokenFile ? secretFile(settings.natsTokenFile, 'NATS_TOKEN_FILE / --nats-token-file', problems) : natsToken ? () => natsToken : undefined;
+  const token = settings.natsTokenFile
+    ? secretFile(settings.natsTokenFile, 'NATS_TOKEN_FILE / --nats-token-file', problems)
+    : natsToken
+      ? () => natsToken
+      : undefined;
   const tokenSource = settings.natsTokenFile ? `NATS_TOKEN_FILE / --nats-token-file (${JSON.stringify(settings.natsTokenFile)})` : 'NATS_TOKEN / --nats-token';
   if (token) methods.push({ name: 'a token (NATS_TOKEN / NATS_TOKEN_FILE)', authenticator: tokenAuthenticator(token), identity: tokenIdentity(tokenSource) });
-  if (urls.token !== undefined) methods.push({ name: 'a token in NATS_URL', authenticator: tokenAuthenticator(urls.token), identity: tokenIdentity('NATS_URL / --nats-url') });
+  if (urls.token !== undefined)
+    methods.push({ name: 'a token in NATS_URL', authenticator: tokenAuthenticator(urls.token), identity: tokenIdentity('NATS_URL / --nats-url') });
 
-  const password = settings.natsPasswordFile ? secretFile(settings.natsPasswordFile, 'NATS_PASSWORD_FILE / --nats-password-file', problems) : natsPassword ? () => natsPassword : undefined;
+  const password = settings.natsPasswordFile
+    ? secretFile(settings.natsPasswordFile, 'NATS_PASSWORD_FILE / --nats-password-file', problems)
+    : natsPassword
+      ? () => natsPassword
+      : undefined;
   if (natsUser || natsPassword || settings.natsPasswordFile) {
     if (!natsUser) problems.push('NATS_PASSWORD / NATS_PASSWORD_FILE is set without NATS_USER / --nats-user');
     else if (!natsPassword && !settings.natsPasswordFile) problems.push('NATS_USER is set without NATS_PASSWORD / NATS_PASSWORD_FILE');
-    const source = settings.natsPasswordFile ? `NATS_PASSWORD_FILE / --nats-password-file (${JSON.stringify(settings.natsPasswordFile)})` : 'NATS_PASSWORD / --nats-password';
-    methods.push({ name: 'a user and password (NATS_USER)', authenticator: password && usernamePasswordAuthenticator(natsUser, password), identity: userIdentity(natsUser, source) });
+    const source = settings.natsPasswordFile
+      ? `NATS_PASSWORD_FILE / --nats-password-file (${JSON.stringify(settings.natsPasswordFile)})`
+      : 'NATS_PASSWORD / --nats-password';
+    methods.push({
+      name: 'a user and password (NATS_USER)',
+      authenticator: password && usernamePasswordAuthenticator(natsUser, password),
+      identity: userIdentity(natsUser, source),
+    });
   }
   if (urls.user !== undefined) {
-    methods.push({ name: 'a user and password in NATS_URL', authenticator: usernamePasswordAuthenticator(urls.user, urls.password ?? ''), identity: userIdentity(urls.user, 'NATS_URL / --nats-url') });
+    methods.push({
+      name: 'a user and password in NATS_URL',
+      authenticator: usernamePasswordAuthenticator(urls.user, urls.password ?? ''),
+      identity: userIdentity(urls.user, 'NATS_URL / --nats-url'),
+    });
   }
 
   if (settings.natsNkeySeedFile) {
@@ -226,7 +248,8 @@ export function resolveNatsConnection(settings: NatsClientSettings): { options: 
     ['certFile', settings.natsTlsCertFile, 'NATS_TLS_CERT_FILE / --nats-tls-cert-file'],
     ['keyFile', settings.natsTlsKeyFile, 'NATS_TLS_KEY_FILE / --nats-tls-key-file'],
   ];
-  if (Boolean(settings.natsTlsCertFile) !== Boolean(settings.natsTlsKeyFile)) problems.push('NATS_TLS_CERT_FILE and NATS_TLS_KEY_FILE go together: give both or neither');
+  if (Boolean(settings.natsTlsCertFile) !== Boolean(settings.natsTlsKeyFile))
+    problems.push('NATS_TLS_CERT_FILE and NATS_TLS_KEY_FILE go together: give both or neither');
   const tls: TlsOptions = {};
   for (const [option, path, setting] of tlsFiles) {
     if (!path) continue;

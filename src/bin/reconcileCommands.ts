@@ -54,7 +54,9 @@ export async function runVerifyCommand(config: VerifySettings, taskIds: string[]
     const { mode, detection } = await resolveSchemaMode(db, 'auto');
     const unapplied = unappliedMigrations(detection, mode);
     if (unapplied.length > 0) {
-      process.stderr.write(`verify: this ${mode === 'kandev' ? 'Kandev' : 'owned'}-mode database lacks this service's migrations (${unapplied.join(', ')}): run \`pending-projector migrate\` first\n`);
+      process.stderr.write(
+        `verify: this ${mode === 'kandev' ? 'Kandev' : 'owned'}-mode database lacks this service's migrations (${unapplied.join(', ')}): run \`pending-projector migrate\` first\n`,
+      );
       return 2;
     }
     const ctx = await storesOf(db, { setting: config.timestampForm, kandevSchema: mode === 'kandev' });
@@ -68,7 +70,10 @@ export async function runVerifyCommand(config: VerifySettings, taskIds: string[]
         for (const d of drift) {
           progress.done();
           const queued = { stored_queued_prompt_count: d.storedQueuedPromptCount, derived_queued_prompt_count: d.derivedQueuedPromptCount };
-          const queuedText = d.storedQueuedPromptCount === d.derivedQueuedPromptCount ? '' : `\tqueued_prompt_count stored=${d.storedQueuedPromptCount} derived=${d.derivedQueuedPromptCount}`;
+          const queuedText =
+            d.storedQueuedPromptCount === d.derivedQueuedPromptCount
+              ? ''
+              : `\tqueued_prompt_count stored=${d.storedQueuedPromptCount} derived=${d.derivedQueuedPromptCount}`;
           process.stdout.write(
             json
               ? `${JSON.stringify({ task_id: d.taskId, kind: d.kind, stored: d.stored, derived: d.derived, ...queued })}\n`

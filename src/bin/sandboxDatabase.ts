@@ -52,7 +52,9 @@ async function openSqlite(config: DatabaseConfig, url: string): Promise<SandboxD
   const dir = temporary ? fs.mkdtempSync(path.join(os.tmpdir(), 'pending-projector-sandbox-')) : undefined;
   const file = dir ? path.join(dir, 'sandbox.db') : path.resolve(url.slice('sqlite:'.length));
   if (!dir && fs.existsSync(file)) {
-    throw new DatabaseUrlError(`DATABASE_URL names ${file}, which exists: the sandbox seeds a database it creates itself; name a new file, or leave DATABASE_URL unset for a temporary one`);
+    throw new DatabaseUrlError(
+      `DATABASE_URL names ${file}, which exists: the sandbox seeds a database it creates itself; name a new file, or leave DATABASE_URL unset for a temporary one`,
+    );
   }
   const createdDir = !dir && !fs.existsSync(path.dirname(file)) ? path.dirname(file) : undefined;
   const db = openDatabase({ ...config, databaseUrl: `sqlite:${file}` });
@@ -106,5 +108,9 @@ export function openSandboxDatabase(config: DatabaseConfig): Promise<SandboxData
   }
   if (url.startsWith('sqlite:')) return openSqlite(config, url);
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) return openPostgres(config, url);
-  return Promise.reject(new DatabaseUrlError(`unsupported DATABASE_URL ${JSON.stringify(redactCredentials(url))}: use sqlite:<path>, sqlite::memory: or postgres://user@host:port/db`));
+  return Promise.reject(
+    new DatabaseUrlError(
+      `unsupported DATABASE_URL ${JSON.stringify(redactCredentials(url))}: use sqlite:<path>, sqlite::memory: or postgres://user@host:port/db`,
+    ),
+  );
 }

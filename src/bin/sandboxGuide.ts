@@ -52,18 +52,37 @@ export function exampleRequests(w: SandboxWorkspace): SandboxRequest[] {
     { endpoint: 'clarification.list_pending', body: { workspace_id: w.workspaceId, limit: 10 }, what: 'the questions still waiting for an answer' },
     { endpoint: 'summary.get', body: { task_id: w.question.taskId }, what: 'a task summary as stored' },
     { endpoint: 'task.pending_actions', body: { task_id: w.permission.taskId }, what: 'per-session pending actions: a permission request' },
-    { endpoint: 'session.guard', body: { session_id: w.question.sessionId }, what: 'may a workflow auto-advance this session? (blocked: true while its question is pending)' },
+    {
+      endpoint: 'session.guard',
+      body: { session_id: w.question.sessionId },
+      what: 'may a workflow auto-advance this session? (blocked: true while its question is pending)',
+    },
     { endpoint: 'session.turns', body: { session_id: w.question.sessionId }, what: 'the turn history: the later lifecycle turn is not the current one' },
-    { endpoint: 'clarification.detach', body: { session_id: w.question.sessionId }, what: 'the agent disconnected: a pending question stays answerable (delivered as a resume)' },
+    {
+      endpoint: 'clarification.detach',
+      body: { session_id: w.question.sessionId },
+      what: 'the agent disconnected: a pending question stays answerable (delivered as a resume)',
+    },
     { endpoint: 'task.reproject', body: { task_id: w.question.taskId }, what: 'project a task now' },
     { endpoint: 'plan_comment.list', body: { task_id: w.plan.taskId }, what: "the plan's pending comments" },
-    { endpoint: 'plan_comment.create', body: { ...plan, comment_id: commentId, body: 'Link each line to its pull request.' }, what: 'add a comment (idempotent by comment_id: run it twice)' },
-    { endpoint: 'plan_comment.update', body: { ...plan, comment_id: commentId, version: 1, body: 'Link each line to its pull request, please.' }, what: 'edit it at version 1 (a second run is a conflict: it is at version 2 now)' },
+    {
+      endpoint: 'plan_comment.create',
+      body: { ...plan, comment_id: commentId, body: 'Link each line to its pull request.' },
+      what: 'add a comment (idempotent by comment_id: run it twice)',
+    },
+    {
+      endpoint: 'plan_comment.update',
+      body: { ...plan, comment_id: commentId, version: 1, body: 'Link each line to its pull request, please.' },
+      what: 'edit it at version 1 (a second run is a conflict: it is at version 2 now)',
+    },
     { endpoint: 'plan_comment.delete', body: { ...plan, comment_id: commentId, version: 2 }, what: 'delete it at version 2' },
     {
       endpoint: 'plan_comment.import_legacy',
-      body: { task_id: w.plan.taskId, drafts: [{ id: randomUUID(), sessionId: w.plan.sessionId, text: 'A draft kept by an older browser client.', createdAt: '2026-01-01T00:00:00Z' }] },
-      what: "import a browser draft once (a second run skips it)",
+      body: {
+        task_id: w.plan.taskId,
+        drafts: [{ id: randomUUID(), sessionId: w.plan.sessionId, text: 'A draft kept by an older browser client.', createdAt: '2026-01-01T00:00:00Z' }],
+      },
+      what: 'import a browser draft once (a second run skips it)',
     },
     {
       endpoint: 'plan_comment.run',
@@ -73,12 +92,26 @@ export function exampleRequests(w: SandboxWorkspace): SandboxRequest[] {
     { endpoint: 'plan.delete', body: plan, what: 'delete the plan and the comments left on it' },
     {
       endpoint: 'attachment.stage',
-      body: { id: attachmentId, owner_id: 'sandbox-user', workspace_id: w.workspaceId, name: 'vitest.log', mime_type: 'text/plain', size_bytes: 2048, storage_key: `uploads-${attachmentId}` },
+      body: {
+        id: attachmentId,
+        owner_id: 'sandbox-user',
+        workspace_id: w.workspaceId,
+        name: 'vitest.log',
+        mime_type: 'text/plain',
+        size_bytes: 2048,
+        storage_key: `uploads-${attachmentId}`,
+      },
       what: 'record an uploaded file, for the next prompt to carry',
     },
     {
       endpoint: 'message.send',
-      body: { session_id: w.permission.sessionId, caller_id: randomUUID(), content: 'Pin vitest to the current major instead.', attachment_ids: [attachmentId], attachment_owner_id: 'sandbox-user' },
+      body: {
+        session_id: w.permission.sessionId,
+        caller_id: randomUUID(),
+        content: 'Pin vitest to the current major instead.',
+        attachment_ids: [attachmentId],
+        attachment_owner_id: 'sandbox-user',
+      },
       what: 'a prompt with that file to the session waiting for input (run it twice: replayed: true)',
     },
     { endpoint: 'queue.list', body: { session_id: w.queue.sessionId }, what: "the busy session's queued prompts" },
@@ -87,7 +120,11 @@ export function exampleRequests(w: SandboxWorkspace): SandboxRequest[] {
       body: { session_id: w.queue.sessionId, caller_id: randomUUID(), content: 'And update the changelog.' },
       what: 'queue one more: "Fix the flaky login test" gets queued_prompt_count 3',
     },
-    { endpoint: 'clarification.expire', body: { session_id: w.question.sessionId }, what: 'a session going terminal expires its pending questions (none once answered)' },
+    {
+      endpoint: 'clarification.expire',
+      body: { session_id: w.question.sessionId },
+      what: 'a session going terminal expires its pending questions (none once answered)',
+    },
   ];
 }
 

@@ -169,11 +169,30 @@ async function startHoldingLock(deps: WorkerDeps & { config: StartWorkerSettings
     refiller,
     { name: 'projections', start: async () => undefined, stop: () => projector.whenIdle() },
     { name: 'event-consumer', start: () => consumer.start(), stop: () => consumer.stop() },
-    promptDispatcherComponent({ dispatcher: prompts.dispatcher, reconcile: prompts.reconcile, reconcileEveryMs: config.reservationTtlMs, pollEveryMs: config.dispatchPollMs, logger }),
-    deliveryRecoveryLoop({ recover: (options) => clarifications.recoverPendingDeliveries(options), graceMs: config.respondDeadlineMs + RECOVERY_MARGIN_MS, logger }),
+    promptDispatcherComponent({
+      dispatcher: prompts.dispatcher,
+      reconcile: prompts.reconcile,
+      reconcileEveryMs: config.reservationTtlMs,
+      pollEveryMs: config.dispatchPollMs,
+      logger,
+    }),
+    deliveryRecoveryLoop({
+      recover: (options) => clarifications.recoverPendingDeliveries(options),
+      graceMs: config.respondDeadlineMs + RECOVERY_MARGIN_MS,
+      logger,
+    }),
     // Stopped after the endpoints: the collection events of the last requests they answered go out.
     { name: 'plan-comment-events', start: async () => undefined, stop: () => promptServices.commentEvents.settled() },
-    serviceEndpointsComponent({ nc, topology, clarifications, tasks: createTasks(parts, logger), ...promptServices.endpoints, logger, maxRequestBytes: config.maxEventBytes, metrics }),
+    serviceEndpointsComponent({
+      nc,
+      topology,
+      clarifications,
+      tasks: createTasks(parts, logger),
+      ...promptServices.endpoints,
+      logger,
+      maxRequestBytes: config.maxEventBytes,
+      metrics,
+    }),
     reconcile,
   ];
   const started = await startComponents(deps.arrangeComponents?.(components) ?? components, logger);

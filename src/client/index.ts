@@ -11,7 +11,14 @@ export { ENDPOINTS, ENDPOINT_TABLE } from '../contract/endpoints.js';
 export type { EndpointMethod, EndpointName, EndpointReplyOf, EndpointRequestOf, EndpointSpec } from '../contract/endpoints.js';
 export * from '../contract/planCommentRequests.js';
 export type { AdmissionPayload, AttachmentPayload, PlanCommentPayload, PlanCommentsPayload, QueueEntryPayload } from '../contract/planCommentPayloads.js';
-export type { AttachmentStageReply, ImportLegacyReply, PlanCommentFailure, PlanCommentsReply, PromptReply, QueueListReply } from '../contract/planCommentReplies.js';
+export type {
+  AttachmentStageReply,
+  ImportLegacyReply,
+  PlanCommentFailure,
+  PlanCommentsReply,
+  PromptReply,
+  QueueListReply,
+} from '../contract/planCommentReplies.js';
 export {
   ANSWER_TEXT_MAX_CHARS,
   MAX_BUNDLE_QUESTIONS,

@@ -3,8 +3,6 @@ import { ENDPOINT_SPECS, type EndpointMethod, type EndpointReplyOf, type Endpoin
 import type { ReplyFailure } from '../contract/replyErrorCodes.js';
 import { topologyFor } from '../contract/subjects.js';
 
-;
-
 export interface PendingProjectorClientOptions {
   /** The deployment's subject prefix (e.g. "acme."), as given to the worker. */
   prefix?: string;
@@ -61,7 +59,8 @@ export function createPendingProjectorClient(nc: NatsConnection, options: Pendin
     }
   };
   // respond may wait for the agent's confirmation, so it has a timeout of its own.
-  const timeoutOf = (method: EndpointMethod, o?: CallOptions) => o?.timeoutMs ?? (method === 'respond' ? (options.respondTimeoutMs ?? 65_000) : defaultTimeoutMs);
+  const timeoutOf = (method: EndpointMethod, o?: CallOptions) =>
+    o?.timeoutMs ?? (method === 'respond' ? (options.respondTimeoutMs ?? 65_000) : defaultTimeoutMs);
   const client: Record<string, (request: object, o?: CallOptions) => Promise<unknown>> = {};
   for (const spec of ENDPOINT_SPECS) {
     const failureFields = 'failureFields' in spec ? spec.failureFields : undefined;

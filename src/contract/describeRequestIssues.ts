@@ -9,9 +9,7 @@ function pathOf(path: readonly PropertyKey[]): string {
 function wordsOf(issue: z.core.$ZodIssue): string {
   if (issue.code === 'unrecognized_keys') return `unknown field${issue.keys.length === 1 ? '' : 's'} ${issue.keys.map((k) => JSON.stringify(k)).join(', ')}`;
   if (issue.code === 'invalid_type' && / received undefined$/.test(issue.message)) return `required (expected ${issue.expected})`;
-  return issue.message
-    .replace(/^Invalid (input|option|value|string|number|key)s?: /i, '')
-    .replace(/"\|"/g, '", "');
+  return issue.message.replace(/^Invalid (input|option|value|string|number|key)s?: /i, '').replace(/"\|"/g, '", "');
 }
 
 /**

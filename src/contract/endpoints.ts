@@ -71,10 +71,25 @@ export const ENDPOINT_TABLE = {
     request: planCommentCreateSchema,
     reply: replyType<PlanCommentsReply<{ replayed: boolean; comment: PlanCommentPayload | null }>>(),
   },
-  updatePlanComment: { key: 'planCommentUpdate', name: 'plan_comment.update', request: planCommentUpdateSchema, reply: replyType<PlanCommentsReply<{ comment: PlanCommentPayload }>>() },
-  deletePlanComment: { key: 'planCommentDelete', name: 'plan_comment.delete', request: planCommentDeleteSchema, reply: replyType<PlanCommentsReply<{ deleted: boolean }>>() },
+  updatePlanComment: {
+    key: 'planCommentUpdate',
+    name: 'plan_comment.update',
+    request: planCommentUpdateSchema,
+    reply: replyType<PlanCommentsReply<{ comment: PlanCommentPayload }>>(),
+  },
+  deletePlanComment: {
+    key: 'planCommentDelete',
+    name: 'plan_comment.delete',
+    request: planCommentDeleteSchema,
+    reply: replyType<PlanCommentsReply<{ deleted: boolean }>>(),
+  },
   deletePlan: { key: 'planDelete', name: 'plan.delete', request: planDeleteSchema, reply: replyType<PlanCommentsReply<{ deleted: boolean }>>() },
-  importLegacyPlanComments: { key: 'planCommentImportLegacy', name: 'plan_comment.import_legacy', request: importLegacySchema, reply: replyType<ImportLegacyReply>() },
+  importLegacyPlanComments: {
+    key: 'planCommentImportLegacy',
+    name: 'plan_comment.import_legacy',
+    request: importLegacySchema,
+    reply: replyType<ImportLegacyReply>(),
+  },
   stageAttachment: { key: 'attachmentStage', name: 'attachment.stage', request: attachmentStageSchema, reply: replyType<AttachmentStageReply>() },
   /**
    * Sends a prompt to exactly `session_id`. `caller_id` is the caller's (a UUID it reuses on a
@@ -111,10 +126,14 @@ export const ENDPOINT_SPECS: ReadonlyArray<Table[EndpointMethod] & { method: End
 type ByName<N extends EndpointName> = Extract<Table[EndpointMethod], { name: N }>;
 
 /** Endpoint names by key; the subject is `<prefix>pending_projector.v1.<name>`. */
-export const ENDPOINTS = Object.fromEntries(ENDPOINT_SPECS.map((spec) => [spec.key, spec.name])) as { readonly [M in EndpointMethod as Table[M]['key']]: Table[M]['name'] };
+export const ENDPOINTS = Object.fromEntries(ENDPOINT_SPECS.map((spec) => [spec.key, spec.name])) as {
+  readonly [M in EndpointMethod as Table[M]['key']]: Table[M]['name'];
+};
 
 /** The request schema of every endpoint, by name: the table the fuzz tests walk. */
-export const ENDPOINT_REQUEST_SCHEMAS = Object.fromEntries(ENDPOINT_SPECS.map((spec) => [spec.name, spec.request])) as { readonly [N in EndpointName]: ByName<N>['request'] };
+export const ENDPOINT_REQUEST_SCHEMAS = Object.fromEntries(ENDPOINT_SPECS.map((spec) => [spec.name, spec.request])) as {
+  readonly [N in EndpointName]: ByName<N>['request'];
+};
 
 /** The body a handler of endpoint `N` is given, once its schema parsed it. */
 type EndpointRequest<N extends EndpointName> = z.output<ByName<N>['request']>;

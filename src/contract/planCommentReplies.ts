@@ -7,7 +7,13 @@ import type { ReplyFailure } from './replyErrorCodes.js';
  * A failure of the plan-comment, message and attachment endpoints: `reason` (machine-readable) and
  * its details beside `error`; `plan_comments` is the current collection on `plan_comments_changed`.
  */
-export type PlanCommentFailure = ReplyFailure & { reason?: string; plan_comments?: PlanCommentsPayload; primary_session_id?: string | null; state?: string; attachment_ids?: string[] } & Record<string, unknown>;
+export type PlanCommentFailure = ReplyFailure & {
+  reason?: string;
+  plan_comments?: PlanCommentsPayload;
+  primary_session_id?: string | null;
+  state?: string;
+  attachment_ids?: string[];
+} & Record<string, unknown>;
 export type PlanCommentsReply<T extends object = object> = ({ ok: true; plan_comments: PlanCommentsPayload } & T) | PlanCommentFailure;
 /** An accepted prompt (its admission); `queue_full` failures carry `count` and `max`. */
 export type PromptReply = AdmissionPayload | PlanCommentFailure;

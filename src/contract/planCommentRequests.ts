@@ -35,7 +35,9 @@ const content = storableTextSchema.refine((s) => utf8.encode(s).byteLength <= PL
 });
 
 export const planCommentRefSchema = z.object({ id: idSchema, version }).strict();
-const refs = z.array(planCommentRefSchema).max(PLAN_COMMENT_LIMITS.refsPerPrompt, { message: `at most ${PLAN_COMMENT_LIMITS.refsPerPrompt} plan comment refs` });
+const refs = z
+  .array(planCommentRefSchema)
+  .max(PLAN_COMMENT_LIMITS.refsPerPrompt, { message: `at most ${PLAN_COMMENT_LIMITS.refsPerPrompt} plan comment refs` });
 const attachmentIds = z.array(idSchema).max(20, { message: 'at most 20 attachments' });
 
 export const planCommentListSchema = z.object({ task_id: idSchema }).strict();

@@ -56,7 +56,10 @@ export const listPendingRequestSchema = z.object({
   created_since: timestamp.optional(),
   limit: z.number().int().min(1).max(500),
   // As issued: base64url, no padding. Anything else is no cursor of ours, refused before decoding.
-  cursor: z.string().regex(/^[A-Za-z0-9_-]{1,1024}$/, { message: 'cursor is not one this service issued' }).optional(),
+  cursor: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,1024}$/, { message: 'cursor is not one this service issued' })
+    .optional(),
 });
 export type ListPendingRequest = z.input<typeof listPendingRequestSchema>;
 

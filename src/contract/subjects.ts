@@ -98,7 +98,14 @@ export function topologyFor(prefix: string): Topology {
 
 /** Every JetStream stream the worker creates for a topology, including the KV bucket's. */
 export function topologyStreams(topology: Topology): string[] {
-  return [topology.eventsStream, topology.outputStream, topology.deadLetterStream, topology.agentResumeStream, topology.agentPromptStream, topology.summaryBucketStream];
+  return [
+    topology.eventsStream,
+    topology.outputStream,
+    topology.deadLetterStream,
+    topology.agentResumeStream,
+    topology.agentPromptStream,
+    topology.summaryBucketStream,
+  ];
 }
 
 /**

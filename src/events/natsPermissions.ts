@@ -89,7 +89,9 @@ export async function probeNatsPermissions(nc: NatsConnection, needs: readonly N
   await new Promise((resolve) => setImmediate(resolve));
   statuses.stop();
   await watching;
-  return needs.filter((need) => refused.has(need)).map(({ operation, subject, queue, purpose }) => ({ operation, subject, purpose, ...(queue ? { queue } : {}) }));
+  return needs
+    .filter((need) => refused.has(need))
+    .map(({ operation, subject, queue, purpose }) => ({ operation, subject, purpose, ...(queue ? { queue } : {}) }));
 }
 
 /** A denial that a subscription already made met (the endpoints' own subscriptions), or undefined. */

@@ -2,9 +2,7 @@ import { z } from 'zod';
 import { envelopeSchema, eventDataSchema, type Envelope, type EventData } from '../contract/envelope.js';
 import { INVALID_ID_ISSUE } from '../storableText.js';
 
-export type ParsedEvent =
-  | { ok: true; envelope: Envelope; data: EventData }
-  | { ok: false; reason: EventRejection; detail: string };
+export type ParsedEvent = { ok: true; envelope: Envelope; data: EventData } | { ok: false; reason: EventRejection; detail: string };
 
 /** Why an event can never be projected: the reason its dead-letter record carries. */
 export type EventRejection = 'too_large' | 'invalid_json' | 'invalid_envelope' | 'invalid_id';

@@ -65,7 +65,11 @@ export function serveEndpoint<S extends z.ZodType>(options: EndpointOptions<S>):
       code = 'internal';
       log.error({ err }, 'endpoint reply could not be sent');
       try {
-        msg.respond(encoder.encode(JSON.stringify(withFailureFields({ ok: false, error: { code: 'internal', message: `the reply could not be sent: ${(err as Error).message}` } }))));
+        msg.respond(
+          encoder.encode(
+            JSON.stringify(withFailureFields({ ok: false, error: { code: 'internal', message: `the reply could not be sent: ${(err as Error).message}` } })),
+          ),
+        );
       } catch {
         // The connection is gone: the caller's request times out, which it handles as unavailable.
       }

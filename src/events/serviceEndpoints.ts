@@ -64,7 +64,9 @@ function endpointHandlers({ clarifications, tasks, planComments: plans, prompts,
         listQueue: (request) => prompts.listQueue(request),
       } satisfies Partial<EndpointHandlers>)
     : undefined;
-  const attachmentHandlers = attachments ? ({ stageAttachment: (request) => attachments.stageAttachment(request) } satisfies Partial<EndpointHandlers>) : undefined;
+  const attachmentHandlers = attachments
+    ? ({ stageAttachment: (request) => attachments.stageAttachment(request) } satisfies Partial<EndpointHandlers>)
+    : undefined;
   if (planComments && promptHandlers && attachmentHandlers) {
     // Complete: an endpoint added to the table without a handler here does not compile.
     return { ...core, ...planComments, ...promptHandlers, ...attachmentHandlers } satisfies EndpointHandlers;

@@ -29,7 +29,6 @@ const TRANSPORT_FIELDS = new Set(['revision', 'updated_at']);
 
 export type SemanticSummary = Readonly<Record<string, unknown>>;
 
-
 export class SummaryParseError extends PendingProjectorError {
   override name = 'SummaryParseError';
   constructor(message: string) {

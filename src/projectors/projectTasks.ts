@@ -79,7 +79,10 @@ export async function projectTasks(
     const published = await publishReplacements(tx, deps, accepted, now);
     for (const change of accepted) {
       const outcome = published.get(change.row.taskId)!;
-      settled.set(change.row.taskId, outcome.ok ? { outcome: 'changed', revision: outcome.revision, state: change.state } : { outcome: 'bus_refused', error: outcome.error });
+      settled.set(
+        change.row.taskId,
+        outcome.ok ? { outcome: 'changed', revision: outcome.revision, state: change.state } : { outcome: 'bus_refused', error: outcome.error },
+      );
     }
     const refused = ids.filter((taskId) => settled.get(taskId)!.outcome === 'bus_refused');
     // Still under the row locks: nobody saw these revisions.

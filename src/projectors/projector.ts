@@ -78,7 +78,10 @@ export class Projector {
       await this.publishSessionChanges(transaction.batch, transaction.sequence);
       const refused = [...transaction.batch].flatMap(([taskId, p]) => (p.outcome === 'bus_refused' ? [{ taskId, err: p.error }] : []));
       if (refused.length > 0) {
-        this.log.warn({ tasks: refused.map((r) => r.taskId), err: refused[0]!.err }, 'the bus refused some summaries of a batch; their rows were put back; projecting them one by one');
+        this.log.warn(
+          { tasks: refused.map((r) => r.taskId), err: refused[0]!.err },
+          'the bus refused some summaries of a batch; their rows were put back; projecting them one by one',
+        );
       }
       retry = [...transaction.batch].filter(([, p]) => p.outcome === 'conflict' || p.outcome === 'bus_refused').map(([taskId]) => taskId);
     }

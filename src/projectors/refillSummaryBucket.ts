@@ -41,7 +41,11 @@ export async function refillSummaryBucket(options: RefillOptions): Promise<Refil
     const updates: SummaryUpdate[] = [];
     for (const row of page) {
       try {
-        updates.push({ taskId: row.taskId, workspaceId: row.workspaceId, summary: toPublishedSummary(parseStoredSummary(row.summary), row.revision, row.updatedAt) });
+        updates.push({
+          taskId: row.taskId,
+          workspaceId: row.workspaceId,
+          summary: toPublishedSummary(parseStoredSummary(row.summary), row.revision, row.updatedAt),
+        });
       } catch (err) {
         if (!(err instanceof SummaryParseError)) throw err;
         progress.corrupt++;

@@ -157,11 +157,17 @@ export function createDatabase(url: string = DEFAULT_DATABASE_URL, options: Data
         },
       },
     });
-    return wrap(knex, 'sqlite', url, 1, () => checkpointer, () => leftovers?.tidy(), memory ? undefined : path.resolve(filename));
+    return wrap(
+      knex,
+      'sqlite',
+      url,
+      1,
+      () => checkpointer,
+      () => leftovers?.tidy(),
+      memory ? undefined : path.resolve(filename),
+    );
   }
-  throw new DatabaseUrlError(
-    `unsupported DATABASE_URL ${JSON.stringify(url)}: use sqlite:<path>, sqlite::memory: or postgres://user@host:port/db`,
-  );
+  throw new DatabaseUrlError(`unsupported DATABASE_URL ${JSON.stringify(url)}: use sqlite:<path>, sqlite::memory: or postgres://user@host:port/db`);
 }
 
 function wrap(

@@ -269,8 +269,7 @@ export function dialectFor(name: DialectName): SqlDialect {
  */
 function sqliteTimestampKey(column: string): string {
   return (
-    `(substr(${column}, 1, 10) || 'T' || substr(${column}, 12, 8) || '.' || ` +
-    `substr(rtrim(substr(${column}, 21), 'Z+-:0') || '000000', 1, 6) || '000Z')`
+    `(substr(${column}, 1, 10) || 'T' || substr(${column}, 12, 8) || '.' || ` + `substr(rtrim(substr(${column}, 21), 'Z+-:0') || '000000', 1, 6) || '000Z')`
   );
 }
 
@@ -291,7 +290,8 @@ function kandevTimestamp(value: CanonicalTimestamp): string {
  */
 export function withTimestampForms(dialect: SqlDialect, forms: TimestampForms): SqlDialect {
   if (dialect.name === 'postgres') return dialect;
-  if (!forms.mixed && forms.writes === 'canonical') return { ...dialect, timestampKey: (column) => column, storedTimestamp: (value) => value, timestampForms: forms };
+  if (!forms.mixed && forms.writes === 'canonical')
+    return { ...dialect, timestampKey: (column) => column, storedTimestamp: (value) => value, timestampForms: forms };
   return {
     ...dialect,
     timestampKey: sqliteTimestampKey,

@@ -13,7 +13,9 @@ type Json = null | boolean | number | string | Json[] | { [key: string]: Json | 
 export function canonicalJson(value: Json): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value);
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  const keys = Object.keys(value).filter((key) => value[key] !== undefined).sort();
+  const keys = Object.keys(value)
+    .filter((key) => value[key] !== undefined)
+    .sort();
   return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(value[key] as Json)}`).join(',')}}`;
 }
 

@@ -38,7 +38,8 @@ export interface SqliteWorkerLock {
 const TAKE_ATTEMPTS = 20;
 const TAKE_RETRY_MS = 25;
 
-const CREATE_HOLDER = 'CREATE TABLE IF NOT EXISTS holder (id INTEGER PRIMARY KEY CHECK (id = 1), token TEXT NOT NULL, pid INTEGER NOT NULL, host TEXT NOT NULL, since TEXT NOT NULL)';
+const CREATE_HOLDER =
+  'CREATE TABLE IF NOT EXISTS holder (id INTEGER PRIMARY KEY CHECK (id = 1), token TEXT NOT NULL, pid INTEGER NOT NULL, host TEXT NOT NULL, since TEXT NOT NULL)';
 
 function isBusy(err: unknown): boolean {
   const code = (err as { code?: unknown }).code;
@@ -87,7 +88,9 @@ export async function acquireSqliteWorkerLock(databaseFile: string): Promise<Sql
     for (let attempt = 1; ; attempt++) {
       if (tryBegin(conn)) {
         conn.exec(CREATE_HOLDER);
-        conn.prepare('INSERT OR REPLACE INTO holder (id, token, pid, host, since) VALUES (1, ?, ?, ?, ?)').run(token, process.pid, os.hostname(), new Date().toISOString());
+        conn
+          .prepare('INSERT OR REPLACE INTO holder (id, token, pid, host, since) VALUES (1, ?, ?, ?, ?)')
+          .run(token, process.pid, os.hostname(), new Date().toISOString());
         conn.exec('COMMIT');
         if (tryBegin(conn)) {
           if (readHolder(conn)?.token === token) return held(conn, lockFile);
@@ -96,7 +99,8 @@ export async function acquireSqliteWorkerLock(databaseFile: string): Promise<Sql
       } else {
         const holder = readHolder(conn);
         // Another process's committed holder while the lock is taken: it is that process.
-        if (holder && holder.token !== token) throw new SqliteWorkerLockedError(databaseFile, lockFile, { pid: holder.pid, host: holder.host, since: holder.since });
+        if (holder && holder.token !== token)
+          throw new SqliteWorkerLockedError(databaseFile, lockFile, { pid: holder.pid, host: holder.host, since: holder.since });
       }
       if (attempt >= TAKE_ATTEMPTS) throw new SqliteWorkerLockedError(databaseFile, lockFile, undefined);
       await sleep(TAKE_RETRY_MS * (0.5 + Math.random()));

@@ -22,7 +22,11 @@ function messageEventData(row: MessageRecord): MessageEventData {
  * One `message.added` or `message.updated` per row, with Kandev's message event fields. `msgId`,
  * when given, names each event's JetStream message id (a repeat of the same step is dropped).
  */
-export function messageEvents(type: typeof MESSAGE_ADDED | typeof MESSAGE_UPDATED, rows: readonly MessageRecord[], msgId?: (row: MessageRecord) => string): KandevEvent[] {
+export function messageEvents(
+  type: typeof MESSAGE_ADDED | typeof MESSAGE_UPDATED,
+  rows: readonly MessageRecord[],
+  msgId?: (row: MessageRecord) => string,
+): KandevEvent[] {
   return rows.map((row) => ({ type, data: messageEventData(row), ...(msgId ? { msgId: msgId(row) } : {}) }));
 }
 

@@ -1,7 +1,14 @@
 import type { AttachmentRecord } from '../repository/attachments/attachmentStore.js';
 import type { PlanCommentRecord, PlanCommentSnapshot, StoreFailure } from '../repository/planComments/planCommentStore.js';
 import type { AcceptedPrompt, PromptReceiptRecord } from '../repository/prompts/promptStore.js';
-import type { AdmissionPayload, AttachmentPayload, PlanCommentPayload, PlanCommentsPayload, QueueEntryPayload, ReasonedFailure } from '../contract/planCommentPayloads.js';
+import type {
+  AdmissionPayload,
+  AttachmentPayload,
+  PlanCommentPayload,
+  PlanCommentsPayload,
+  QueueEntryPayload,
+  ReasonedFailure,
+} from '../contract/planCommentPayloads.js';
 import type { ReplyFailure } from '../contract/replyErrorCodes.js';
 
 /** The plan-comment stores' records as their wire shapes (src/contract/planCommentPayloads.ts). */
@@ -86,7 +93,12 @@ export function reasoned(code: ReplyFailure['error']['code'], reason: string, me
 
 /** The admission lease (or mutation lock) of the task stayed held past its budget: nothing ran. */
 export function lockTimeoutFailure(outcome: { lockTimeoutMs: number }, taskId: string): ReasonedFailure {
-  return reasoned('unavailable', 'lock_timeout', `the admission lease of task ${taskId} stayed held for ${outcome.lockTimeoutMs} ms; nothing was written, send the same request again`, {
-    lock_timeout_ms: outcome.lockTimeoutMs,
-  });
+  return reasoned(
+    'unavailable',
+    'lock_timeout',
+    `the admission lease of task ${taskId} stayed held for ${outcome.lockTimeoutMs} ms; nothing was written, send the same request again`,
+    {
+      lock_timeout_ms: outcome.lockTimeoutMs,
+    },
+  );
 }

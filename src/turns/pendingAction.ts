@@ -7,16 +7,7 @@
 export const PENDING_ACTIONS = ['clarification', 'permission'] as const;
 export type PendingAction = (typeof PENDING_ACTIONS)[number];
 
-export const SESSION_STATES = [
-  'CREATED',
-  'STARTING',
-  'RUNNING',
-  'IDLE',
-  'WAITING_FOR_INPUT',
-  'COMPLETED',
-  'FAILED',
-  'CANCELLED',
-] as const;
+export const SESSION_STATES = ['CREATED', 'STARTING', 'RUNNING', 'IDLE', 'WAITING_FOR_INPUT', 'COMPLETED', 'FAILED', 'CANCELLED'] as const;
 export type SessionState = (typeof SESSION_STATES)[number];
 
 export const TERMINAL_SESSION_STATES: readonly SessionState[] = ['COMPLETED', 'FAILED', 'CANCELLED'];

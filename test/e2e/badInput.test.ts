@@ -51,10 +51,14 @@ describeEachDialect('bad input on the bus, over %s', (dialect) => {
     nc.publish(`${prefix}message.added`, encoder.encode(JSON.stringify({ id: 'e1', type: 'message.added', data: { task_id: 42 } })));
     nc.publish(`${prefix}turn.started`, encoder.encode(JSON.stringify({ id: 'e2', type: 'turn.started', data: 'not an object' })));
     nc.publish(`${prefix}task.updated`, envelope('task.updated', { task_id: 'big', filler: 'x'.repeat(200 * 1024) }));
-    const records = await eventually(async () => {
-      const entries = await deadLetters();
-      return entries.length >= 4 ? entries : undefined;
-    }, 15_000, 'four dead-letter records');
+    const records = await eventually(
+      async () => {
+        const entries = await deadLetters();
+        return entries.length >= 4 ? entries : undefined;
+      },
+      15_000,
+      'four dead-letter records',
+    );
     expect(records.map((r) => r.record.reason).sort()).toEqual(['invalid_envelope', 'invalid_envelope', 'invalid_json', 'too_large']);
     for (const { record } of records) {
       expect(record.kind).toBe('rejected');
@@ -77,12 +81,20 @@ describeEachDialect('bad input on the bus, over %s', (dialect) => {
       await js.publish(`${prefix}task.updated`, envelope('task.updated', { task_id: 'x'.repeat(10 * 1024) })),
     ];
     const seqs = published.map((ack) => ack.seq);
-    const records = await eventually(async () => {
-      const found = (await deadLetters()).filter((e) => seqs.includes(e.record.stream_seq));
-      return found.length === seqs.length ? found : undefined;
-    }, 15_000, 'a dead-letter record for each bad id');
+    const records = await eventually(
+      async () => {
+        const found = (await deadLetters()).filter((e) => seqs.includes(e.record.stream_seq));
+        return found.length === seqs.length ? found : undefined;
+      },
+      15_000,
+      'a dead-letter record for each bad id',
+    );
     const recordOf = (seq: number) => records.find((r) => r.record.stream_seq === seq)!.record;
-    for (const [seq, detail] of [[seqs[0]!, /NUL/], [seqs[1]!, /NUL/], [seqs[2]!, /at most 256 characters/]] as const) {
+    for (const [seq, detail] of [
+      [seqs[0]!, /NUL/],
+      [seqs[1]!, /NUL/],
+      [seqs[2]!, /at most 256 characters/],
+    ] as const) {
       expect(recordOf(seq)).toMatchObject({ kind: 'rejected', reason: 'invalid_id', delivery_count: 1, detail: expect.stringMatching(detail) });
     }
 
@@ -130,10 +142,16 @@ describeEachDialect('bad input on the bus, over %s', (dialect) => {
   });
 
   it('lists dead letters from the CLI', () => {
-    const out = spawnSync(process.execPath, [CLI, 'dead-letters', 'list', '--subject-prefix', prefix, '--nats-url', natsUrl()], { encoding: 'utf8', timeout: 30_000 });
+    const out = spawnSync(process.execPath, [CLI, 'dead-letters', 'list', '--subject-prefix', prefix, '--nats-url', natsUrl()], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
     expect(out.status).toBe(0);
     expect(out.stdout).toMatch(/invalid_json|invalid_envelope|too_large/);
-    const bad = spawnSync(process.execPath, [CLI, 'dead-letters', 'retry', 'abc', '--subject-prefix', prefix, '--nats-url', natsUrl()], { encoding: 'utf8', timeout: 30_000 });
+    const bad = spawnSync(process.execPath, [CLI, 'dead-letters', 'retry', 'abc', '--subject-prefix', prefix, '--nats-url', natsUrl()], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
     expect(bad.status).toBe(2);
     expect(bad.stderr).toMatch(/needs a record id/);
   });

@@ -57,8 +57,15 @@ async function startWorkerOnSecondPool(dialect: DialectName, schema: SchemaKind,
       const turn = await w.startTurn(seeded.sessionId, { startedAt: new Date(Date.now() - 1000).toISOString() });
       const bundle = await w.bundle({ sessionId: seeded.sessionId, turnId: turn.id, statuses: ['pending'] });
       const type = 'message.added';
-      nc.publish(`${prefix}${type}`, envelope(type, { task_id: seeded.taskId, session_id: seeded.sessionId, type: 'clarification_request', requests_input: true }));
-      await eventually(async () => ((await storedPending(seeded.taskId))?.pending === 'clarification' ? true : undefined), 10_000, 'the question in the summary');
+      nc.publish(
+        `${prefix}${type}`,
+        envelope(type, { task_id: seeded.taskId, session_id: seeded.sessionId, type: 'clarification_request', requests_input: true }),
+      );
+      await eventually(
+        async () => ((await storedPending(seeded.taskId))?.pending === 'clarification' ? true : undefined),
+        10_000,
+        'the question in the summary',
+      );
       return { ...seeded, ...bundle, messageIds: bundle.messages.map((m) => m.id) };
     },
     async stop() {
@@ -131,7 +138,15 @@ describeEachSchemaAndDialect('clarification endpoints over a real NATS on %s', (
     const question = (id: string, flat: boolean, index: number) => ({
       pending_id: 'ac4-bundle',
       ...(flat ? { question_id: id } : {}),
-      question: { id, title: id, prompt: `${id}?`, options: [{ option_id: 'yes', label: 'Yes' }, { option_id: 'no', label: 'No' }] },
+      question: {
+        id,
+        title: id,
+        prompt: `${id}?`,
+        options: [
+          { option_id: 'yes', label: 'Yes' },
+          { option_id: 'no', label: 'No' },
+        ],
+      },
       question_index: index,
       question_total: 2,
       status: 'pending',
@@ -144,10 +159,22 @@ describeEachSchemaAndDialect('clarification endpoints over a real NATS on %s', (
     publish('message.added', { task_id: taskId, session_id: sessionId, message_id: q2.id, type: 'clarification_request', requests_input: true });
 
     const listed = await client.listPending({ workspace_id: workspaceId, limit: 10 });
-    expect(listed).toMatchObject({ ok: true, next_cursor: null, bundles: [{ pending_id: 'ac4-bundle', turn_id: realTurn.id, session_id: sessionId, task_id: taskId }] });
+    expect(listed).toMatchObject({
+      ok: true,
+      next_cursor: null,
+      bundles: [{ pending_id: 'ac4-bundle', turn_id: realTurn.id, session_id: sessionId, task_id: taskId }],
+    });
     expect(listed.ok && listed.bundles[0]!.questions.map((q) => q.question_id)).toEqual(['q1', 'q2']);
-    await eventually(() => (summaries.latest(taskId)?.status_summary.pending_action === 'clarification' ? true : undefined), 10_000, 'the summary to say clarification');
-    expect(await client.pendingActions({ task_id: taskId })).toMatchObject({ ok: true, pending_action: 'clarification', sessions: [{ session_id: sessionId, pending_action: 'clarification' }] });
+    await eventually(
+      () => (summaries.latest(taskId)?.status_summary.pending_action === 'clarification' ? true : undefined),
+      10_000,
+      'the summary to say clarification',
+    );
+    expect(await client.pendingActions({ task_id: taskId })).toMatchObject({
+      ok: true,
+      pending_action: 'clarification',
+      sessions: [{ session_id: sessionId, pending_action: 'clarification' }],
+    });
     expect(await client.guard({ session_id: sessionId })).toMatchObject({ ok: true, blocked: true, live: true });
 
     const turns = await client.turns({ session_id: sessionId });
@@ -164,7 +191,13 @@ describeEachSchemaAndDialect('clarification endpoints over a real NATS on %s', (
       },
     });
     try {
-      const reply = await client.respond({ pending_id: 'ac4-bundle', answers: [{ question_id: 'q2', selected_options: ['no'] }, { question_id: 'q1', selected_options: ['yes'], custom_text: ' ok ' }] });
+      const reply = await client.respond({
+        pending_id: 'ac4-bundle',
+        answers: [
+          { question_id: 'q2', selected_options: ['no'] },
+          { question_id: 'q1', selected_options: ['yes'], custom_text: ' ok ' },
+        ],
+      });
       expect(reply).toMatchObject({
         ok: true,
         claimed: true,
@@ -278,7 +311,10 @@ describeEachSchemaAndDialect('clarification endpoints over a real NATS on %s', (
       expect(retry).toMatchObject({ ok: true, claimed: true, delivery: 'resume', status: 'answered' });
       const stored = await jsm.streams.getMessage(own.worker.topology.agentResumeStream, { last_by_subj: own.worker.topology.agentResumeSubject(q.sessionId) });
       const resume = stored!.json<{ id: string; type: string; data: { pending_id: string; claim_id: string; answers: unknown } }>();
-      expect(resume).toMatchObject({ type: 'clarification.resume', data: { pending_id: q.pendingId, answers: [{ question_id: 'q1', selected_options: ['b'] }] } });
+      expect(resume).toMatchObject({
+        type: 'clarification.resume',
+        data: { pending_id: q.pendingId, answers: [{ question_id: 'q1', selected_options: ['b'] }] },
+      });
       expect(stored!.header.get('Nats-Msg-Id')).toBe(resumeMsgId(q.pendingId, resume.data.claim_id));
       expect((await own.rowsOf(q.pendingId))[0]!.metadata).toMatchObject({ status: 'answered' });
       await eventually(async () => ((await own.storedPending(q.taskId))?.pending === undefined ? true : undefined), 10_000, 'the summary to clear');
@@ -302,7 +338,10 @@ describeEachSchemaAndDialect('clarification endpoints over a real NATS on %s', (
       logger: silentLogger(),
     });
     const reply = await service.respond({ pending_id: q.pendingId, answers: answers('a') });
-    expect(reply).toMatchObject({ ok: false, error: { code: 'internal', message: expect.stringMatching(/could not be refreshed.*compare-and-set lost 3 times.*not acknowledged as retryable/) } });
+    expect(reply).toMatchObject({
+      ok: false,
+      error: { code: 'internal', message: expect.stringMatching(/could not be refreshed.*compare-and-set lost 3 times.*not acknowledged as retryable/) },
+    });
     expect((await rowsOf(q.pendingId))[0]!.metadata.status).toBe('pending');
   });
 
@@ -333,7 +372,10 @@ describeEachSchemaAndDialect('clarification endpoints over a real NATS on %s', (
       const replay = await client.respond({ pending_id: q.pendingId, answers: [answers('a', 'b')[1]!, answers('a', 'b')[0]!] });
       expect(replay).toMatchObject({ ok: true, claimed: false, status: 'answered', delivery: null, answers: won.ok ? won.answers : [] });
       expect(replay.ok && replay.responded_at).toBe(won.ok && won.responded_at);
-      expect(await client.respond({ pending_id: q.pendingId, answers: answers('b', 'b') })).toMatchObject({ ok: false, error: { code: 'conflict', message: expect.stringMatching(/different response/) } });
+      expect(await client.respond({ pending_id: q.pendingId, answers: answers('b', 'b') })).toMatchObject({
+        ok: false,
+        error: { code: 'conflict', message: expect.stringMatching(/different response/) },
+      });
       // Another bundle answered identically is not a replay of this one.
       const other = await openQuestion(2);
       await w.completeTurn(other.turnId);
@@ -381,13 +423,25 @@ describeEachSchemaAndDialect('clarification endpoints over a real NATS on %s', (
     const older = await openQuestion();
     await w.completeTurn(older.turnId);
     await w.startTurn(older.sessionId);
-    expect(await client.guard({ session_id: older.sessionId })).toEqual({ ok: true, session_id: older.sessionId, blocked: false, live: false, pending_ids: [] });
+    expect(await client.guard({ session_id: older.sessionId })).toEqual({
+      ok: true,
+      session_id: older.sessionId,
+      blocked: false,
+      live: false,
+      pending_ids: [],
+    });
 
     const current = await openQuestion(2);
     expect(await client.guard({ session_id: current.sessionId })).toMatchObject({ ok: true, blocked: true, live: true });
     const detached = await client.detach({ session_id: current.sessionId });
     expect(detached).toEqual({ ok: true, session_id: current.sessionId, detached_message_ids: current.messageIds, pending_ids: [current.pendingId] });
-    expect(await client.guard({ session_id: current.sessionId })).toEqual({ ok: true, session_id: current.sessionId, blocked: true, live: false, pending_ids: [current.pendingId] });
+    expect(await client.guard({ session_id: current.sessionId })).toEqual({
+      ok: true,
+      session_id: current.sessionId,
+      blocked: true,
+      live: false,
+      pending_ids: [current.pendingId],
+    });
     await eventually(() => (eventsAbout(current.messageIds).length === 2 ? true : undefined), 5000, 'message.updated per detached row');
 
     // A repeat writes nothing and publishes nothing.
@@ -421,13 +475,17 @@ describeEachSchemaAndDialect('clarification endpoints over a real NATS on %s', (
     const q = await openQuestion(2);
     const before = await rowsOf(q.pendingId);
     const subject = worker.topology.serviceSubject('clarification.respond');
-    const raw = async (body: string | Uint8Array) => (await nc.request(subject, body, { timeout: 5000 })).json<{ ok: boolean; error?: { code: string; message: string } }>();
+    const raw = async (body: string | Uint8Array) =>
+      (await nc.request(subject, body, { timeout: 5000 })).json<{ ok: boolean; error?: { code: string; message: string } }>();
     expect(await client.respond({ pending_id: 'no-such-bundle', answers: answers('a') })).toMatchObject({ ok: false, error: { code: 'not_found' } });
     expect(await client.respond({ pending_id: q.pendingId, answers: answers('a', 'zz') })).toMatchObject({
       ok: false,
       error: { code: 'bad_request', message: 'answer 2 selects unknown option_id "zz" for question "q2"; its options are "a", "b"' },
     });
-    expect(await client.respond({ pending_id: q.pendingId, answers: answers('a') })).toMatchObject({ ok: false, error: { code: 'bad_request', message: expect.stringMatching(/missing "q2"/) } });
+    expect(await client.respond({ pending_id: q.pendingId, answers: answers('a') })).toMatchObject({
+      ok: false,
+      error: { code: 'bad_request', message: expect.stringMatching(/missing "q2"/) },
+    });
     expect(await client.respond({ pending_id: q.pendingId, answers: answers('a', 'a', 'a', 'a', 'a') })).toMatchObject({
       ok: false,
       error: { code: 'bad_request', message: expect.stringMatching(/at most 4 answers/) },
@@ -436,7 +494,10 @@ describeEachSchemaAndDialect('clarification endpoints over a real NATS on %s', (
       ok: false,
       error: { code: 'bad_request', message: expect.stringMatching(/unknown question_id "q7"/) },
     });
-    expect(await raw(JSON.stringify({ pending_id: q.pendingId, answers: answers('a', 'b'), reject: { reason: 'x' } }))).toMatchObject({ ok: false, error: { code: 'bad_request' } });
+    expect(await raw(JSON.stringify({ pending_id: q.pendingId, answers: answers('a', 'b'), reject: { reason: 'x' } }))).toMatchObject({
+      ok: false,
+      error: { code: 'bad_request' },
+    });
     expect(await raw('{"pending_id": ')).toMatchObject({ ok: false, error: { code: 'bad_request', message: expect.stringMatching(/invalid JSON/) } });
     expect(await raw(JSON.stringify({ pending_id: q.pendingId, answers: answers('a', 'b'), padding: 'x'.repeat(70 * 1024) }))).toMatchObject({
       ok: false,

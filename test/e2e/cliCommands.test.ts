@@ -61,7 +61,14 @@ describeEachSchemaAndDialect('verify, reconcile and replay commands on %s', (dia
     expect(before.stderr).toMatch(/verified 3 tasks: 3 drifted/);
 
     const json = await cli(['verify', '--database-url', t.url, '--json', '--task', tasks[0]!]);
-    expect(JSON.parse(json.stdout.trim())).toEqual({ task_id: tasks[0], kind: 'missing', stored: null, derived: 'clarification', stored_queued_prompt_count: 0, derived_queued_prompt_count: 0 });
+    expect(JSON.parse(json.stdout.trim())).toEqual({
+      task_id: tasks[0],
+      kind: 'missing',
+      stored: null,
+      derived: 'clarification',
+      stored_queued_prompt_count: 0,
+      derived_queued_prompt_count: 0,
+    });
 
     const repaired = await cli(['reconcile', '--database-url', t.url, '--nats-url', natsUrl(), '--subject-prefix', prefix]);
     expect(repaired.stderr).toMatch(/reconcile: 3\/3 tasks, 3 drifted, 3 repaired, 0 failed/);
@@ -101,7 +108,6 @@ describeEachSchemaAndDialect('verify, reconcile and replay commands on %s', (dia
     expect(verify.stdout).not.toContain(tasks[1]!);
     expect(verify.stdout).toContain(tasks[0]!);
   });
-
 });
 
 // The window is checked before the database is opened: once is enough.
@@ -133,7 +139,11 @@ describeEachDialect('verify before migrate on %s', (dialect) => {
       const before = await catalogSnapshot(t);
       const verify = await cli(['verify', '--database-url', t.url]);
       expect(verify.status).toBe(2);
-      expect(verify.stderr).toMatch(new RegExp(`this ${mode === 'kandev' ? 'Kandev' : 'owned'}-mode database lacks this service's migrations \\(.+\\): run \`pending-projector migrate\` first`));
+      expect(verify.stderr).toMatch(
+        new RegExp(
+          `this ${mode === 'kandev' ? 'Kandev' : 'owned'}-mode database lacks this service's migrations \\(.+\\): run \`pending-projector migrate\` first`,
+        ),
+      );
       expect(await catalogSnapshot(t)).toEqual(before);
     } finally {
       await t.close();

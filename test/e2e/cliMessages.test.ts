@@ -20,7 +20,12 @@ describe('what the CLI says to a person', () => {
   });
 
   it('says a flag without its value, or an argument a command does not take, in one line, exit 2', async () => {
-    for (const args of [['migrate', '--database-url'], ['verify', 'extra'], ['doctor', '--json=1'], ['verify', '--nats-url', 'x']]) {
+    for (const args of [
+      ['migrate', '--database-url'],
+      ['verify', 'extra'],
+      ['doctor', '--json=1'],
+      ['verify', '--nats-url', 'x'],
+    ]) {
       const run = await runCli(args);
       expect(run.status, args.join(' ')).toBe(2);
       expect(run.stderr.trimEnd().split('\n'), args.join(' ')).toHaveLength(1);

@@ -19,7 +19,8 @@ const SIZE_LIMIT_BYTES = 5 * 1024 * 1024;
  * build tools the service package carries. Native modules and install scripts are caught by what
  * they contain, whatever their name.
  */
-const FORBIDDEN = /^(better-sqlite3|sqlite3|pg|pg-.*|knex|mysql2?|tedious|mssql|oracledb|esbuild|@esbuild\/.*|tsx|typescript|vite|rolldown|@rolldown\/.*|rollup|webpack|dts-bundle-generator|node-gyp|prebuild-install|@mapbox\/node-pre-gyp)$/;
+const FORBIDDEN =
+  /^(better-sqlite3|sqlite3|pg|pg-.*|knex|mysql2?|tedious|mssql|oracledb|esbuild|@esbuild\/.*|tsx|typescript|vite|rolldown|@rolldown\/.*|rollup|webpack|dts-bundle-generator|node-gyp|prebuild-install|@mapbox\/node-pre-gyp)$/;
 
 interface InstalledPackage {
   name: string;
@@ -99,15 +100,29 @@ describe('the light client package', () => {
 
   it('ships the bundles, their declarations and the licences, and nothing of the service', async () => {
     const { stdout } = await run('tar', ['-tzf', tarball], { maxBuffer: 64 * 1024 * 1024 });
-    const files = stdout.split('\n').filter(Boolean).map((path) => path.replace(/^package\//, ''));
+    const files = stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((path) => path.replace(/^package\//, ''));
     expect(files).toEqual(
-      expect.arrayContaining(['package.json', 'LICENSE', 'dist/index.js', 'dist/index.d.ts', 'dist/turns.js', 'dist/turns.d.ts', 'dist/THIRD-PARTY-LICENSES.txt']),
+      expect.arrayContaining([
+        'package.json',
+        'LICENSE',
+        'dist/index.js',
+        'dist/index.d.ts',
+        'dist/turns.js',
+        'dist/turns.d.ts',
+        'dist/THIRD-PARTY-LICENSES.txt',
+      ]),
     );
     expect(files.filter((path) => !/^(package\.json|LICENSE|README\.md|dist\/.*)$/.test(path))).toEqual([]);
     expect(await readFile(join(PACKAGE_DIR, 'LICENSE'), 'utf8')).toBe(await readFile(join(ROOT, 'LICENSE'), 'utf8'));
 
     const installedDir = join(scratch, 'node_modules', 'pending-projector-client');
-    const manifest = JSON.parse(await readFile(join(installedDir, 'package.json'), 'utf8')) as { exports: Record<string, string | Record<string, string>>; license: string };
+    const manifest = JSON.parse(await readFile(join(installedDir, 'package.json'), 'utf8')) as {
+      exports: Record<string, string | Record<string, string>>;
+      license: string;
+    };
     expect(manifest.license).toBe('MIT');
     const targets = Object.values(manifest.exports).flatMap((target) => (typeof target === 'string' ? [target] : Object.values(target)));
     expect(targets.filter((target) => !existsSync(join(installedDir, target)))).toEqual([]);
@@ -134,56 +149,78 @@ describe('the light client package', () => {
     expect(bytes).toBeLessThan(SIZE_LIMIT_BYTES);
   });
 
-  it.skipIf(!natsAvailable())('runs in plain Node: the rules, the schemas, and the client against a real worker and against none', { timeout: 180_000 }, async () => {
-    const prefix = uniquePrefix('lightclient');
-    const unservedPrefix = uniquePrefix('lightclient_none');
-    let worker: WorkerProcess | undefined;
-    const nc = await connectTestNats();
-    try {
-      worker = await spawnWorker({ DATABASE_URL: `sqlite:${join(dir, 'worker.db')}`, NATS_URL: natsUrl(), SUBJECT_PREFIX: prefix, BOOT_RECONCILE: 'false' }, 60_000);
-      await writeFile(join(scratch, 'consumer.mjs'), CONSUMER_SCRIPT);
-      const consume = async () => {
-        const { stdout } = await run(process.execPath, ['consumer.mjs'], {
-          cwd: scratch,
-          env: { ...process.env, NATS_URL: natsUrl(), PREFIX: prefix, UNSERVED_PREFIX: unservedPrefix, FIXTURE: join(ROOT, 'testdata', 'current_turn_resolution.json') },
-        });
-        return JSON.parse(stdout.trim()) as Record<string, unknown>;
-      };
-      const expected = {
-        sameRules: true,
-        fixtureMismatches: [],
-        validRequest: true,
-        invalidRequest: false,
-        replyCodes: ['bad_request', 'not_found', 'conflict', 'retryable', 'unavailable', 'internal'],
-        serviceSubject: 'acme.pending_projector.v1.summary.get',
-        summary: { ok: false, error: { code: 'not_found' } },
-        unservedSummary: { ok: false, error: { code: 'unavailable', message: expect.stringContaining('no pending-projector worker serves') } },
-        unservedGuard: { ok: false, blocked: true, error: { code: 'unavailable' } },
-        nativeAddons: [],
-      };
-      const result = await consume();
-      expect(result).toMatchObject(expected);
-      expect(result.fixtureCases).toBeGreaterThan(0);
+  it.skipIf(!natsAvailable())(
+    'runs in plain Node: the rules, the schemas, and the client against a real worker and against none',
+    { timeout: 180_000 },
+    async () => {
+      const prefix = uniquePrefix('lightclient');
+      const unservedPrefix = uniquePrefix('lightclient_none');
+      let worker: WorkerProcess | undefined;
+      const nc = await connectTestNats();
+      try {
+        worker = await spawnWorker(
+          { DATABASE_URL: `sqlite:${join(dir, 'worker.db')}`, NATS_URL: natsUrl(), SUBJECT_PREFIX: prefix, BOOT_RECONCILE: 'false' },
+          60_000,
+        );
+        await writeFile(join(scratch, 'consumer.mjs'), CONSUMER_SCRIPT);
+        const consume = async () => {
+          const { stdout } = await run(process.execPath, ['consumer.mjs'], {
+            cwd: scratch,
+            env: {
+              ...process.env,
+              NATS_URL: natsUrl(),
+              PREFIX: prefix,
+              UNSERVED_PREFIX: unservedPrefix,
+              FIXTURE: join(ROOT, 'testdata', 'current_turn_resolution.json'),
+            },
+          });
+          return JSON.parse(stdout.trim()) as Record<string, unknown>;
+        };
+        const expected = {
+          sameRules: true,
+          fixtureMismatches: [],
+          validRequest: true,
+          invalidRequest: false,
+          replyCodes: ['bad_request', 'not_found', 'conflict', 'retryable', 'unavailable', 'internal'],
+          serviceSubject: 'acme.pending_projector.v1.summary.get',
+          summary: { ok: false, error: { code: 'not_found' } },
+          unservedSummary: { ok: false, error: { code: 'unavailable', message: expect.stringContaining('no pending-projector worker serves') } },
+          unservedGuard: { ok: false, blocked: true, error: { code: 'unavailable' } },
+          nativeAddons: [],
+        };
+        const result = await consume();
+        expect(result).toMatchObject(expected);
+        expect(result.fixtureCases).toBeGreaterThan(0);
 
-      // The peer's newest core beside a transport pinned to an older one: two copies of the core,
-      // whose error classes differ. The client must still tell "no worker" from other failures.
-      await install(['--loglevel=error', '@nats-io/nats-core@3.4.0']);
-      const cores = (await installedPackages(join(scratch, 'node_modules'))).filter((p) => p.name === '@nats-io/nats-core').map((p) => p.version);
-      expect(cores.sort()).toEqual(['3.3.1', '3.4.0']);
-      expect(await consume()).toMatchObject(expected);
-    } finally {
-      await worker?.stop();
-      await deleteTopology(nc, prefix);
-      await nc.close();
-    }
-  });
+        // The peer's newest core beside a transport pinned to an older one: two copies of the core,
+        // whose error classes differ. The client must still tell "no worker" from other failures.
+        await install(['--loglevel=error', '@nats-io/nats-core@3.4.0']);
+        const cores = (await installedPackages(join(scratch, 'node_modules'))).filter((p) => p.name === '@nats-io/nats-core').map((p) => p.version);
+        expect(cores.sort()).toEqual(['3.3.1', '3.4.0']);
+        expect(await consume()).toMatchObject(expected);
+      } finally {
+        await worker?.stop();
+        await deleteTopology(nc, prefix);
+        await nc.close();
+      }
+    },
+  );
 
   it('type-checks a TypeScript consumer that has no zod installed', async () => {
     await writeFile(join(scratch, 'consumer.ts'), TYPED_CONSUMER);
     await writeFile(
       join(scratch, 'tsconfig.json'),
       JSON.stringify({
-        compilerOptions: { strict: true, module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', lib: ['ES2022', 'DOM', 'ESNext.Disposable'], types: [], noEmit: true, skipLibCheck: false },
+        compilerOptions: {
+          strict: true,
+          module: 'NodeNext',
+          moduleResolution: 'NodeNext',
+          target: 'ES2022',
+          lib: ['ES2022', 'DOM', 'ESNext.Disposable'],
+          types: [],
+          noEmit: true,
+          skipLibCheck: false,
+        },
         files: ['consumer.ts'],
       }),
     );

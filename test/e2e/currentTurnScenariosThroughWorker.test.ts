@@ -48,7 +48,13 @@ interface Scenario {
 
 const LIFECYCLE = { lifecycle_only: true };
 /** A turn born completed: started_at = completed_at = created_at (a lifecycle turn, or a legacy zero-duration one). */
-const instantTurn = (id: string, at: string, metadata: Record<string, unknown> = {}): ScenarioTurn => ({ id, startedAt: at, createdAt: at, completedAt: at, metadata });
+const instantTurn = (id: string, at: string, metadata: Record<string, unknown> = {}): ScenarioTurn => ({
+  id,
+  startedAt: at,
+  createdAt: at,
+  completedAt: at,
+  metadata,
+});
 
 const SCENARIOS: Scenario[] = [
   {
@@ -221,12 +227,25 @@ for (const plan of PLANS) {
       // The UI resolver agrees with the server on the history it is given (spec AC-9, D15).
       expect(newestDurableTurnId(turns.turns)).toBe(scenario.current);
       // Every instant reads back canonical, whichever text it was stored in.
-      const instants = (turn: { started_at: string; created_at: string; completed_at?: string | null }) => [turn.started_at, turn.created_at, turn.completed_at ?? null];
+      const instants = (turn: { started_at: string; created_at: string; completed_at?: string | null }) => [
+        turn.started_at,
+        turn.created_at,
+        turn.completed_at ?? null,
+      ];
       expect(new Map(turns.turns.map((turn) => [turn.id, instants(turn)]))).toEqual(
-        new Map(scenario.turns.map((turn) => [turn.id, [turn.startedAt, turn.createdAt ?? turn.startedAt, turn.completedAt ?? null].map((at) => at && toCanonicalTimestamp(at))])),
+        new Map(
+          scenario.turns.map((turn) => [
+            turn.id,
+            [turn.startedAt, turn.createdAt ?? turn.startedAt, turn.completedAt ?? null].map((at) => at && toCanonicalTimestamp(at)),
+          ]),
+        ),
       );
 
-      expect(await client.pendingActions({ task_id: taskId })).toMatchObject({ ok: true, pending_action: pending ?? null, sessions: [{ session_id: sessionId, pending_action: pending ?? null }] });
+      expect(await client.pendingActions({ task_id: taskId })).toMatchObject({
+        ok: true,
+        pending_action: pending ?? null,
+        sessions: [{ session_id: sessionId, pending_action: pending ?? null }],
+      });
       expect(await client.guard({ session_id: sessionId })).toMatchObject({ ok: true, blocked: pending !== undefined, pending_ids: scenario.listed });
       const listed = await client.listPending({ workspace_id: workspaceId, limit: 10 });
       expect(listed.ok && listed.bundles.map((b) => [b.pending_id, b.turn_id, b.created_at])).toEqual(
@@ -234,15 +253,25 @@ for (const plan of PLANS) {
       );
 
       for (const bundle of scenario.bundles.filter((b) => b.pendingId !== scenario.answerable)) {
-        expect(await client.respond({ pending_id: bundle.pendingId, reject: { reason: 'superseded' } })).toMatchObject({ ok: false, error: { code: 'conflict' } });
+        expect(await client.respond({ pending_id: bundle.pendingId, reject: { reason: 'superseded' } })).toMatchObject({
+          ok: false,
+          error: { code: 'conflict' },
+        });
       }
       if (scenario.answerable !== undefined) {
         // No live waiter: the answer becomes a resume command, and the summary clears.
         const answer = await client.respond({ pending_id: scenario.answerable, answers: [{ question_id: 'q1', selected_options: ['a'], custom_text: '' }] });
         expect(answer).toMatchObject({ ok: true, claimed: true, delivery: 'resume', status: 'answered' });
         const resume = await jsm.streams.getMessage(worker.topology.agentResumeStream, { last_by_subj: worker.topology.agentResumeSubject(sessionId) });
-        expect(resume!.json<{ data: Record<string, unknown> }>().data).toMatchObject({ pending_id: scenario.answerable, clarification_turn_id: scenario.current });
-        await eventually(() => (summaries.latest(taskId)!.status_summary.revision > published.status_summary.revision ? true : undefined), 10_000, 'the summary to clear');
+        expect(resume!.json<{ data: Record<string, unknown> }>().data).toMatchObject({
+          pending_id: scenario.answerable,
+          clarification_turn_id: scenario.current,
+        });
+        await eventually(
+          () => (summaries.latest(taskId)!.status_summary.revision > published.status_summary.revision ? true : undefined),
+          10_000,
+          'the summary to clear',
+        );
         expect(summaries.latest(taskId)!.status_summary.pending_action).toBeUndefined();
       }
     });

@@ -31,7 +31,11 @@ const CANONICAL_TIME = '2026-03-04T05:06:07.500000000Z';
 describeEachDialect('pending-projector doctor on %s', (dialect) => {
   const OWNED_REQUIRED = ['pp_turns_current_turn_order', 'pp_messages_pending_id', 'pp_messages_turn_type'];
   // Beside Kandev's SQLite rows the worker orders timestamps through a key, which its own index serves.
-  const KANDEV_REQUIRED = [dialect === 'sqlite' ? 'pp_turns_current_turn_order_key' : 'pp_turns_current_turn_order', 'pp_messages_pending_id', 'pp_messages_turn_type'];
+  const KANDEV_REQUIRED = [
+    dialect === 'sqlite' ? 'pp_turns_current_turn_order_key' : 'pp_turns_current_turn_order',
+    'pp_messages_pending_id',
+    'pp_messages_turn_type',
+  ];
   const opened: TestDatabase[] = [];
   const track = async (open: Promise<TestDatabase>) => {
     const t = await open;
@@ -75,7 +79,9 @@ describeEachDialect('pending-projector doctor on %s', (dialect) => {
     expect(out.stdout).toMatch(/migrations the worker applies at start \(or pending-projector migrate\): kandev_mode_0001_own_objects/);
     expect(out.stdout).toMatch(new RegExp(`    started_at +${dialect === 'sqlite' ? 'TIMESTAMP' : 'timestamp without time zone'}\\n`));
     for (const name of KANDEV_REQUIRED) expect(out.stdout).toMatch(new RegExp(`  index ${name} on \\w+: missing \\(serves `));
-    expect(out.stdout).toMatch(/  3 of 3 are not there: the queries work without them, only slower\.\n  Add them with: pending-projector migrate --add-indexes --database-url '/);
+    expect(out.stdout).toMatch(
+      /  3 of 3 are not there: the queries work without them, only slower\.\n  Add them with: pending-projector migrate --add-indexes --database-url '/,
+    );
     expect(out.stdout).toMatch(/- \[indexes\] 3 of 3 indexes the current-turn queries need are not there/);
     expect(out.stdout).toMatch(/verdict: the worker can run \(schema mode kandev\), with 1 warning\n$/);
   });
@@ -86,7 +92,9 @@ describeEachDialect('pending-projector doctor on %s', (dialect) => {
     await t.db.knex.raw('ALTER TABLE task_session_messages DROP COLUMN requests_input');
     const out = await doctor(t);
     expect(out.status).toBe(2);
-    expect(out.stdout).toMatch(/schema mode: refused \(SCHEMA_MODE=auto\): it has some of the Kandev tables the service reads, but not all of them\n  - missing table task_status_summaries /);
+    expect(out.stdout).toMatch(
+      /schema mode: refused \(SCHEMA_MODE=auto\): it has some of the Kandev tables the service reads, but not all of them\n  - missing table task_status_summaries /,
+    );
     expect(out.stdout).toMatch(/  - missing column task_session_messages\.requests_input\n/);
     expect(out.stdout).toMatch(/  task_status_summaries: MISSING\n/);
     expect(out.stdout).toMatch(/    requests_input +MISSING\n/);
@@ -148,7 +156,9 @@ describeEachDialect('pending-projector doctor on %s', (dialect) => {
       expect(out.stdout).toContain('timestamp forms, newest 10 rows of each column by rowid;');
       expect(out.stdout).toContain('  task_session_turns.started_at: 3 rows: canonical 1, kandev 1, sqlite_current_timestamp 1  MIXED\n');
       expect(out.stdout).toContain('  task_session_turns.created_at: 3 rows: canonical 3\n');
-      expect(out.stdout).toMatch(/- \[timestamps\] task_session_turns\.started_at holds more than one timestamp form \(newest 3 rows: canonical 1, kandev 1, sqlite_current_timestamp 1\)/);
+      expect(out.stdout).toMatch(
+        /- \[timestamps\] task_session_turns\.started_at holds more than one timestamp form \(newest 3 rows: canonical 1, kandev 1, sqlite_current_timestamp 1\)/,
+      );
       // The Kandev-form row makes the worker read through the timestamp key, whose index is asked for too.
       expect(out.stdout).toMatch(/- \[indexes\] 1 of 3 indexes .*pp_turns_current_turn_order_key missing/);
       expect(out.stdout).toMatch(/with 2 warnings\n$/);
@@ -175,7 +185,15 @@ describeEachDialect('pending-projector doctor on %s', (dialect) => {
       database: expect.stringMatching(dialect === 'sqlite' ? /^sqlite:/ : /^postgres:/),
       dialect,
       reachable: true,
-      schema: { setting: 'auto', shape: 'kandev', mode: 'kandev', refused: null, pending_migrations: kandevModeMigrations.map((m) => m.name), missing_tables: [], missing_columns: [] },
+      schema: {
+        setting: 'auto',
+        shape: 'kandev',
+        mode: 'kandev',
+        refused: null,
+        pending_migrations: kandevModeMigrations.map((m) => m.name),
+        missing_tables: [],
+        missing_columns: [],
+      },
       indexes: { created_by_migrations: false, add_indexes_command: expect.stringMatching(/^pending-projector migrate --add-indexes --database-url '/) },
       open_turns: { sessions: 1, examples: [{ session_id: sessionId, open_turns: 2 }] },
       turn_markers: { lifecycle_only: 1, prompt_dispatch_pending: 0, prompt_dispatch_attempted: 0 },
@@ -196,8 +214,26 @@ describeEachDialect('pending-projector doctor on %s', (dialect) => {
     const startedAt = doc.timestamps.columns.find((c: { table: string; column: string }) => c.table === 'task_session_turns' && c.column === 'started_at');
     expect(startedAt).toEqual(
       dialect === 'sqlite'
-        ? { table: 'task_session_turns', column: 'started_at', kind: 'sampled', type: 'TIMESTAMP', rows: 3, nulls: 0, forms: { canonical: 1, kandev: 2, sqlite_current_timestamp: 0, other: 0 }, other_examples: [] }
-        : { table: 'task_session_turns', column: 'started_at', kind: 'native', type: 'timestamp without time zone', rows: null, nulls: null, forms: null, other_examples: [] },
+        ? {
+            table: 'task_session_turns',
+            column: 'started_at',
+            kind: 'sampled',
+            type: 'TIMESTAMP',
+            rows: 3,
+            nulls: 0,
+            forms: { canonical: 1, kandev: 2, sqlite_current_timestamp: 0, other: 0 },
+            other_examples: [],
+          }
+        : {
+            table: 'task_session_turns',
+            column: 'started_at',
+            kind: 'native',
+            type: 'timestamp without time zone',
+            rows: null,
+            nulls: null,
+            forms: null,
+            other_examples: [],
+          },
     );
     expect(doc.timestamps.sample_rows).toBe(1000);
     // On SQLite the turns' started_at, created_at and updated_at each hold Kandev's and the canonical form.
@@ -209,7 +245,8 @@ describeEachDialect('pending-projector doctor on %s', (dialect) => {
       'open_turns',
     ]);
     // The text report lists the very same warnings and verdict.
-    for (const warning of doc.warnings as Array<{ check: string; message: string }>) expect(text.stdout).toContain(`  - [${warning.check}] ${warning.message}\n`);
+    for (const warning of doc.warnings as Array<{ check: string; message: string }>)
+      expect(text.stdout).toContain(`  - [${warning.check}] ${warning.message}\n`);
     expect(text.stdout).toContain(`verdict: ${doc.verdict.summary}\n`);
   });
 });
@@ -219,7 +256,9 @@ describe('pending-projector doctor, database not there', () => {
     const url = 'postgres://doctor:hunter2-secret@127.0.0.1:1/nowhere';
     const text = await cli(['doctor', '--database-url', url]);
     expect(text.status).toBe(3);
-    expect(text.stderr).toMatch(/cannot reach the database at postgres:\/\/doctor:\[REDACTED\]@127\.0\.0\.1:1\/nowhere \(DATABASE_URL \/ --database-url\): .*ECONNREFUSED/);
+    expect(text.stderr).toMatch(
+      /cannot reach the database at postgres:\/\/doctor:\[REDACTED\]@127\.0\.0\.1:1\/nowhere \(DATABASE_URL \/ --database-url\): .*ECONNREFUSED/,
+    );
     expect(text.stdout).toMatch(/verdict: the worker cannot run: the database cannot be reached or read\n$/);
     const json = await cli(['doctor', '--database-url', url, '--json']);
     expect(json.status).toBe(3);

@@ -58,7 +58,9 @@ describeEachDialect('the reply to a transient database failure on %s', (dialect)
     try {
       const tables = await holder.query<{ tablename: string }>('SELECT tablename FROM pg_tables WHERE schemaname = $1', [t.searchPath]);
       await holder.query('BEGIN');
-      await holder.query(`LOCK TABLE ${tables.rows.map((r) => `${holder.escapeIdentifier(t.searchPath!)}.${holder.escapeIdentifier(r.tablename)}`).join(', ')} IN ACCESS EXCLUSIVE MODE`);
+      await holder.query(
+        `LOCK TABLE ${tables.rows.map((r) => `${holder.escapeIdentifier(t.searchPath!)}.${holder.escapeIdentifier(r.tablename)}`).join(', ')} IN ACCESS EXCLUSIVE MODE`,
+      );
       let answered = false;
       const reply = request().finally(() => {
         answered = true;

@@ -76,7 +76,9 @@ describeEachDialect('a worker fed thousands of fuzzed events and requests, over 
 
     // Staging an attachment needs no parent row: a fuzzed body that happens to be valid would write
     // one, by design. Every other accepted body names rows that do not exist.
-    const sent = requests.filter(({ name, bytes }) => name !== ENDPOINTS.attachmentStage || !parseRequest(bytes, ENDPOINT_REQUEST_SCHEMAS[name], MAX_EVENT_BYTES).ok);
+    const sent = requests.filter(
+      ({ name, bytes }) => name !== ENDPOINTS.attachmentStage || !parseRequest(bytes, ENDPOINT_REQUEST_SCHEMAS[name], MAX_EVENT_BYTES).ok,
+    );
     const outcomes = { bad_request: 0, other_error: 0, ok: 0 };
     let inputs = 0;
     const checkHealth = async () => {
@@ -109,10 +111,14 @@ describeEachDialect('a worker fed thousands of fuzzed events and requests, over 
     const jsm = await jetstreamManager(nc);
     const { state } = await jsm.streams.info(worker.topology.eventsStream);
     expect(state.messages).toBe(EVENTS);
-    const settled = await eventually(async () => {
-      const info = await jsm.consumers.info(worker.topology.eventsStream, worker.topology.consumer);
-      return info.num_pending === 0 && info.num_ack_pending === 0 && info.delivered.stream_seq === state.last_seq ? info : undefined;
-    }, 60_000, 'every fuzzed event settled');
+    const settled = await eventually(
+      async () => {
+        const info = await jsm.consumers.info(worker.topology.eventsStream, worker.topology.consumer);
+        return info.num_pending === 0 && info.num_ack_pending === 0 && info.delivered.stream_seq === state.last_seq ? info : undefined;
+      },
+      60_000,
+      'every fuzzed event settled',
+    );
     expect(settled.num_redelivered).toBe(0);
 
     // The events the parser refuses are exactly the ones dead-lettered, each with its reason.
@@ -122,10 +128,14 @@ describeEachDialect('a worker fed thousands of fuzzed events and requests, over 
       reasons[parsed.ok ? 'projectable' : parsed.reason] = (reasons[parsed.ok ? 'projectable' : parsed.reason] ?? 0) + 1;
     }
     const refusedEvents = EVENTS - (reasons.projectable ?? 0);
-    const records = await eventually(async () => {
-      const entries = await listDeadLetters(jsm, worker.topology, EVENTS + 10);
-      return entries.length >= refusedEvents ? entries : undefined;
-    }, 30_000, `${refusedEvents} dead-letter records`);
+    const records = await eventually(
+      async () => {
+        const entries = await listDeadLetters(jsm, worker.topology, EVENTS + 10);
+        return entries.length >= refusedEvents ? entries : undefined;
+      },
+      30_000,
+      `${refusedEvents} dead-letter records`,
+    );
     expect(records.length).toBe(refusedEvents);
     for (const { record } of records) expect(['too_large', 'invalid_json', 'invalid_envelope', 'invalid_id']).toContain(record.reason);
 

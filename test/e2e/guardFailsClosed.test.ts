@@ -48,10 +48,15 @@ describe('session.guard over the wire', () => {
   });
 
   it('fails closed on an unknown session: not_found, blocked', async () => {
-    expect(await guard(JSON.stringify({ session_id: 'no-such-session' }))).toMatchObject({ ok: false, error: { code: 'not_found' }, blocked: true, live: true });
+    expect(await guard(JSON.stringify({ session_id: 'no-such-session' }))).toMatchObject({
+      ok: false,
+      error: { code: 'not_found' },
+      blocked: true,
+      live: true,
+    });
   });
 
-  it('answers a session without a question ok and unblocked: the fields above are the failures\' own', async () => {
+  it("answers a session without a question ok and unblocked: the fields above are the failures' own", async () => {
     const { sessionId } = await seedSession(t.ctx);
     expect(await guard(JSON.stringify({ session_id: sessionId }))).toEqual({ ok: true, session_id: sessionId, blocked: false, live: false, pending_ids: [] });
   });

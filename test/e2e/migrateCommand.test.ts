@@ -19,10 +19,13 @@ function cli(args: string[]): Promise<{ status: number | null; stdout: string; s
   });
 }
 
-
 describeEachDialect('pending-projector migrate on %s', (dialect) => {
   // Beside Kandev's SQLite rows the current-turn order reads timestamps through a key, which its own index serves.
-  const REQUIRED = [dialect === 'sqlite' ? 'pp_turns_current_turn_order_key' : 'pp_turns_current_turn_order', 'pp_messages_pending_id', 'pp_messages_turn_type'];
+  const REQUIRED = [
+    dialect === 'sqlite' ? 'pp_turns_current_turn_order_key' : 'pp_turns_current_turn_order',
+    'pp_messages_pending_id',
+    'pp_messages_turn_type',
+  ];
   const opened: TestDatabase[] = [];
   const kandev = async () => {
     const t = await openKandevDatabase(dialect, { file: true });

@@ -45,7 +45,10 @@ const SHIPPED_FILES = { files: { 'pending-projector-accounts.conf': readFileSync
 
 function runCli(args: string[], env: Record<string, string>): Promise<{ status: number | null; out: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, LOG_LEVEL: 'warn', HEALTH_PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, ...args], {
+      env: { ...process.env, LOG_LEVEL: 'warn', HEALTH_PORT: '0', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -58,7 +61,8 @@ function permissionErrors(nc: NatsConnection) {
   const seen: Array<{ operation: string; subject: string }> = [];
   void (async () => {
     for await (const status of nc.status() as AsyncIterable<Status>) {
-      if (status.type === 'error' && status.error instanceof errors.PermissionViolationError) seen.push({ operation: status.error.operation, subject: status.error.subject });
+      if (status.type === 'error' && status.error instanceof errors.PermissionViolationError)
+        seen.push({ operation: status.error.operation, subject: status.error.subject });
     }
   })();
   return seen;
@@ -104,8 +108,15 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     const seeded = await w.session();
     const turn = await w.startTurn(seeded.sessionId, { startedAt: new Date(Date.now() - 1000).toISOString() });
     const bundle = await w.bundle({ sessionId: seeded.sessionId, turnId: turn.id, statuses: ['pending'] });
-    backend.publish('message.added', envelope('message.added', { task_id: seeded.taskId, session_id: seeded.sessionId, type: 'clarification_request', requests_input: true }));
-    await eventually(() => (summaries.latest(seeded.taskId)?.status_summary.pending_action === 'clarification' ? true : undefined), 15_000, 'the question in the summary the ui sees');
+    backend.publish(
+      'message.added',
+      envelope('message.added', { task_id: seeded.taskId, session_id: seeded.sessionId, type: 'clarification_request', requests_input: true }),
+    );
+    await eventually(
+      () => (summaries.latest(seeded.taskId)?.status_summary.pending_action === 'clarification' ? true : undefined),
+      15_000,
+      'the question in the summary the ui sees',
+    );
     return { ...seeded, pendingId: bundle.pendingId };
   }
 
@@ -141,7 +152,10 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     const { sessionId, pendingId } = await openQuestion();
     const waiter = startFakeAgent(agent, '', sessionId);
     try {
-      const reply = await createPendingProjectorClient(ui, { prefix: '' }).respond({ pending_id: pendingId, answers: [{ question_id: 'q1', selected_options: ['a'], custom_text: '' }] });
+      const reply = await createPendingProjectorClient(ui, { prefix: '' }).respond({
+        pending_id: pendingId,
+        answers: [{ question_id: 'q1', selected_options: ['a'], custom_text: '' }],
+      });
       expect(reply).toMatchObject({ ok: true, delivery: 'live' });
       expect(waiter.deliveries).toHaveLength(1);
     } finally {
@@ -149,16 +163,23 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     }
   });
 
-  it("answers a respond for a detached session with a resume command the agent user consumes through its own durable consumer", async () => {
+  it('answers a respond for a detached session with a resume command the agent user consumes through its own durable consumer', async () => {
     const rejected = await openQuestion();
     const reply = await createPendingProjectorClient(ui, { prefix: '' }).respond({ pending_id: rejected.pendingId, reject: { reason: 'not now' } });
     expect(reply).toMatchObject({ ok: true, delivery: 'none' });
     const answered = await openQuestion();
-    const resumed = await createPendingProjectorClient(ui, { prefix: '' }).respond({ pending_id: answered.pendingId, answers: [{ question_id: 'q1', selected_options: ['a'], custom_text: '' }] });
+    const resumed = await createPendingProjectorClient(ui, { prefix: '' }).respond({
+      pending_id: answered.pendingId,
+      answers: [{ question_id: 'q1', selected_options: ['a'], custom_text: '' }],
+    });
     expect(resumed).toMatchObject({ ok: true, delivery: 'resume' });
     const jsm = await jetstreamManager(agent);
     const durable = `agent-${answered.sessionId}`;
-    await jsm.consumers.add(topology.agentResumeStream, { durable_name: durable, ack_policy: AckPolicy.Explicit, filter_subject: topology.agentResumeSubject(answered.sessionId) });
+    await jsm.consumers.add(topology.agentResumeStream, {
+      durable_name: durable,
+      ack_policy: AckPolicy.Explicit,
+      filter_subject: topology.agentResumeSubject(answered.sessionId),
+    });
     const m = await (await jetstream(agent).consumers.get(topology.agentResumeStream, durable)).next({ expires: 5000 });
     expect(m?.json<{ data: { pending_id: string } }>().data.pending_id).toBe(answered.pendingId);
     await m!.ackAck();
@@ -169,12 +190,23 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
   it('lets ops list and retry dead letters and replay the event stream from the CLI', async () => {
     backend.publish('message.added', new TextEncoder().encode('{ not json'));
     const opsJsm = await jetstreamManager(ops);
-    const [record] = await eventually(async () => {
-      const entries = await listDeadLetters(opsJsm, topology).catch(() => []);
-      return entries.length > 0 ? entries : undefined;
-    }, 15_000, 'a dead letter');
+    const [record] = await eventually(
+      async () => {
+        const entries = await listDeadLetters(opsJsm, topology).catch(() => []);
+        return entries.length > 0 ? entries : undefined;
+      },
+      15_000,
+      'a dead letter',
+    );
     expect(record!.record.reason).toBe('invalid_json');
-    const opsEnv = { NATS_URL: server.url, NATS_USER: 'ops', NATS_PASSWORD: passwords.ops, NATS_INBOX_PREFIX: '_INBOX_ops', DATABASE_URL: t.url, SUBJECT_PREFIX: '' };
+    const opsEnv = {
+      NATS_URL: server.url,
+      NATS_USER: 'ops',
+      NATS_PASSWORD: passwords.ops,
+      NATS_INBOX_PREFIX: '_INBOX_ops',
+      DATABASE_URL: t.url,
+      SUBJECT_PREFIX: '',
+    };
     const list = await runCli(['dead-letters', 'list'], opsEnv);
     expect(list.out).toContain('invalid_json');
     expect(list.status).toBe(0);
@@ -213,11 +245,15 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
 
   /** The delivery label of the transcript message `id` once the worker settled its receipt (deleted and labelled). */
   const settledLabel = (id: string) =>
-    eventually(async () => {
-      if ((await rawRows(t.ctx, 'SELECT id FROM queued_messages WHERE id = ?', [id])).length > 0) return undefined;
-      const message = await t.ctx.knex('task_session_messages').where({ id }).first();
-      return message ? (JSON.parse(String(message.metadata)).prompt_delivery as string | undefined) : undefined;
-    }, 20_000, `the settlement of receipt ${id}`);
+    eventually(
+      async () => {
+        if ((await rawRows(t.ctx, 'SELECT id FROM queued_messages WHERE id = ?', [id])).length > 0) return undefined;
+        const message = await t.ctx.knex('task_session_messages').where({ id }).first();
+        return message ? (JSON.parse(String(message.metadata)).prompt_delivery as string | undefined) : undefined;
+      },
+      20_000,
+      `the settlement of receipt ${id}`,
+    );
 
   it("delivers a message.send and a queued prompt the backend admits to the agent user's own durable consumer on the prompt stream, each once and acknowledged", async () => {
     // Kandev's backend answers the turn-start hook the worker calls before it accepts a prompt.
@@ -233,7 +269,11 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
       // session's subject, pulled and acknowledged by the agent itself.
       const jsm = await jetstreamManager(agent);
       const durable = `agent-prompts-${task.sessionId}`;
-      await jsm.consumers.add(topology.agentPromptStream, { durable_name: durable, ack_policy: AckPolicy.Explicit, filter_subject: topology.agentPromptSubject(task.sessionId) });
+      await jsm.consumers.add(topology.agentPromptStream, {
+        durable_name: durable,
+        ack_policy: AckPolicy.Explicit,
+        filter_subject: topology.agentPromptSubject(task.sessionId),
+      });
       const consumer = await jetstream(agent).consumers.get(topology.agentPromptStream, durable);
       const direct = await consumer.next({ expires: 10_000 });
       expect(direct?.json<{ type: string; data: Record<string, unknown> }>()).toMatchObject({
@@ -251,9 +291,17 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
       expect(listed).toMatchObject({ ok: true, count: 1 });
       // The agent finished its turn: Kandev sets the session IDLE and says so.
       await rawRows(t.ctx, `UPDATE task_sessions SET state = 'IDLE' WHERE id = ?`, [task.sessionId]);
-      backend.publish(TASK_SESSION_STATE_CHANGED, envelope(TASK_SESSION_STATE_CHANGED, { task_id: task.taskId, session_id: task.sessionId, old_state: 'RUNNING', new_state: 'IDLE' }));
+      backend.publish(
+        TASK_SESSION_STATE_CHANGED,
+        envelope(TASK_SESSION_STATE_CHANGED, { task_id: task.taskId, session_id: task.sessionId, old_state: 'RUNNING', new_state: 'IDLE' }),
+      );
       const fromQueue = await consumer.next({ expires: 15_000 });
-      expect(fromQueue?.json<{ data: Record<string, unknown> }>().data).toMatchObject({ receipt_id: queueId, message_id: queueId, delivery_kind: 'queued', content: 'Then run the tests' });
+      expect(fromQueue?.json<{ data: Record<string, unknown> }>().data).toMatchObject({
+        receipt_id: queueId,
+        message_id: queueId,
+        delivery_kind: 'queued',
+        content: 'Then run the tests',
+      });
       await fromQueue!.ackAck();
       expect(await settledLabel(queueId)).toBe('acknowledged');
 
@@ -287,7 +335,11 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     expect(run.status).toBe(2);
     expect(run.out).toContain('refused user "worker" (password from NATS_PASSWORD / --nats-password): Authorization Violation');
     expect(run.out).toContain("the server's WORKER_PASSWORD");
-    const inUrl = await runCli(['dead-letters', 'list'], { NATS_URL: `nats://ops:${wrong}@127.0.0.1:${server.port}`, NATS_INBOX_PREFIX: '_INBOX_ops', SUBJECT_PREFIX: '' });
+    const inUrl = await runCli(['dead-letters', 'list'], {
+      NATS_URL: `nats://ops:${wrong}@127.0.0.1:${server.port}`,
+      NATS_INBOX_PREFIX: '_INBOX_ops',
+      SUBJECT_PREFIX: '',
+    });
     expect(inUrl.status).toBe(2);
     expect(inUrl.out).toContain('refused user "ops" (password from NATS_URL / --nats-url)');
     for (const out of [run.out, inUrl.out]) {
@@ -299,7 +351,14 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
 
   it('exits 2 on an unsupported DATABASE_URL carrying passwords, printing none, and closes its NATS connection to do so', async () => {
     const secret = `pw${randomBytes(12).toString('hex')}`;
-    const run = await runCli(['worker'], workerEnv(server.url, { NATS_USER: 'worker', NATS_PASSWORD: passwords.worker, DATABASE_URL: `mysql://app:${secret}@db/k?password=${secret}&sslpassword=${secret}` }));
+    const run = await runCli(
+      ['worker'],
+      workerEnv(server.url, {
+        NATS_USER: 'worker',
+        NATS_PASSWORD: passwords.worker,
+        DATABASE_URL: `mysql://app:${secret}@db/k?password=${secret}&sslpassword=${secret}`,
+      }),
+    );
     expect(run.status).toBe(2);
     expect(run.out).toContain('unsupported DATABASE_URL "mysql://app:[REDACTED]@db/k?password=[REDACTED]&sslpassword=[REDACTED]"');
     expect(run.out).not.toContain(secret);
@@ -348,7 +407,9 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
       // A database of its own: the refusal comes once the worker took the SQLite file's worker lock,
       // which the worker of the flows above holds on theirs.
       const db = await openTestDatabase('sqlite', undefined, { file: true });
-      const run = await runCli(['worker'], workerEnv(narrow.url, { NATS_USER: 'noserve', NATS_PASSWORD: 'p2', DATABASE_URL: db.url })).finally(() => db.close());
+      const run = await runCli(['worker'], workerEnv(narrow.url, { NATS_USER: 'noserve', NATS_PASSWORD: 'p2', DATABASE_URL: db.url })).finally(() =>
+        db.close(),
+      );
       expect(run.status).toBe(2);
       expect(run.out).toMatch(/subscribe to "pending_projector\.v1\.[a-z_.]+" in queue group "pending-projector"/);
       expect(run.out).not.toContain('"worker started"');
@@ -357,10 +418,14 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     it('starts without a publish start cannot probe, and names its subject when the server refuses it', async () => {
       const db = await openTestDatabase('sqlite', undefined, { file: true });
       await rowWriter('owned', db.ctx).session();
-      const narrowWorker = await spawnWorker({ ...workerEnv(narrow.url, { NATS_USER: 'nosummary', NATS_PASSWORD: 'p3', DATABASE_URL: db.url }), BOOT_RECONCILE: 'true' });
+      const narrowWorker = await spawnWorker({
+        ...workerEnv(narrow.url, { NATS_USER: 'nosummary', NATS_PASSWORD: 'p3', DATABASE_URL: db.url }),
+        BOOT_RECONCILE: 'true',
+      });
       try {
         // The boot reconcile projects the seeded task and publishes its first summary.
-        const refusal = (line: string) => line.includes('"nats":"permission"') && line.includes('"operation":"publish"') && line.includes('"subject":"task.status_summary.updated"');
+        const refusal = (line: string) =>
+          line.includes('"nats":"permission"') && line.includes('"operation":"publish"') && line.includes('"subject":"task.status_summary.updated"');
         await eventually(() => (narrowWorker.output().split('\n').some(refusal) ? true : undefined), 15_000, 'the refusal in the log');
       } finally {
         await narrowWorker.stop();
@@ -375,7 +440,10 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     let inProcess: WorkerHandle;
     const own: NatsConnection[] = [];
     const as = async (role: Role) => {
-      const nc = await connectNats({ natsUrl: `nats://${role}:${passwords[role]}@127.0.0.1:${prefixed.port}`, natsInboxPrefix: `_INBOX_${role}` }, `test-acme-${role}`);
+      const nc = await connectNats(
+        { natsUrl: `nats://${role}:${passwords[role]}@127.0.0.1:${prefixed.port}`, natsInboxPrefix: `_INBOX_${role}` },
+        `test-acme-${role}`,
+      );
       own.push(nc);
       return nc;
     };
@@ -394,7 +462,12 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
 
     it('runs a worker with SUBJECT_PREFIX=acme. as worker, and keeps the ui to the prefixed subjects', async () => {
       const workerNc = await as('worker');
-      inProcess = await startWorker({ db: db.db, nc: workerNc, logger: silentLogger(), config: testWorkerConfig('acme.', { natsInboxPrefix: '_INBOX_worker' }) });
+      inProcess = await startWorker({
+        db: db.db,
+        nc: workerNc,
+        logger: silentLogger(),
+        config: testWorkerConfig('acme.', { natsInboxPrefix: '_INBOX_worker' }),
+      });
       const [acmeBackend, acmeUi] = await Promise.all([as('backend'), as('ui')]);
       const seen = collectSummaries(acmeUi, 'acme.');
       try {
@@ -403,7 +476,11 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
         const turn = await aw.startTurn(seeded.sessionId, { startedAt: new Date(Date.now() - 1000).toISOString() });
         await aw.bundle({ sessionId: seeded.sessionId, turnId: turn.id, statuses: ['pending'] });
         acmeBackend.publish('acme.message.added', envelope('message.added', { task_id: seeded.taskId }));
-        await eventually(() => (seen.latest(seeded.taskId)?.status_summary.pending_action === 'clarification' ? true : undefined), 15_000, 'the prefixed summary');
+        await eventually(
+          () => (seen.latest(seeded.taskId)?.status_summary.pending_action === 'clarification' ? true : undefined),
+          15_000,
+          'the prefixed summary',
+        );
         const unprefixed = acmeUi.subscribe('task.status_summary.updated');
         await acmeUi.flush();
         expect(String(await unprefixed.closed)).toMatch(/Permissions Violation for Subscription/);
@@ -421,7 +498,10 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
 
     beforeAll(async () => {
       certs = generateCertificates();
-      tlsServer = await startPrivateNats(shippedConfig, serverEnv, { ...SHIPPED_FILES, tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile, caFile: certs.caFile, verify: true } });
+      tlsServer = await startPrivateNats(shippedConfig, serverEnv, {
+        ...SHIPPED_FILES,
+        tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile, caFile: certs.caFile, verify: true },
+      });
       tlsDb = await openTestDatabase('sqlite', undefined, { file: true });
       tlsWorker = await spawnWorker({
         ...workerEnv(`tls://worker:${passwords.worker}@127.0.0.1:${tlsServer.port}`, { DATABASE_URL: tlsDb.url }),
@@ -439,7 +519,13 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
 
     it('runs the worker over tls:// with a client certificate: a backend event is projected and served', async () => {
       const tlsOptions = { caFile: certs.caFile, certFile: certs.clientCertFile, keyFile: certs.clientKeyFile };
-      const nc = await connect({ servers: `127.0.0.1:${tlsServer.port}`, user: 'backend', pass: passwords.backend, inboxPrefix: '_INBOX_backend', tls: tlsOptions });
+      const nc = await connect({
+        servers: `127.0.0.1:${tlsServer.port}`,
+        user: 'backend',
+        pass: passwords.backend,
+        inboxPrefix: '_INBOX_backend',
+        tls: tlsOptions,
+      });
       try {
         const tw = rowWriter('owned', tlsDb.ctx);
         const seeded = await tw.session();
@@ -447,10 +533,14 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
         await tw.bundle({ sessionId: seeded.sessionId, turnId: turn.id, statuses: ['pending'] });
         nc.publish('message.added', envelope('message.added', { task_id: seeded.taskId }));
         const client = createPendingProjectorClient(nc, { prefix: '' });
-        const reply = await eventually(async () => {
-          const r = await client.getSummary({ task_id: seeded.taskId });
-          return r.ok && r.status_summary.pending_action === 'clarification' ? r : undefined;
-        }, 15_000, 'the projected summary');
+        const reply = await eventually(
+          async () => {
+            const r = await client.getSummary({ task_id: seeded.taskId });
+            return r.ok && r.status_summary.pending_action === 'clarification' ? r : undefined;
+          },
+          15_000,
+          'the projected summary',
+        );
         expect(reply.ok).toBe(true);
         expect(tlsWorker.output()).not.toContain(passwords.worker);
       } finally {
@@ -459,8 +549,12 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     });
 
     it('refuses a client without TLS, and one without a client certificate', async () => {
-      await expect(connect({ servers: `127.0.0.1:${tlsServer.port}`, user: 'backend', pass: passwords.backend, tls: null, reconnect: false })).rejects.toThrow();
-      await expect(connect({ servers: `127.0.0.1:${tlsServer.port}`, user: 'backend', pass: passwords.backend, tls: { caFile: certs.caFile }, reconnect: false })).rejects.toThrow();
+      await expect(
+        connect({ servers: `127.0.0.1:${tlsServer.port}`, user: 'backend', pass: passwords.backend, tls: null, reconnect: false }),
+      ).rejects.toThrow();
+      await expect(
+        connect({ servers: `127.0.0.1:${tlsServer.port}`, user: 'backend', pass: passwords.backend, tls: { caFile: certs.caFile }, reconnect: false }),
+      ).rejects.toThrow();
     });
   });
 });
@@ -518,9 +612,15 @@ describe('secrets on the command line', () => {
   const unreachable = { LOG_LEVEL: 'info' };
 
   it('--help names the secret settings and shows no value of the environment', async () => {
-    const help = await runCli(['worker', '--help'], { NATS_PASSWORD: SECRET, NATS_TOKEN: SECRET, DATABASE_URL: `postgres://app:${SECRET}@127.0.0.1:1/k`, NATS_URL: `nats://w:${SECRET}@127.0.0.1:1` });
+    const help = await runCli(['worker', '--help'], {
+      NATS_PASSWORD: SECRET,
+      NATS_TOKEN: SECRET,
+      DATABASE_URL: `postgres://app:${SECRET}@127.0.0.1:1/k`,
+      NATS_URL: `nats://w:${SECRET}@127.0.0.1:1`,
+    });
     expect(help.status).toBe(0);
-    for (const name of ['NATS_TOKEN_FILE', 'NATS_PASSWORD_FILE', 'NATS_NKEY_SEED_FILE', 'NATS_CREDS_FILE', 'NATS_TLS_CA_FILE', 'NATS_INBOX_PREFIX']) expect(help.out).toContain(name);
+    for (const name of ['NATS_TOKEN_FILE', 'NATS_PASSWORD_FILE', 'NATS_NKEY_SEED_FILE', 'NATS_CREDS_FILE', 'NATS_TLS_CA_FILE', 'NATS_INBOX_PREFIX'])
+      expect(help.out).toContain(name);
     expect(help.out).not.toContain(SECRET);
   });
 

@@ -2,7 +2,14 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectNats } from '../../src/bin/connectNats.js';
 import { runCli } from '../support/cliProcess.js';
-import { generateCertificates, generateServerCertificate, privateNatsAvailable, startPrivateNats, type PrivateNats, type TestCertificates } from '../support/privateNats.js';
+import {
+  generateCertificates,
+  generateServerCertificate,
+  privateNatsAvailable,
+  startPrivateNats,
+  type PrivateNats,
+  type TestCertificates,
+} from '../support/privateNats.js';
 
 // Two servers of one CA: one whose certificate names only the IP 127.0.0.1, one whose certificate
 // names only localhost. Whatever NATS_URL says, name or IP, is what each certificate must name.
@@ -69,7 +76,10 @@ describe.skipIf(!privateNatsAvailable())('the NATS server certificate is checked
   it('checks each server of a list against its own host: each named by its certificate is accepted, first and after a failover', async () => {
     const first = await serverWith(generateServerCertificate(certs, 'first-ip', 'IP:127.0.0.1'));
     const second = await serverWith(generateServerCertificate(certs, 'second-name', 'DNS:localhost'));
-    const nc: NatsConnection = await connectNats({ natsUrl: `tls://127.0.0.1:${first.port},tls://localhost:${second.port}`, natsTlsCaFile: certs.caFile }, 'test-tls-failover');
+    const nc: NatsConnection = await connectNats(
+      { natsUrl: `tls://127.0.0.1:${first.port},tls://localhost:${second.port}`, natsTlsCaFile: certs.caFile },
+      'test-tls-failover',
+    );
     try {
       await nc.flush();
       const servers = [first, second];

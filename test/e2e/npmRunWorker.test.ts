@@ -117,16 +117,20 @@ describe('npm run worker', () => {
 
   // A terminal's Ctrl-C signals the whole foreground group: npm forwards its SIGINT to the worker,
   // which also got its own, and the two together are still one request to stop.
-  it('stops cleanly on Ctrl-C in a terminal (SIGINT to the whole process group)', async () => {
-    const run = await npmRunWorker(dir);
-    const tree = processGroup(run.npm.pid!);
+  it(
+    'stops cleanly on Ctrl-C in a terminal (SIGINT to the whole process group)',
+    async () => {
+      const run = await npmRunWorker(dir);
+      const tree = processGroup(run.npm.pid!);
 
-    process.kill(-run.npm.pid!, 'SIGINT');
+      process.kill(-run.npm.pid!, 'SIGINT');
 
-    expect(await run.exited, run.output()).toEqual({ code: 0, signal: null });
-    await eventually(() => (processGroup(run.npm.pid!).length === 0 ? true : undefined), 10_000, `every process of ${JSON.stringify(tree)} to exit`);
-    expect(await serving(run.healthPort)).toBe(false);
-    expect(run.output()).toContain('"worker stopped"');
-    expect(run.output()).not.toContain('second signal');
-  }, 2 * START_MS);
+      expect(await run.exited, run.output()).toEqual({ code: 0, signal: null });
+      await eventually(() => (processGroup(run.npm.pid!).length === 0 ? true : undefined), 10_000, `every process of ${JSON.stringify(tree)} to exit`);
+      expect(await serving(run.healthPort)).toBe(false);
+      expect(run.output()).toContain('"worker stopped"');
+      expect(run.output()).not.toContain('second signal');
+    },
+    2 * START_MS,
+  );
 });

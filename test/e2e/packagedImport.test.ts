@@ -52,7 +52,10 @@ describe('the packed package', () => {
 
   it('ships the built entry points, the CLI and the docs, and no tests or benchmarks', async () => {
     const { stdout } = await run('tar', ['-tzf', tarball], { maxBuffer: 64 * 1024 * 1024 });
-    const files = stdout.split('\n').filter(Boolean).map((path) => path.replace(/^package\//, ''));
+    const files = stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((path) => path.replace(/^package\//, ''));
     expect(files).toEqual(
       expect.arrayContaining([
         'package.json',

@@ -33,7 +33,11 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
   const held = new Map<string, { gate: Gate; reached: Gate }>();
   const refusedByHook = new Set<string>();
 
-  const eventsOf = (taskId: string) => bus.ofType(PLAN_COMMENTS_UPDATED).filter((e) => e.data.task_id === taskId).map((e) => e.data as unknown as PlanCommentsPayload);
+  const eventsOf = (taskId: string) =>
+    bus
+      .ofType(PLAN_COMMENTS_UPDATED)
+      .filter((e) => e.data.task_id === taskId)
+      .map((e) => e.data as unknown as PlanCommentsPayload);
   const eventAt = (taskId: string, revision: number) =>
     eventually(() => eventsOf(taskId).find((e) => e.revision === revision), 10_000, `the comments_updated event of revision ${revision}`);
 
@@ -66,7 +70,13 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     const task = await seedPlanTask(t.ctx);
     const comments = [];
     for (let i = 0; i < n; i++) {
-      const reply = await client.createPlanComment({ task_id: task.taskId, plan_id: task.planId, comment_id: `c-${randomUUID()}`, body: `comment ${i}`, selected_text: `line ${i}` });
+      const reply = await client.createPlanComment({
+        task_id: task.taskId,
+        plan_id: task.planId,
+        comment_id: `c-${randomUUID()}`,
+        body: `comment ${i}`,
+        selected_text: `line ${i}`,
+      });
       if (!reply.ok) throw new Error(JSON.stringify(reply));
       comments.push(reply.comment!);
     }
@@ -79,7 +89,12 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     prefix = uniquePrefix(`plans_${dialect}`);
     bus = collectEvents(nc, prefix, [PLAN_COMMENTS_UPDATED]);
     hookSub = serveHook(`${prefix}${HOOK_SUBJECT}`);
-    worker = await startWorker({ db: t.db, nc, config: testWorkerConfig(prefix, { turnStartHookSubject: HOOK_SUBJECT, admissionLockTimeoutMs: 20_000 }), logger: silentLogger() });
+    worker = await startWorker({
+      db: t.db,
+      nc,
+      config: testWorkerConfig(prefix, { turnStartHookSubject: HOOK_SUBJECT, admissionLockTimeoutMs: 20_000 }),
+      logger: silentLogger(),
+    });
     client = createPendingProjectorClient(nc, { prefix, timeoutMs: 30_000 });
   });
   afterAll(async () => {
@@ -96,19 +111,41 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     const empty = await client.listPlanComments({ task_id: task.taskId });
     expect(empty).toEqual({ ok: true, plan_comments: { task_id: task.taskId, plan_id: task.planId, revision: 0, comments: [] } });
 
-    const created = await client.createPlanComment({ task_id: task.taskId, plan_id: task.planId, comment_id: 'k1-' + task.taskId, body: 'tighten step 2', selected_text: '2. test', anchor_from: 12, anchor_to: 19 });
+    const created = await client.createPlanComment({
+      task_id: task.taskId,
+      plan_id: task.planId,
+      comment_id: 'k1-' + task.taskId,
+      body: 'tighten step 2',
+      selected_text: '2. test',
+      anchor_from: 12,
+      anchor_to: 19,
+    });
     if (!created.ok) throw new Error(JSON.stringify(created));
     expect(created.replayed).toBe(false);
     expect(created.plan_comments.revision).toBe(1);
     expect(created.comment).toMatchObject({ body: 'tighten step 2', selected_text: '2. test', anchor_from: 12, anchor_to: 19, version: 1 });
     expect(await eventAt(task.taskId, 1)).toEqual(created.plan_comments);
 
-    const replay = await client.createPlanComment({ task_id: task.taskId, plan_id: task.planId, comment_id: 'k1-' + task.taskId, body: 'tighten step 2', selected_text: '2. test', anchor_from: 12, anchor_to: 19 });
+    const replay = await client.createPlanComment({
+      task_id: task.taskId,
+      plan_id: task.planId,
+      comment_id: 'k1-' + task.taskId,
+      body: 'tighten step 2',
+      selected_text: '2. test',
+      anchor_from: 12,
+      anchor_to: 19,
+    });
     expect(replay).toMatchObject({ ok: true, replayed: true, plan_comments: { revision: 1 } });
     const clash = await client.createPlanComment({ task_id: task.taskId, plan_id: task.planId, comment_id: 'k1-' + task.taskId, body: 'something else' });
     expect(clash).toMatchObject({ ok: false, error: { code: 'conflict' }, reason: 'comment_id_conflict' });
 
-    const updated = await client.updatePlanComment({ task_id: task.taskId, plan_id: task.planId, comment_id: 'k1-' + task.taskId, version: 1, body: 'tighten step 2, please' });
+    const updated = await client.updatePlanComment({
+      task_id: task.taskId,
+      plan_id: task.planId,
+      comment_id: 'k1-' + task.taskId,
+      version: 1,
+      body: 'tighten step 2, please',
+    });
     if (!updated.ok) throw new Error(JSON.stringify(updated));
     expect(updated.comment).toMatchObject({ version: 2, body: 'tighten step 2, please' });
     expect(updated.plan_comments.revision).toBe(2);
@@ -123,7 +160,15 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     expect(deleted).toMatchObject({ ok: true, deleted: true, plan_comments: { revision: 3, comments: [] } });
     expect(await eventAt(task.taskId, 3)).toEqual((deleted as { plan_comments: PlanCommentsPayload }).plan_comments);
     // Deleted: a replayed create never brings it back.
-    const afterDelete = await client.createPlanComment({ task_id: task.taskId, plan_id: task.planId, comment_id: 'k1-' + task.taskId, body: 'tighten step 2', selected_text: '2. test', anchor_from: 12, anchor_to: 19 });
+    const afterDelete = await client.createPlanComment({
+      task_id: task.taskId,
+      plan_id: task.planId,
+      comment_id: 'k1-' + task.taskId,
+      body: 'tighten step 2',
+      selected_text: '2. test',
+      anchor_from: 12,
+      anchor_to: 19,
+    });
     expect(afterDelete).toMatchObject({ ok: true, replayed: true, comment: null, plan_comments: { revision: 3, comments: [] } });
 
     await client.createPlanComment({ task_id: task.taskId, plan_id: task.planId, comment_id: 'k2-' + task.taskId, body: 'another' });
@@ -141,7 +186,15 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     const callerId = randomUUID();
     const reply = await client.sendMessage({ session_id: task.sessionId, caller_id: callerId, content: 'please apply', plan_comment_refs: refs });
     if (!reply.ok) throw new Error(JSON.stringify(reply));
-    expect(reply).toMatchObject({ task_id: task.taskId, session_id: task.sessionId, caller_id: callerId, receipt_id: callerId, message_id: callerId, replayed: false, delivery: 'pending' });
+    expect(reply).toMatchObject({
+      task_id: task.taskId,
+      session_id: task.sessionId,
+      caller_id: callerId,
+      receipt_id: callerId,
+      message_id: callerId,
+      replayed: false,
+      delivery: 'pending',
+    });
     expect(reply.plan_comments!.revision).toBe(8);
     expect(reply.plan_comments!.comments.map((c) => c.id)).toEqual(task.comments.slice(5).map((c) => c.id));
     expect(await eventAt(task.taskId, 8)).toEqual(reply.plan_comments);
@@ -169,10 +222,20 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
   it('Run goes to the primary session, Send to exactly the session named; a session_id in Run is bad_request', async () => {
     const task = await seedComments(2);
     const other = await createSession(t.ctx, { taskId: task.taskId, state: 'IDLE', isPrimary: false });
-    const send = await client.sendMessage({ session_id: other.id, caller_id: randomUUID(), content: 'to the side', plan_comment_refs: [{ id: task.comments[0]!.id, version: 1 }] });
+    const send = await client.sendMessage({
+      session_id: other.id,
+      caller_id: randomUUID(),
+      content: 'to the side',
+      plan_comment_refs: [{ id: task.comments[0]!.id, version: 1 }],
+    });
     expect(send).toMatchObject({ ok: true, session_id: other.id });
     const before = await settledAcceptanceState(t.ctx, task.taskId);
-    const refused = await client.runPlanComments({ task_id: task.taskId, caller_id: randomUUID(), plan_comment_refs: [{ id: task.comments[1]!.id, version: 1 }], session_id: other.id } as never);
+    const refused = await client.runPlanComments({
+      task_id: task.taskId,
+      caller_id: randomUUID(),
+      plan_comment_refs: [{ id: task.comments[1]!.id, version: 1 }],
+      session_id: other.id,
+    } as never);
     expect(refused).toMatchObject({ ok: false, error: { code: 'bad_request' } });
     expect(await settledAcceptanceState(t.ctx, task.taskId)).toEqual(before);
     const run = await client.runPlanComments({ task_id: task.taskId, caller_id: randomUUID(), plan_comment_refs: [{ id: task.comments[1]!.id, version: 1 }] });
@@ -187,7 +250,9 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     const sending = client.sendMessage({ session_id: task.sessionId, caller_id: callerId, content: 'now', plan_comment_refs: [{ id: target.id, version: 1 }] });
     await hook.reached.opened;
     let editSettled = false;
-    const editing = client.updatePlanComment({ task_id: task.taskId, plan_id: task.planId, comment_id: target.id, version: 1, body: 'edited meanwhile' }).finally(() => (editSettled = true));
+    const editing = client
+      .updatePlanComment({ task_id: task.taskId, plan_id: task.planId, comment_id: target.id, version: 1, body: 'edited meanwhile' })
+      .finally(() => (editSettled = true));
     // A request after the edit on the same connection: the edit reached the worker before this reply.
     expect(await client.listPlanComments({ task_id: task.taskId })).toMatchObject({ ok: true, plan_comments: { revision: 2 } });
     expect(editSettled).toBe(false);
@@ -200,11 +265,16 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     expect(String(message.content)).not.toContain('edited meanwhile');
   });
 
-  it('a send and a plan.delete serialize: with the send\'s hook held the delete waits, the send consumes its comment, then the plan goes', async () => {
+  it("a send and a plan.delete serialize: with the send's hook held the delete waits, the send consumes its comment, then the plan goes", async () => {
     const task = await seedComments(2);
     const callerId = randomUUID();
     const hook = holdHook(callerId);
-    const sending = client.sendMessage({ session_id: task.sessionId, caller_id: callerId, content: 'now', plan_comment_refs: [{ id: task.comments[0]!.id, version: 1 }] });
+    const sending = client.sendMessage({
+      session_id: task.sessionId,
+      caller_id: callerId,
+      content: 'now',
+      plan_comment_refs: [{ id: task.comments[0]!.id, version: 1 }],
+    });
     await hook.reached.opened;
     let deleteSettled = false;
     const deleting = client.deletePlan({ task_id: task.taskId, plan_id: task.planId }).finally(() => (deleteSettled = true));
@@ -224,16 +294,28 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     const silentPrefix = uniquePrefix(`plans_silent_${dialect}`);
     // A hook that takes every request and answers none.
     const silentHook = nc.subscribe(`${silentPrefix}${HOOK_SUBJECT}`);
-    const silent = await startWorker({ db: t.db, nc, config: testWorkerConfig(silentPrefix, { turnStartHookSubject: HOOK_SUBJECT, turnStartHookTimeoutMs: 300 }), logger: silentLogger() });
+    const silent = await startWorker({
+      db: t.db,
+      nc,
+      config: testWorkerConfig(silentPrefix, { turnStartHookSubject: HOOK_SUBJECT, turnStartHookTimeoutMs: 300 }),
+      logger: silentLogger(),
+    });
     try {
       const silentClient = createPendingProjectorClient(nc, { prefix: silentPrefix, timeoutMs: 30_000 });
       const task = await seedComments(1);
       const before = await settledAcceptanceState(t.ctx, task.taskId);
       const body = { session_id: task.sessionId, caller_id: randomUUID(), content: 'x', plan_comment_refs: [{ id: task.comments[0]!.id, version: 1 }] };
-      expect(await silentClient.sendMessage(body)).toMatchObject({ ok: false, error: { code: 'unavailable' }, reason: 'turn_start_hook_failed', hook_reason: 'timeout' });
+      expect(await silentClient.sendMessage(body)).toMatchObject({
+        ok: false,
+        error: { code: 'unavailable' },
+        reason: 'turn_start_hook_failed',
+        hook_reason: 'timeout',
+      });
       expect(await settledAcceptanceState(t.ctx, task.taskId)).toEqual(before);
       // The lease was released: an edit on the task goes through at once.
-      expect(await silentClient.updatePlanComment({ task_id: task.taskId, plan_id: task.planId, comment_id: task.comments[0]!.id, version: 1, body: 'edited' })).toMatchObject({ ok: true });
+      expect(
+        await silentClient.updatePlanComment({ task_id: task.taskId, plan_id: task.planId, comment_id: task.comments[0]!.id, version: 1, body: 'edited' }),
+      ).toMatchObject({ ok: true });
     } finally {
       await silent.stop();
       silentHook.unsubscribe();
@@ -247,7 +329,12 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     refusedByHook.add(callerId);
     const before = await settledAcceptanceState(t.ctx, task.taskId);
     const body = { session_id: task.sessionId, caller_id: callerId, content: 'x', plan_comment_refs: [{ id: task.comments[0]!.id, version: 1 }] };
-    expect(await client.sendMessage(body)).toMatchObject({ ok: false, error: { code: 'unavailable' }, reason: 'turn_start_hook_failed', hook_reason: 'rejected' });
+    expect(await client.sendMessage(body)).toMatchObject({
+      ok: false,
+      error: { code: 'unavailable' },
+      reason: 'turn_start_hook_failed',
+      hook_reason: 'rejected',
+    });
     expect(await settledAcceptanceState(t.ctx, task.taskId)).toEqual(before);
     refusedByHook.delete(callerId);
     expect(await client.sendMessage(body)).toMatchObject({ ok: true, replayed: false });
@@ -266,22 +353,41 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     hook.gate.open();
     expect(await running).toMatchObject({ ok: false, error: { code: 'conflict' }, reason: 'primary_session_changed', primary_session_id: other.id });
     expect(await settledAcceptanceState(t.ctx, task.taskId)).toEqual(before);
-    expect(await client.listPlanComments({ task_id: task.taskId })).toMatchObject({ ok: true, plan_comments: { revision: 2, comments: [{ id: task.comments[0]!.id }, { id: task.comments[1]!.id }] } });
+    expect(await client.listPlanComments({ task_id: task.taskId })).toMatchObject({
+      ok: true,
+      plan_comments: { revision: 2, comments: [{ id: task.comments[0]!.id }, { id: task.comments[1]!.id }] },
+    });
   });
 
   it('a change that waits on a held lease past ADMISSION_LOCK_TIMEOUT_MS replies unavailable lock_timeout and writes nothing', async () => {
     const shortPrefix = uniquePrefix(`plans_short_${dialect}`);
     const shortHook = serveHook(`${shortPrefix}${HOOK_SUBJECT}`);
-    const short = await startWorker({ db: t.db, nc, config: testWorkerConfig(shortPrefix, { turnStartHookSubject: HOOK_SUBJECT, admissionLockTimeoutMs: 200 }), logger: silentLogger() });
+    const short = await startWorker({
+      db: t.db,
+      nc,
+      config: testWorkerConfig(shortPrefix, { turnStartHookSubject: HOOK_SUBJECT, admissionLockTimeoutMs: 200 }),
+      logger: silentLogger(),
+    });
     try {
       const shortClient = createPendingProjectorClient(nc, { prefix: shortPrefix, timeoutMs: 30_000 });
       const task = await seedComments(1);
       const callerId = randomUUID();
       const hook = holdHook(callerId);
-      const sending = shortClient.sendMessage({ session_id: task.sessionId, caller_id: callerId, content: 'x', plan_comment_refs: [{ id: task.comments[0]!.id, version: 1 }] });
+      const sending = shortClient.sendMessage({
+        session_id: task.sessionId,
+        caller_id: callerId,
+        content: 'x',
+        plan_comment_refs: [{ id: task.comments[0]!.id, version: 1 }],
+      });
       await hook.reached.opened;
       const before = await settledAcceptanceState(t.ctx, task.taskId);
-      const edit = await shortClient.updatePlanComment({ task_id: task.taskId, plan_id: task.planId, comment_id: task.comments[0]!.id, version: 1, body: 'too late' });
+      const edit = await shortClient.updatePlanComment({
+        task_id: task.taskId,
+        plan_id: task.planId,
+        comment_id: task.comments[0]!.id,
+        version: 1,
+        body: 'too late',
+      });
       expect(edit).toMatchObject({ ok: false, error: { code: 'unavailable' }, reason: 'lock_timeout', lock_timeout_ms: 200 });
       expect(await settledAcceptanceState(t.ctx, task.taskId)).toEqual(before);
       hook.gate.open();
@@ -327,8 +433,24 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     const idA = randomUUID();
     const idB = randomUUID();
     const replies = await Promise.all([
-      client.sendMessage({ session_id: task.sessionId, caller_id: idA, content: 'loser-or-winner A', plan_comment_refs: [{ id: a!.id, version: 1 }, { id: b!.id, version: 1 }] }),
-      client.sendMessage({ session_id: task.sessionId, caller_id: idB, content: 'loser-or-winner B', plan_comment_refs: [{ id: b!.id, version: 1 }, { id: c!.id, version: 1 }] }),
+      client.sendMessage({
+        session_id: task.sessionId,
+        caller_id: idA,
+        content: 'loser-or-winner A',
+        plan_comment_refs: [
+          { id: a!.id, version: 1 },
+          { id: b!.id, version: 1 },
+        ],
+      }),
+      client.sendMessage({
+        session_id: task.sessionId,
+        caller_id: idB,
+        content: 'loser-or-winner B',
+        plan_comment_refs: [
+          { id: b!.id, version: 1 },
+          { id: c!.id, version: 1 },
+        ],
+      }),
     ]);
     const won = replies.filter((r) => r.ok);
     const lost = replies.filter((r) => !r.ok);
@@ -343,15 +465,35 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
   it('staged attachments are claimed by the send that carries them; an unknown one refuses it and writes nothing', async () => {
     const task = await seedComments(1);
     const owner = `user-${randomUUID()}`;
-    const stage = await client.stageAttachment({ id: `att-${randomUUID()}`, owner_id: owner, workspace_id: task.workspaceId, name: 'a.png', mime_type: 'image/png', size_bytes: 10, storage_key: `key-${randomUUID()}` });
+    const stage = await client.stageAttachment({
+      id: `att-${randomUUID()}`,
+      owner_id: owner,
+      workspace_id: task.workspaceId,
+      name: 'a.png',
+      mime_type: 'image/png',
+      size_bytes: 10,
+      storage_key: `key-${randomUUID()}`,
+    });
     if (!stage.ok) throw new Error(JSON.stringify(stage));
     expect(stage.attachment.state).toBe('staged');
     const before = await settledAcceptanceState(t.ctx, task.taskId);
     const refs = [{ id: task.comments[0]!.id, version: 1 }];
-    const unknown = await client.sendMessage({ session_id: task.sessionId, caller_id: randomUUID(), plan_comment_refs: refs, attachment_ids: ['no-such-attachment'], attachment_owner_id: owner });
+    const unknown = await client.sendMessage({
+      session_id: task.sessionId,
+      caller_id: randomUUID(),
+      plan_comment_refs: refs,
+      attachment_ids: ['no-such-attachment'],
+      attachment_owner_id: owner,
+    });
     expect(unknown).toMatchObject({ ok: false, error: { code: 'conflict' }, reason: 'attachments_unavailable' });
     expect(await settledAcceptanceState(t.ctx, task.taskId)).toEqual(before);
-    const sent = await client.sendMessage({ session_id: task.sessionId, caller_id: randomUUID(), plan_comment_refs: refs, attachment_ids: [stage.attachment.id], attachment_owner_id: owner });
+    const sent = await client.sendMessage({
+      session_id: task.sessionId,
+      caller_id: randomUUID(),
+      plan_comment_refs: refs,
+      attachment_ids: [stage.attachment.id],
+      attachment_owner_id: owner,
+    });
     expect(sent).toMatchObject({ ok: true });
     const row = await t.ctx.knex('task_message_attachments').where({ id: stage.attachment.id }).first();
     expect(row.state).toBe('claimed');
@@ -381,10 +523,22 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     const subject = (name: string) => `${prefix}pending_projector.v1.${name}`;
     const raw = async (name: string, data: Uint8Array) => (await nc.request(subject(name), data, { timeout: 10_000 })).json<Record<string, unknown>>();
     const before = await settledAcceptanceState(t.ctx, task.taskId);
-    const send = (over: Record<string, unknown>) => client.sendMessage({ session_id: task.sessionId, caller_id: randomUUID(), content: 'x', plan_comment_refs: [{ id: c1!.id, version: 1 }], ...over } as never);
+    const send = (over: Record<string, unknown>) =>
+      client.sendMessage({
+        session_id: task.sessionId,
+        caller_id: randomUUID(),
+        content: 'x',
+        plan_comment_refs: [{ id: c1!.id, version: 1 }],
+        ...over,
+      } as never);
 
     expect(await raw('message.send', encoder.encode('{not json'))).toMatchObject({ ok: false, error: { code: 'bad_request' } });
-    expect(await raw('plan_comment.create', encoder.encode(JSON.stringify({ task_id: task.taskId, plan_id: task.planId, comment_id: 'big', body: 'x'.repeat(70 * 1024) })))).toMatchObject({
+    expect(
+      await raw(
+        'plan_comment.create',
+        encoder.encode(JSON.stringify({ task_id: task.taskId, plan_id: task.planId, comment_id: 'big', body: 'x'.repeat(70 * 1024) })),
+      ),
+    ).toMatchObject({
       ok: false,
       error: { code: 'bad_request' },
     });
@@ -394,17 +548,31 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     expect(await send({ session_id: 's'.repeat(10 * 1024) })).toMatchObject({ error: { code: 'bad_request' } });
     expect(await send({ plan_comment_refs: [{ id: 'c'.repeat(10 * 1024), version: 1 }] })).toMatchObject({ error: { code: 'bad_request' } });
     expect(await send({ plan_comment_refs: [{ id: c1!.id, version: 0 }] })).toMatchObject({ error: { code: 'bad_request' } });
-    expect(await send({ plan_comment_refs: [{ id: 'no-such-comment', version: 1 }] })).toMatchObject({ error: { code: 'conflict' }, reason: 'plan_comments_changed' });
-    expect(await send({ plan_comment_refs: [{ id: foreign.comments[0]!.id, version: 1 }] })).toMatchObject({ error: { code: 'conflict' }, reason: 'plan_comments_changed' });
+    expect(await send({ plan_comment_refs: [{ id: 'no-such-comment', version: 1 }] })).toMatchObject({
+      error: { code: 'conflict' },
+      reason: 'plan_comments_changed',
+    });
+    expect(await send({ plan_comment_refs: [{ id: foreign.comments[0]!.id, version: 1 }] })).toMatchObject({
+      error: { code: 'conflict' },
+      reason: 'plan_comments_changed',
+    });
     expect(await send({ plan_comment_refs: [{ id: c1!.id, version: 2 }] })).toMatchObject({ error: { code: 'conflict' }, reason: 'plan_comments_changed' });
     expect(await send({ session_id: 'no-such-session' })).toMatchObject({ error: { code: 'not_found' }, reason: 'session_not_found' });
-    expect(await send({ attachment_ids: ['no-such-attachment'], attachment_owner_id: 'someone' })).toMatchObject({ error: { code: 'conflict' }, reason: 'attachments_unavailable' });
+    expect(await send({ attachment_ids: ['no-such-attachment'], attachment_owner_id: 'someone' })).toMatchObject({
+      error: { code: 'conflict' },
+      reason: 'attachments_unavailable',
+    });
     expect(await client.updatePlanComment({ task_id: task.taskId, plan_id: task.planId, comment_id: 'no-such-comment', version: 1, body: 'x' })).toMatchObject({
       error: { code: 'conflict' },
       reason: 'plan_comments_changed',
     });
-    expect(await client.createPlanComment({ task_id: task.taskId, plan_id: 'other-plan', comment_id: `c-${randomUUID()}`, body: 'x' })).toMatchObject({ error: { code: 'not_found' }, reason: 'plan_not_found' });
-    expect(await client.createPlanComment({ task_id: task.taskId, plan_id: task.planId, comment_id: `c-${randomUUID()}`, body: '   ' })).toMatchObject({ error: { code: 'bad_request' } });
+    expect(await client.createPlanComment({ task_id: task.taskId, plan_id: 'other-plan', comment_id: `c-${randomUUID()}`, body: 'x' })).toMatchObject({
+      error: { code: 'not_found' },
+      reason: 'plan_not_found',
+    });
+    expect(await client.createPlanComment({ task_id: task.taskId, plan_id: task.planId, comment_id: `c-${randomUUID()}`, body: '   ' })).toMatchObject({
+      error: { code: 'bad_request' },
+    });
     expect(await settledAcceptanceState(t.ctx, task.taskId)).toEqual(before);
 
     await t.ctx.knex('tasks').where({ id: task.taskId }).update({ archived_at: '2026-09-01T00:00:00.000000Z' });

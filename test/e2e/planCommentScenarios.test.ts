@@ -97,7 +97,13 @@ async function harness(dialect: DialectName) {
     const task = await seedPlanTask(t.ctx);
     const comments: Ref[] = [];
     for (let i = 0; i < n; i++) {
-      const reply = await client.createPlanComment({ task_id: task.taskId, plan_id: task.planId, comment_id: `c-${randomUUID()}`, body: `comment ${i}`, selected_text: `line ${i}` });
+      const reply = await client.createPlanComment({
+        task_id: task.taskId,
+        plan_id: task.planId,
+        comment_id: `c-${randomUUID()}`,
+        body: `comment ${i}`,
+        selected_text: `line ${i}`,
+      });
       if (!reply.ok) throw new Error(JSON.stringify(reply));
       comments.push({ id: reply.comment!.id, version: reply.comment!.version });
     }
@@ -137,7 +143,13 @@ describeEachDialect('plan-comment scenarios through worker processes on %s', (di
     if (dialect === 'postgres') {
       // A second process waits for the same task's lease with an edit of another comment.
       survivor = await h.start();
-      const editing = survivor.client.updatePlanComment({ task_id: task.taskId, plan_id: task.planId, comment_id: other!.id, version: 1, body: 'edited by the survivor' });
+      const editing = survivor.client.updatePlanComment({
+        task_id: task.taskId,
+        plan_id: task.planId,
+        comment_id: other!.id,
+        version: 1,
+        body: 'edited by the survivor',
+      });
       await eventually(async () => ((await advisoryLockWaiters(h.t.db, task.taskId)) > 0 ? true : undefined), 20_000, 'the edit waiting on the lease');
       await first.worker.kill9();
       hook.release();
@@ -149,7 +161,9 @@ describeEachDialect('plan-comment scenarios through worker processes on %s', (di
       expect(after.receipts).toEqual(before.receipts);
       expect(after.seq).toEqual(before.seq);
       expect(after.revision).toBe((before.revision as number) + 1);
-      expect(after.comments).toEqual((before.comments as Array<{ id: string }>).map((c) => (c.id === other!.id ? { ...c, version: 2, body: 'edited by the survivor' } : c)));
+      expect(after.comments).toEqual(
+        (before.comments as Array<{ id: string }>).map((c) => (c.id === other!.id ? { ...c, version: 2, body: 'edited by the survivor' } : c)),
+      );
     } else {
       await first.worker.kill9();
       hook.release();
@@ -184,7 +198,13 @@ describeEachDialect('plan-comment scenarios through worker processes on %s', (di
     hook.release();
     await eventually(async () => ((await acceptedOnce(h.t.ctx, callerId)) === 1 ? true : undefined), 20_000, 'the accepted send');
     const after = await settledAcceptanceState(h.t.ctx, task.taskId);
-    expect(await client.sendMessage(body)).toMatchObject({ ok: true, replayed: true, message_id: callerId, receipt_id: callerId, plan_comments: { revision: 3 } });
+    expect(await client.sendMessage(body)).toMatchObject({
+      ok: true,
+      replayed: true,
+      message_id: callerId,
+      receipt_id: callerId,
+      plan_comments: { revision: 3 },
+    });
     expect(await acceptanceState(h.t.ctx, task.taskId)).toEqual(after);
     expect(await h.rowsWithId('task_session_messages', callerId)).toBe(1);
   });
@@ -196,14 +216,19 @@ describeEachDialect('plan-comment scenarios through worker processes on %s', (di
     const topology = topologyFor(prefix);
     const js = jetstream(h.nc);
     const jsm = await jetstreamManager(h.nc);
-    const list = async () => (await h.nc.request(topology.serviceSubject('plan_comment.list'), encoder.encode(JSON.stringify({ task_id: task.taskId })), { timeout: 20_000 })).data;
+    const list = async () =>
+      (await h.nc.request(topology.serviceSubject('plan_comment.list'), encoder.encode(JSON.stringify({ task_id: task.taskId })), { timeout: 20_000 })).data;
     /** Publishes a Kandev event into the worker's stream and waits until the worker acknowledged it. */
     const projected = async (type: string, data: Record<string, unknown>) => {
       const ack = await js.publish(`${prefix}${type}`, envelope(type, data));
-      await eventually(async () => {
-        const info = await jsm.consumers.info(topology.eventsStream, topology.consumer);
-        return info.ack_floor.stream_seq >= ack.seq && info.num_ack_pending === 0 ? true : undefined;
-      }, 20_000, `the worker to project ${type}`);
+      await eventually(
+        async () => {
+          const info = await jsm.consumers.info(topology.eventsStream, topology.consumer);
+          return info.ack_floor.stream_seq >= ack.seq && info.num_ack_pending === 0 ? true : undefined;
+        },
+        20_000,
+        `the worker to project ${type}`,
+      );
     };
     const snapshot = await list();
     expect(JSON.parse(new TextDecoder().decode(snapshot))).toMatchObject({ ok: true, plan_comments: { revision: 3 } });
@@ -293,7 +318,9 @@ describe.skipIf(!isAvailable('postgres'))('plan-comment load through worker proc
       const rows = await h.t.ctx.knex('task_plan_comments').where({ task_id: request.task_id });
       if (rows.length === 1) queried.add(request.task_id);
     });
-    const replies = await Promise.all(tasks.map((task) => client.sendMessage({ session_id: task.sessionId, caller_id: randomUUID(), content: 'go', plan_comment_refs: task.comments })));
+    const replies = await Promise.all(
+      tasks.map((task) => client.sendMessage({ session_id: task.sessionId, caller_id: randomUUID(), content: 'go', plan_comment_refs: task.comments })),
+    );
     expect(replies.map((r) => (r.ok ? 'ok' : JSON.stringify(r)))).toEqual(tasks.map(() => 'ok'));
     expect(queried.size).toBe(20);
     for (const task of tasks) expect(await h.revisionOf(task.taskId)).toBe(2);

@@ -25,7 +25,12 @@ describe('the output stream and task_plan.comments_updated', () => {
   it('an output stream made before plan comments gets their subject added, keeping its messages', async () => {
     const topology = topologyFor(prefix);
     const jsm = await jetstreamManager(nc);
-    await jsm.streams.add({ name: topology.outputStream, subjects: [topology.summarySubject, topology.sessionPendingSubject], retention: RetentionPolicy.Limits, storage: StorageType.File });
+    await jsm.streams.add({
+      name: topology.outputStream,
+      subjects: [topology.summarySubject, topology.sessionPendingSubject],
+      retention: RetentionPolicy.Limits,
+      storage: StorageType.File,
+    });
     const js = jsm.jetstream();
     await js.publish(topology.summarySubject, new TextEncoder().encode('{}'));
     await ensureOutputTopology(nc, topology);
@@ -45,7 +50,9 @@ describe.skipIf(!isAvailable('postgres'))('a worker on a PostgreSQL pool of one 
     const nc = await connectTestNats();
     const prefix = uniquePrefix('plan_pool');
     try {
-      await expect(startWorker({ db: single, nc, config: testWorkerConfig(prefix), logger: silentLogger() })).rejects.toMatchObject({ code: ERROR_CODES.ADMISSION_POOL_TOO_SMALL });
+      await expect(startWorker({ db: single, nc, config: testWorkerConfig(prefix), logger: silentLogger() })).rejects.toMatchObject({
+        code: ERROR_CODES.ADMISSION_POOL_TOO_SMALL,
+      });
     } finally {
       await deleteTopology(nc, prefix);
       await nc.drain();

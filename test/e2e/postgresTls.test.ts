@@ -7,7 +7,14 @@ import { connectTestNats, deleteTopology, envelope, eventually, natsUrl, uniqueP
 import { seedTaskWithQuestion } from '../support/seed.js';
 import { REQUIRE_INTEGRATION } from '../support/services.js';
 import { collectSummaries } from '../support/summaries.js';
-import { CERTIFIED_HOST, UNCERTIFIED_HOST, findOnPath, findPostgresBinaries, startTlsPostgresCluster, type TlsPostgresCluster } from '../support/tlsPostgresCluster.js';
+import {
+  CERTIFIED_HOST,
+  UNCERTIFIED_HOST,
+  findOnPath,
+  findPostgresBinaries,
+  startTlsPostgresCluster,
+  type TlsPostgresCluster,
+} from '../support/tlsPostgresCluster.js';
 import { spawnWorker } from '../support/workerProcess.js';
 
 const binDir = findPostgresBinaries();
@@ -85,9 +92,9 @@ describe.skipIf(missing.length > 0 && !REQUIRE_INTEGRATION)('PostgreSQL over TLS
     const ca = `sslrootcert=${encodeURIComponent(cluster.caFile)}`;
     const viaCa = await withDatabase(cluster.url(UNCERTIFIED_HOST, `sslmode=verify-ca&${ca}`), { passwordFile: cluster.passwordFile }, connectionTls);
     expect(viaCa.ssl).toBe(true);
-    await expect(withDatabase(cluster.url(UNCERTIFIED_HOST, `sslmode=verify-full&${ca}`), { passwordFile: cluster.passwordFile }, connectionTls)).rejects.toThrow(
-      /does not match certificate's altnames/,
-    );
+    await expect(
+      withDatabase(cluster.url(UNCERTIFIED_HOST, `sslmode=verify-full&${ca}`), { passwordFile: cluster.passwordFile }, connectionTls),
+    ).rejects.toThrow(/does not match certificate's altnames/);
   });
 
   it('encrypts with require without checking the certificate, and refuses with verify-ca a chain from another CA', async () => {
@@ -96,9 +103,9 @@ describe.skipIf(missing.length > 0 && !REQUIRE_INTEGRATION)('PostgreSQL over TLS
     const otherCa = `sslrootcert=${encodeURIComponent(cluster.otherCaFile)}`;
     for (const mode of ['verify-ca', 'verify-full', 'require']) {
       // require with a root certificate checks the chain, as libpq's does.
-      await expect(withDatabase(cluster.url(CERTIFIED_HOST, `sslmode=${mode}&${otherCa}`), { passwordFile: cluster.passwordFile }, connectionTls)).rejects.toThrow(
-        /unable to verify the first certificate/,
-      );
+      await expect(
+        withDatabase(cluster.url(CERTIFIED_HOST, `sslmode=${mode}&${otherCa}`), { passwordFile: cluster.passwordFile }, connectionTls),
+      ).rejects.toThrow(/unable to verify the first certificate/);
     }
   });
 

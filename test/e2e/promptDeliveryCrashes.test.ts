@@ -49,14 +49,20 @@ async function harness(dialect: DialectName) {
     cleanups.push(() => worker.stop());
     return worker;
   }
-  const reached = (worker: WorkerProcess, text: string) => eventually(() => (worker.output().includes(text) ? true : undefined), 20_000, `"${text}" in the worker log`);
+  const reached = (worker: WorkerProcess, text: string) =>
+    eventually(() => (worker.output().includes(text) ? true : undefined), 20_000, `"${text}" in the worker log`);
   const receipt = async (id: string) => (await t.ctx.knex('queued_messages').where({ id }).first()) as Record<string, unknown> | undefined;
   const messages = async (id: string) => t.ctx.knex('task_session_messages').where({ id });
   const label = async (id: string) => {
     const [row] = await messages(id);
     return row ? (JSON.parse(String(row.metadata)).prompt_delivery as string | undefined) : undefined;
   };
-  const settled = (id: string) => eventually(async () => ((await receipt(id)) === undefined && (await label(id)) !== undefined ? true : undefined), 30_000, `receipt ${id} settled or removed`);
+  const settled = (id: string) =>
+    eventually(
+      async () => ((await receipt(id)) === undefined && (await label(id)) !== undefined ? true : undefined),
+      30_000,
+      `receipt ${id} settled or removed`,
+    );
   const queued = (task: PlanTask) => insertQueuedReceipt(t.ctx, { sessionId: task.sessionId, taskId: task.taskId, content: 'queued prompt' });
   return { t, nc, prefix, start, reached, receipt, messages, label, settled, queued };
 }
@@ -81,7 +87,11 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
     expect(await h.messages(callerId)).toHaveLength(1);
     const stored = await promptsOnStream(h.nc, h.prefix, task.sessionId);
     expect(stored.map((p) => p.receiptId)).toEqual([callerId]);
-    expect(await client.sendMessage({ session_id: task.sessionId, caller_id: callerId, content: 'survive the crash' })).toMatchObject({ ok: true, replayed: true, delivery: 'acknowledged' });
+    expect(await client.sendMessage({ session_id: task.sessionId, caller_id: callerId, content: 'survive the crash' })).toMatchObject({
+      ok: true,
+      replayed: true,
+      delivery: 'acknowledged',
+    });
   });
 
   it('14: kill -9 after the reservation, before the transcript: after the TTL the restart takes over; one transcript, one prompt', async () => {
@@ -137,7 +147,11 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
     await h.reached(second, '"removed_unconfirmed":1');
     expect(await h.label(id)).toBe('unconfirmed');
     expect(await countPromptsOnStream(h.nc, h.prefix, task.sessionId)).toBe(0);
-    await eventually(() => (events.about('message_id', id).some((e) => (e.data.metadata as Record<string, unknown>).prompt_delivery === 'unconfirmed') ? true : undefined), 10_000, 'message.updated with the label');
+    await eventually(
+      () => (events.about('message_id', id).some((e) => (e.data.metadata as Record<string, unknown>).prompt_delivery === 'unconfirmed') ? true : undefined),
+      10_000,
+      'message.updated with the label',
+    );
   });
 
   it('17: kill -9 after the publish, before the settlement: removed without a second publish, exactly one prompt, acknowledged', async () => {
@@ -227,7 +241,10 @@ describe.skipIf(!isAvailable('postgres'))('prompt delivery by two worker process
     let maxBusy = 0;
     const sampler = (async () => {
       while (sampling) {
-        const busy = await h.t.ctx.knex('queued_messages').where({ session_id: task.sessionId }).where((q) => q.whereNotNull('delivery_attempted_at').orWhereNotNull('delivery_reservation_token'));
+        const busy = await h.t.ctx
+          .knex('queued_messages')
+          .where({ session_id: task.sessionId })
+          .where((q) => q.whereNotNull('delivery_attempted_at').orWhereNotNull('delivery_reservation_token'));
         maxBusy = Math.max(maxBusy, busy.length);
         await new Promise((r) => setTimeout(r, 5));
       }

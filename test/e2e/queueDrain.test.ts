@@ -60,11 +60,15 @@ describeEachDialect('a queue drained through a worker on %s', (dialect) => {
   };
   /** The delivery label of the transcript message `id` once its receipt was settled (deleted and labelled). */
   const settled = (id: string) =>
-    eventually(async () => {
-      if ((await rawRows(t.ctx, 'SELECT id FROM queued_messages WHERE id = ?', [id])).length > 0) return undefined;
-      const message = await t.ctx.knex('task_session_messages').where({ id }).first();
-      return message ? (JSON.parse(String(message.metadata)).prompt_delivery as string | undefined) : undefined;
-    }, 20_000, `the settlement of receipt ${id}`);
+    eventually(
+      async () => {
+        if ((await rawRows(t.ctx, 'SELECT id FROM queued_messages WHERE id = ?', [id])).length > 0) return undefined;
+        const message = await t.ctx.knex('task_session_messages').where({ id }).first();
+        return message ? (JSON.parse(String(message.metadata)).prompt_delivery as string | undefined) : undefined;
+      },
+      20_000,
+      `the settlement of receipt ${id}`,
+    );
   const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
   it('three prompts queued on a RUNNING session go out one per IDLE, FIFO, each exactly once; the count follows them and is omitted at 0', async () => {
@@ -88,7 +92,11 @@ describeEachDialect('a queue drained through a worker on %s', (dialect) => {
     if (!listed.ok) throw new Error(JSON.stringify(listed));
     expect(listed).toMatchObject({ count: 3 });
     expect(listed.entries.map((e) => e.id)).toEqual(ids);
-    await eventually(() => summaries.forTask(task.taskId).find((e) => e.status_summary.queued_prompt_count === 3), 20_000, 'a summary counting 3 queued prompts');
+    await eventually(
+      () => summaries.forTask(task.taskId).find((e) => e.status_summary.queued_prompt_count === 3),
+      20_000,
+      'a summary counting 3 queued prompts',
+    );
     expect(await storedCount(task.taskId)).toBe(3);
 
     // While the agent works, polls and kicks deliver nothing.
@@ -105,7 +113,16 @@ describeEachDialect('a queue drained through a worker on %s', (dialect) => {
         envelope(TASK_SESSION_STATE_CHANGED, { task_id: task.taskId, session_id: task.sessionId, old_state: 'RUNNING', new_state: 'IDLE' }),
       );
       await eventually(() => (received.length > i ? true : undefined), 20_000, `prompt ${i} on the agent's subject`);
-      expect(received[i]).toMatchObject({ receipt_id: ids[i], caller_id: ids[i], message_id: ids[i], session_id: task.sessionId, task_id: task.taskId, delivery_kind: 'queued', content: `prompt ${i}`, prompt_seq: i + 1 });
+      expect(received[i]).toMatchObject({
+        receipt_id: ids[i],
+        caller_id: ids[i],
+        message_id: ids[i],
+        session_id: task.sessionId,
+        task_id: task.taskId,
+        delivery_kind: 'queued',
+        content: `prompt ${i}`,
+        prompt_seq: i + 1,
+      });
       expect(await settled(ids[i]!)).toBe('acknowledged');
       // Claimed RUNNING by the delivery (the marker's transaction, before the publish).
       expect(await sessionState(task.sessionId)).toBe('RUNNING');
@@ -115,7 +132,11 @@ describeEachDialect('a queue drained through a worker on %s', (dialect) => {
       if (!queue.ok) throw new Error(JSON.stringify(queue));
       expect(queue.count).toBe(remaining);
       expect(queue.entries.map((e) => e.id)).toEqual(ids.slice(i + 1));
-      await eventually(async () => ((await storedCount(task.taskId)) === (remaining > 0 ? remaining : undefined) ? true : undefined), 20_000, `a stored count of ${remaining}`);
+      await eventually(
+        async () => ((await storedCount(task.taskId)) === (remaining > 0 ? remaining : undefined) ? true : undefined),
+        20_000,
+        `a stored count of ${remaining}`,
+      );
       // Nothing more until the next IDLE, not even at the next poll.
       await pause(DISPATCH_POLL_MS + 300);
       expect(received).toHaveLength(i + 1);
@@ -129,14 +150,23 @@ describeEachDialect('a queue drained through a worker on %s', (dialect) => {
     expect(await rawRows(t.ctx, 'SELECT id FROM queued_messages WHERE session_id = ?', [task.sessionId])).toEqual([]);
     // Each delivery claimed the session once, from the IDLE Kandev set.
     const claims = bus.ofType(TASK_SESSION_STATE_CHANGED).filter((e) => e.source === 'pending-projector' && e.data.session_id === task.sessionId);
-    expect(claims.map((e) => e.data)).toEqual(Array.from({ length: 3 }, () => ({ task_id: task.taskId, session_id: task.sessionId, old_state: 'IDLE', new_state: 'RUNNING' })));
+    expect(claims.map((e) => e.data)).toEqual(
+      Array.from({ length: 3 }, () => ({ task_id: task.taskId, session_id: task.sessionId, old_state: 'IDLE', new_state: 'RUNNING' })),
+    );
 
     expect(await storedCount(task.taskId)).toBeUndefined();
-    await eventually(() => {
-      const latest = summaries.latest(task.taskId)?.status_summary;
-      return latest && !('queued_prompt_count' in latest) ? latest : undefined;
-    }, 20_000, 'a published summary without queued_prompt_count');
-    const lastStatus = bus.ofType(MESSAGE_QUEUE_STATUS_CHANGED).filter((e) => e.data.session_id === task.sessionId).at(-1);
+    await eventually(
+      () => {
+        const latest = summaries.latest(task.taskId)?.status_summary;
+        return latest && !('queued_prompt_count' in latest) ? latest : undefined;
+      },
+      20_000,
+      'a published summary without queued_prompt_count',
+    );
+    const lastStatus = bus
+      .ofType(MESSAGE_QUEUE_STATUS_CHANGED)
+      .filter((e) => e.data.session_id === task.sessionId)
+      .at(-1);
     expect(lastStatus?.data).toEqual({ session_id: task.sessionId, task_id: task.taskId, count: 0, max: 10 });
     // Four fixed pauses of a poll interval and three deliveries: more than the default 30 s can hold on a loaded host.
   }, 90_000);

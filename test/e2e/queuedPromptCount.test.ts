@@ -67,7 +67,16 @@ describeEachSchemaAndDialect('queued_prompt_count in the task summary on %s', (d
   /** A queue row as Kandev's backend writes one: its queue columns only. */
   async function kandevQueueRow(sessionId: string, taskId: string, position: number, metadataJson: string): Promise<string> {
     const id = randomUUID();
-    await ctx.knex('queued_messages').insert({ id, session_id: sessionId, task_id: taskId, position, content: `kandev ${position}`, metadata_json: metadataJson, queued_at: '2026-09-01 10:00:00', queued_by: 'user' });
+    await ctx.knex('queued_messages').insert({
+      id,
+      session_id: sessionId,
+      task_id: taskId,
+      position,
+      content: `kandev ${position}`,
+      metadata_json: metadataJson,
+      queued_at: '2026-09-01 10:00:00',
+      queued_by: 'user',
+    });
     return id;
   }
 
@@ -110,10 +119,18 @@ describeEachSchemaAndDialect('queued_prompt_count in the task summary on %s', (d
     if (!enqueued.ok) throw new Error(JSON.stringify(enqueued));
     // The event counts the session's waiting entries in the queue this service drains: in owned mode
     // that table also holds the Kandev-written rows (three waiting on this session), beside Kandev not.
-    const status = await eventually(() => bus.ofType(MESSAGE_QUEUE_STATUS_CHANGED).find((e) => e.data.session_id === sessionId), 10_000, 'the queue status event');
+    const status = await eventually(
+      () => bus.ofType(MESSAGE_QUEUE_STATUS_CHANGED).find((e) => e.data.session_id === sessionId),
+      10_000,
+      'the queue status event',
+    );
     expect(status.data).toEqual({ session_id: sessionId, task_id: taskId, count: schema === 'owned' ? 4 : 1, max: 10 });
     // Through the worker: the status event reprojects the task. The three malformed-metadata rows wait.
-    const published = await eventually(() => summaries.forTask(taskId).find((e) => e.status_summary.queued_prompt_count === 4), 10_000, 'a summary counting 4 queued prompts');
+    const published = await eventually(
+      () => summaries.forTask(taskId).find((e) => e.status_summary.queued_prompt_count === 4),
+      10_000,
+      'a summary counting 4 queued prompts',
+    );
     expect(published.status_summary.queued_prompt_count).toBe(4);
     expect(await stored(taskId)).toMatchObject({ queued_prompt_count: 4 });
 
@@ -129,18 +146,28 @@ describeEachSchemaAndDialect('queued_prompt_count in the task summary on %s', (d
       return outcome;
     });
     expect(accepted).toMatchObject({ ok: true, deliveryKind: 'direct' });
-    expect(await ctx.knex(receiptTable).where({ id: direct }).first()).toMatchObject({ delivery_kind: 'direct', delivery_reservation_token: null, delivery_attempted_at: null });
+    expect(await ctx.knex(receiptTable).where({ id: direct }).first()).toMatchObject({
+      delivery_kind: 'direct',
+      delivery_reservation_token: null,
+      delivery_attempted_at: null,
+    });
     expect(await reprojected(taskId)).toMatchObject({ queued_prompt_count: 4 });
 
     // What the dispatcher does to the entry (its own tests cover how): reserved, then attempted, by
     // an owner whose reservation is live.
     const live = instantAfter(ctx.clock(), 3_600_000);
-    await ctx.knex(receiptTable).where({ id: callerId }).update({ delivery_reservation_token: 'token-1', delivery_reservation_owner: 'w1', delivery_reservation_expires_at: live });
+    await ctx
+      .knex(receiptTable)
+      .where({ id: callerId })
+      .update({ delivery_reservation_token: 'token-1', delivery_reservation_owner: 'w1', delivery_reservation_expires_at: live });
     expect(await reprojected(taskId)).toMatchObject({ queued_prompt_count: 3 });
     await ctx.knex(receiptTable).where({ id: callerId }).update({ delivery_attempted_at: ctx.clock() });
     expect(await reprojected(taskId)).toMatchObject({ queued_prompt_count: 3 });
     // An expired reservation still counts as reserved: the count never reads the clock.
-    await ctx.knex(receiptTable).where({ id: callerId }).update({ delivery_attempted_at: null, delivery_reservation_expires_at: '2000-01-01T00:00:00.000000Z' });
+    await ctx
+      .knex(receiptTable)
+      .where({ id: callerId })
+      .update({ delivery_attempted_at: null, delivery_reservation_expires_at: '2000-01-01T00:00:00.000000Z' });
     expect(await reprojected(taskId)).toMatchObject({ queued_prompt_count: 3 });
 
     await ctx.knex(receiptTable).where({ id: callerId }).delete();
@@ -161,10 +188,20 @@ describeEachSchemaAndDialect('queued_prompt_count in the task summary on %s', (d
 
     // Another writer left a wrong count.
     const row = await ctx.knex('task_status_summaries').where({ task_id: taskId }).first();
-    await ctx.knex('task_status_summaries').where({ task_id: taskId }).update({ summary: JSON.stringify({ ...JSON.parse(String(row.summary)), queued_prompt_count: 7 }) });
+    await ctx
+      .knex('task_status_summaries')
+      .where({ task_id: taskId })
+      .update({ summary: JSON.stringify({ ...JSON.parse(String(row.summary)), queued_prompt_count: 7 }) });
     const json = await cli(['verify', '--database-url', t.url, '--json', '--task', taskId]);
     expect(json.status).toBe(1);
-    expect(JSON.parse(json.stdout.trim())).toEqual({ task_id: taskId, kind: 'stale', stored: null, derived: null, stored_queued_prompt_count: 7, derived_queued_prompt_count: 1 });
+    expect(JSON.parse(json.stdout.trim())).toEqual({
+      task_id: taskId,
+      kind: 'stale',
+      stored: null,
+      derived: null,
+      stored_queued_prompt_count: 7,
+      derived_queued_prompt_count: 1,
+    });
     const text = await cli(['verify', '--database-url', t.url, '--task', taskId]);
     expect(text.stdout).toContain(`${taskId}\tstale\tstored=-\tderived=-\tqueued_prompt_count stored=7 derived=1`);
 

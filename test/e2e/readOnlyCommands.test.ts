@@ -104,31 +104,34 @@ describe('verify and doctor on a SQLite file that does not exist', () => {
     for (const dir of scratchDirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  it.each(['absolute', 'relative'] as const)('create neither the file nor its directory (%s path), say so once naming DATABASE_URL and exit 2', async (kind) => {
-    const root = scratchDir();
-    const file = path.join(root, 'data', 'pending-projector.db');
-    const url = kind === 'absolute' ? `sqlite:${file}` : 'sqlite:./data/pending-projector.db';
-    const verify = await run('verify', url, root);
-    const doctor = await run('doctor', url, root);
-    const doctorJson = await runCli(['doctor', '--json', '--database-url', url], NO_DATABASE_ENV, { cwd: root });
-    expect(fileTree(root)).toEqual([]);
+  it.each(['absolute', 'relative'] as const)(
+    'create neither the file nor its directory (%s path), say so once naming DATABASE_URL and exit 2',
+    async (kind) => {
+      const root = scratchDir();
+      const file = path.join(root, 'data', 'pending-projector.db');
+      const url = kind === 'absolute' ? `sqlite:${file}` : 'sqlite:./data/pending-projector.db';
+      const verify = await run('verify', url, root);
+      const doctor = await run('doctor', url, root);
+      const doctorJson = await runCli(['doctor', '--json', '--database-url', url], NO_DATABASE_ENV, { cwd: root });
+      expect(fileTree(root)).toEqual([]);
 
-    const missing = `DATABASE_URL ${url}: no such file (${kind === 'relative' ? `${file}; ` : ''}verify and doctor never create a database`;
-    expect(verify.status).toBe(2);
-    expect(verify.stdout).toBe('');
-    expect(verify.stderr.split('\n')).toEqual([expect.stringContaining(`pending-projector: ${missing}`), '']);
+      const missing = `DATABASE_URL ${url}: no such file (${kind === 'relative' ? `${file}; ` : ''}verify and doctor never create a database`;
+      expect(verify.status).toBe(2);
+      expect(verify.stdout).toBe('');
+      expect(verify.stderr.split('\n')).toEqual([expect.stringContaining(`pending-projector: ${missing}`), '']);
 
-    expect(doctor.status).toBe(2);
-    expect(doctor.stderr).toBe('');
-    expect(doctor.stdout.split(missing)).toHaveLength(2);
-    expect(doctor.stdout).toContain(`\ncannot run: ${missing}`);
-    expect(doctor.stdout).toMatch(/\nverdict: the worker cannot run: .*\n$/);
+      expect(doctor.status).toBe(2);
+      expect(doctor.stderr).toBe('');
+      expect(doctor.stdout.split(missing)).toHaveLength(2);
+      expect(doctor.stdout).toContain(`\ncannot run: ${missing}`);
+      expect(doctor.stdout).toMatch(/\nverdict: the worker cannot run: .*\n$/);
 
-    expect(doctorJson.status).toBe(2);
-    const report = JSON.parse(doctorJson.stdout) as { reachable: boolean; problems: Array<{ check: string; message: string }>; verdict: { status: string } };
-    expect(report).toMatchObject({ reachable: false, verdict: { status: 'cannot_run' } });
-    expect(report.problems).toEqual([{ check: 'database', message: expect.stringContaining(missing) }]);
-  });
+      expect(doctorJson.status).toBe(2);
+      const report = JSON.parse(doctorJson.stdout) as { reachable: boolean; problems: Array<{ check: string; message: string }>; verdict: { status: string } };
+      expect(report).toMatchObject({ reachable: false, verdict: { status: 'cannot_run' } });
+      expect(report.problems).toEqual([{ check: 'database', message: expect.stringContaining(missing) }]);
+    },
+  );
 });
 
 describe.skipIf(!isAvailable('postgres'))('doctor and migrate on a PostgreSQL URL whose search_path schema does not exist', () => {
@@ -160,7 +163,10 @@ describe.skipIf(!isAvailable('postgres'))('doctor and migrate on a PostgreSQL UR
       expect(migrate.status).toBe(2);
       expect(migrate.stdout).toBe('');
       expect(migrate.stderr).not.toContain('3F000');
-      expect(migrate.stderr.split('\n')).toEqual([expect.stringMatching(new RegExp(`^pending-projector: the search_path of DATABASE_URL \\(${schema}\\) .*CREATE SCHEMA ${schema};`)), '']);
+      expect(migrate.stderr.split('\n')).toEqual([
+        expect.stringMatching(new RegExp(`^pending-projector: the search_path of DATABASE_URL \\(${schema}\\) .*CREATE SCHEMA ${schema};`)),
+        '',
+      ]);
 
       expect(await postgresObjects(t, [schema, 'public'])).toEqual(objects);
       expect(fileTree(cwd)).toEqual([]);

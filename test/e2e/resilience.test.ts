@@ -59,7 +59,15 @@ function startWorker(t: TestDatabase, prefix: string, extra: Record<string, stri
   });
 }
 
-async function run(t: TestDatabase, nc: NatsConnection, prefix: string, tasks: WorkloadTask[], steps: number, seed: number, every?: { at: number; action: () => Promise<void> }) {
+async function run(
+  t: TestDatabase,
+  nc: NatsConnection,
+  prefix: string,
+  tasks: WorkloadTask[],
+  steps: number,
+  seed: number,
+  every?: { at: number; action: () => Promise<void> },
+) {
   const random = seededRandom(seed);
   for (let i = 0; i < steps; i++) {
     if (every && i === every.at) await every.action();
@@ -88,7 +96,12 @@ describeEachDialect('worker resilience on %s', (dialect) => {
     });
     worker = await startWorker(t, prefix);
     await settled(nc, prefix);
-    expect(await findDrift(createProjectionStore(t.ctx), tasks.map((x) => x.taskId))).toEqual([]);
+    expect(
+      await findDrift(
+        createProjectionStore(t.ctx),
+        tasks.map((x) => x.taskId),
+      ),
+    ).toEqual([]);
     const verify = spawnSync(process.execPath, [CLI, 'verify', '--database-url', t.url], { encoding: 'utf8', timeout: 60_000 });
     expect(verify.stderr).toMatch(/verified 20 tasks: 0 drifted/);
     expect(verify.status).toBe(0);
@@ -140,19 +153,31 @@ describeEachDialect('worker resilience on %s', (dialect) => {
       },
     });
     await settled(nc, prefix);
-    expect(await findDrift(createProjectionStore(t.ctx), tasks.map((x) => x.taskId))).toEqual([]);
+    expect(
+      await findDrift(
+        createProjectionStore(t.ctx),
+        tasks.map((x) => x.taskId),
+      ),
+    ).toEqual([]);
     // The bucket lives in memory, so the restart emptied it: the worker recreated it and refilled every
     // task's stored summary from the database.
     const bucket = await new Kvm(nc).open(topologyFor(prefix).summaryBucket);
-    const stored = await loadStatusSummaries(t.ctx, tasks.map((x) => x.taskId));
-    await eventually(async () => {
-      for (const { taskId } of tasks) {
-        const entry = await bucket.get(summaryKey(taskId));
-        const revision = (entry?.json() as { data?: { status_summary?: { revision?: number } } } | undefined)?.data?.status_summary?.revision;
-        if (revision !== stored.get(taskId)!.revision) return undefined;
-      }
-      return true;
-    }, 20_000, 'the bucket to hold every stored summary');
+    const stored = await loadStatusSummaries(
+      t.ctx,
+      tasks.map((x) => x.taskId),
+    );
+    await eventually(
+      async () => {
+        for (const { taskId } of tasks) {
+          const entry = await bucket.get(summaryKey(taskId));
+          const revision = (entry?.json() as { data?: { status_summary?: { revision?: number } } } | undefined)?.data?.status_summary?.revision;
+          if (revision !== stored.get(taskId)!.revision) return undefined;
+        }
+        return true;
+      },
+      20_000,
+      'the bucket to hold every stored summary',
+    );
     expect(worker.child.exitCode).toBeNull();
   }, 180_000);
 });
@@ -176,32 +201,46 @@ describe('worker resilience on postgres: its connections terminated, and replica
       }
       await settled(nc, prefix);
       expect(terminated).toBeGreaterThan(0);
-      expect(await findDrift(createProjectionStore(t.ctx), tasks.map((x) => x.taskId))).toEqual([]);
+      expect(
+        await findDrift(
+          createProjectionStore(t.ctx),
+          tasks.map((x) => x.taskId),
+        ),
+      ).toEqual([]);
       expect(worker.child.exitCode).toBeNull();
     },
     180_000,
   );
 
   // PostgreSQL only: on SQLite a second worker process is refused (test/e2e/sqliteSingleWorker.test.ts).
-  it.skipIf(!isAvailable('postgres'))('runs three replicas on one consumer without a lost update, publishing strictly increasing revisions per task', async () => {
-    const { t, nc, prefix, tasks } = await setup('postgres', 'replicas_postgres', 10);
-    const summaries = collectSummaries(nc, prefix);
-    cleanups.push(async () => summaries.stop());
-    const workers = await Promise.all([0, 1, 2].map(() => startWorker(t, prefix, { CONCURRENCY: '4' })));
-    const random = seededRandom(4);
-    await Promise.all(
-      [0, 1, 2, 3].map(async () => {
-        for (let i = 0; i < 60; i++) await randomStep(t.ctx, nc, prefix, tasks, random);
-      }),
-    );
-    await settled(nc, prefix);
-    expect(await findDrift(createProjectionStore(t.ctx), tasks.map((x) => x.taskId))).toEqual([]);
-    for (const task of tasks) {
-      const revisions = summaries.forTask(task.taskId).map((e) => e.status_summary.revision);
-      for (let i = 1; i < revisions.length; i++) expect(revisions[i]).toBeGreaterThan(revisions[i - 1]!);
-      const stored = await t.ctx.knex('task_status_summaries').where({ task_id: task.taskId }).first();
-      expect(revisions.at(-1)).toBe(Number(stored.revision));
-    }
-    for (const w of workers) expect(w.child.exitCode).toBeNull();
-  }, 180_000);
+  it.skipIf(!isAvailable('postgres'))(
+    'runs three replicas on one consumer without a lost update, publishing strictly increasing revisions per task',
+    async () => {
+      const { t, nc, prefix, tasks } = await setup('postgres', 'replicas_postgres', 10);
+      const summaries = collectSummaries(nc, prefix);
+      cleanups.push(async () => summaries.stop());
+      const workers = await Promise.all([0, 1, 2].map(() => startWorker(t, prefix, { CONCURRENCY: '4' })));
+      const random = seededRandom(4);
+      await Promise.all(
+        [0, 1, 2, 3].map(async () => {
+          for (let i = 0; i < 60; i++) await randomStep(t.ctx, nc, prefix, tasks, random);
+        }),
+      );
+      await settled(nc, prefix);
+      expect(
+        await findDrift(
+          createProjectionStore(t.ctx),
+          tasks.map((x) => x.taskId),
+        ),
+      ).toEqual([]);
+      for (const task of tasks) {
+        const revisions = summaries.forTask(task.taskId).map((e) => e.status_summary.revision);
+        for (let i = 1; i < revisions.length; i++) expect(revisions[i]).toBeGreaterThan(revisions[i - 1]!);
+        const stored = await t.ctx.knex('task_status_summaries').where({ task_id: task.taskId }).first();
+        expect(revisions.at(-1)).toBe(Number(stored.revision));
+      }
+      for (const w of workers) expect(w.child.exitCode).toBeNull();
+    },
+    180_000,
+  );
 });

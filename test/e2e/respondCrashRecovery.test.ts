@@ -25,7 +25,13 @@ async function setup(dialect: DialectName, schema: SchemaKind) {
     await nc.drain();
   });
   const start = async (respondDeadlineMs: number) => {
-    const w = await spawnWorker({ DATABASE_URL: t.url, NATS_URL: natsUrl(), SUBJECT_PREFIX: prefix, BOOT_RECONCILE: 'false', RESPOND_DEADLINE_MS: String(respondDeadlineMs) });
+    const w = await spawnWorker({
+      DATABASE_URL: t.url,
+      NATS_URL: natsUrl(),
+      SUBJECT_PREFIX: prefix,
+      BOOT_RECONCILE: 'false',
+      RESPOND_DEADLINE_MS: String(respondDeadlineMs),
+    });
     cleanups.push(() => w.stop());
     return w;
   };
@@ -78,7 +84,11 @@ describeEachSchemaAndDialect('a worker killed between claim and delivery on %s',
       ['pending', undefined, undefined],
       ['pending', undefined, undefined],
     ]);
-    await eventually(async () => ((await rows(superseded.pendingId)).every((r) => r.metadata.response_delivery_pending === undefined) ? true : undefined), 5000, 'the release');
+    await eventually(
+      async () => ((await rows(superseded.pendingId)).every((r) => r.metadata.response_delivery_pending === undefined) ? true : undefined),
+      5000,
+      'the release',
+    );
     expect((await rows(superseded.pendingId)).map((r) => [r.metadata.status, r.metadata.response_undelivered])).toEqual([
       ['answered', true],
       ['answered', true],
@@ -91,7 +101,11 @@ describeEachSchemaAndDialect('a worker killed between claim and delivery on %s',
         .split('\n')
         .filter((line) => line.includes('clarification delivery recovery finished'))
         .map((line) => JSON.parse(line) as { restored: number; finalized: number; abandoned: number })
-        .reduce((sum, r) => ({ restored: sum.restored + r.restored, finalized: sum.finalized + r.finalized, abandoned: sum.abandoned + r.abandoned }), { restored: 0, finalized: 0, abandoned: 0 });
+        .reduce((sum, r) => ({ restored: sum.restored + r.restored, finalized: sum.finalized + r.finalized, abandoned: sum.abandoned + r.abandoned }), {
+          restored: 0,
+          finalized: 0,
+          abandoned: 0,
+        });
     await eventually(() => (recovered().restored + recovered().abandoned === 2 ? true : undefined), 10_000, 'the recovery log');
     expect(recovered()).toEqual({ restored: 1, finalized: 0, abandoned: 1 });
 

@@ -54,7 +54,13 @@ describeEachDialect('pending-projector sandbox on %s, end to end', (dialect) => 
     const env = childEnv({ NATS_URL: natsUrl(), LOG_LEVEL: 'warn', DATABASE_URL: dialect === 'postgres' ? inject('postgresUrl')! : undefined });
     sandbox = spawnLong(['sandbox'], env, { cli: true });
     prefix = (await sandbox.waitFor(/^sandbox ready \(prefix (\S+)\)/m, READY_MS))[1]!;
-    const watched = shellWords(sandbox.stdout().split('\n').find((l) => l.trim().startsWith('nats sub '))!.trim());
+    const watched = shellWords(
+      sandbox
+        .stdout()
+        .split('\n')
+        .find((l) => l.trim().startsWith('nats sub '))!
+        .trim(),
+    );
     expect(watched[2]).toBe(topologyFor(prefix).summarySubject);
     sub = nc.subscribe(watched[2]!);
     void (async () => {
@@ -83,7 +89,10 @@ describeEachDialect('pending-projector sandbox on %s, end to end', (dialect) => 
     expect(stored.status_summary.pending_action).toBe('clarification');
 
     // The printed way to watch, without the NATS CLI: it prints the change too.
-    const watchLine = stdout.split('\n').map((l) => l.trim()).find((l) => l.startsWith('npx pending-projector sandbox watch'))!;
+    const watchLine = stdout
+      .split('\n')
+      .map((l) => l.trim())
+      .find((l) => l.startsWith('npx pending-projector sandbox watch'))!;
     const watch = spawnLong(shellWords(watchLine).slice(2), childEnv({ NATS_URL: natsUrl() }), { cli: true });
     await eventually(() => (watch.output().includes('watching ') ? true : undefined), 30_000, 'sandbox watch to subscribe');
 
@@ -106,7 +115,11 @@ describeEachDialect('pending-projector sandbox on %s, end to end', (dialect) => 
 
     const enqueued = await runPrinted(printed(stdout, 'npx', 'queue.enqueue'));
     expect(enqueued.reply).toMatchObject({ ok: true, delivery_kind: 'queued' });
-    const counted = await eventually(() => summaries.find((s) => s.task_id === enqueued.reply.task_id && s.status_summary.queued_prompt_count === 3), 20_000, 'queued_prompt_count 3');
+    const counted = await eventually(
+      () => summaries.find((s) => s.task_id === enqueued.reply.task_id && s.status_summary.queued_prompt_count === 3),
+      20_000,
+      'queued_prompt_count 3',
+    );
     expect(counted.status_summary.pending_action).toBeUndefined();
   }, 180_000);
 

@@ -44,7 +44,8 @@ describe('one worker process per SQLite file', () => {
     return worker;
   };
   /** A second `pending-projector worker` on the same file, run to its exit. */
-  const secondWorker = () => spawnSync(process.execPath, [CLI, 'worker'], { env: { ...process.env, HEALTH_PORT: '0', ...env() }, encoding: 'utf8', timeout: 60_000 });
+  const secondWorker = () =>
+    spawnSync(process.execPath, [CLI, 'worker'], { env: { ...process.env, HEALTH_PORT: '0', ...env() }, encoding: 'utf8', timeout: 60_000 });
 
   it('refuses a second worker process in one line naming the first (exit 2) while the first goes on serving', async () => {
     const first = await spawnServing();
@@ -53,7 +54,9 @@ describe('one worker process per SQLite file', () => {
     const file = path.resolve(t.url.slice('sqlite:'.length));
     expect(second.stderr.split('\n')).toEqual([
       expect.stringMatching(
-        new RegExp(`^pending-projector: ${escape(file)} is served by worker pid ${first.child.pid} on ${escape(os.hostname())}, since \\S+: one worker process per SQLite file \\(.*lock ${escape(file)}\\.worker-lock\\)$`),
+        new RegExp(
+          `^pending-projector: ${escape(file)} is served by worker pid ${first.child.pid} on ${escape(os.hostname())}, since \\S+: one worker process per SQLite file \\(.*lock ${escape(file)}\\.worker-lock\\)$`,
+        ),
       ),
       '',
     ]);

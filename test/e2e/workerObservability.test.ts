@@ -70,7 +70,13 @@ describeEachDialect('what a person reads of a real worker on %s', (dialect) => {
     // PostgreSQL here trusts local connections: the password is carried, never checked, and must never show.
     databaseUrl = dialect === 'postgres' ? t.url.replace(/^(postgres(?:ql)?:\/\/[^@/:]+)@/, `$1:${SECRET}@`) : t.url;
     if (dialect === 'postgres') expect(databaseUrl).toContain(SECRET);
-    worker = await spawnWorker({ DATABASE_URL: databaseUrl, NATS_URL: natsWithToken(), SUBJECT_PREFIX: prefix, BOOT_RECONCILE: 'false', DISPATCH_POLL_MS: '200' });
+    worker = await spawnWorker({
+      DATABASE_URL: databaseUrl,
+      NATS_URL: natsWithToken(),
+      SUBJECT_PREFIX: prefix,
+      BOOT_RECONCILE: 'false',
+      DISPATCH_POLL_MS: '200',
+    });
   });
   afterAll(async () => {
     await worker?.stop();
@@ -80,9 +86,17 @@ describeEachDialect('what a person reads of a real worker on %s', (dialect) => {
   });
 
   it('logs JSON when stdout is not a terminal, and its started line names the database and NATS masked, the prefix and the bound health port', async () => {
-    const line = worker.output().split('\n').find((l) => l.includes('"worker started"'))!;
+    const line = worker
+      .output()
+      .split('\n')
+      .find((l) => l.includes('"worker started"'))!;
     const started = JSON.parse(line) as Record<string, unknown>;
-    expect(started).toMatchObject({ component: 'worker', database: redactCredentials(databaseUrl), nats: natsWithToken().replace(SECRET, '[REDACTED]'), subjectPrefix: prefix });
+    expect(started).toMatchObject({
+      component: 'worker',
+      database: redactCredentials(databaseUrl),
+      nats: natsWithToken().replace(SECRET, '[REDACTED]'),
+      subjectPrefix: prefix,
+    });
     if (dialect === 'postgres') expect(started.database).toContain(':[REDACTED]@');
     // HEALTH_PORT=0 asked for a free port: the line names the one bound, and it answers.
     expect(started.healthPort).not.toBe(0);
@@ -95,9 +109,15 @@ describeEachDialect('what a person reads of a real worker on %s', (dialect) => {
     const exposed = [...types.keys()].filter((name) => name.startsWith('pending_projector_'));
     expect(exposed.length).toBeGreaterThan(30);
     expect([...types.keys()].filter((name) => !name.startsWith('pending_projector_'))).toEqual([]);
-    expect(exposed.filter((name) => !documented.has(name)), 'exposed but not in docs/metrics.md').toEqual([]);
+    expect(
+      exposed.filter((name) => !documented.has(name)),
+      'exposed but not in docs/metrics.md',
+    ).toEqual([]);
     const expected = [...documented].filter(([, d]) => !d.linuxOnly || process.platform === 'linux').map(([name]) => name);
-    expect(expected.filter((name) => !types.has(name)), 'in docs/metrics.md but not exposed').toEqual([]);
+    expect(
+      expected.filter((name) => !types.has(name)),
+      'in docs/metrics.md but not exposed',
+    ).toEqual([]);
     for (const name of exposed) expect(`${name} ${types.get(name)}`).toBe(`${name} ${documented.get(name)!.type}`);
     const doubled = exposed.filter((name) => name.split('_').some((word, i, words) => i > 0 && word === words[i - 1]));
     expect(doubled).toEqual([]);
@@ -129,22 +149,37 @@ describeEachDialect('what a person reads of a real worker on %s', (dialect) => {
     const receiptId = await insertQueuedReceipt(t.ctx, { sessionId: task.sessionId, taskId: task.taskId });
     const receipts = (samples: Sample[], kind: string, state: string) => valueOf(samples, 'pending_projector_prompt_receipts', { kind, state });
     // The gauge is read at scrape time through a cache of a few seconds: poll until it caught up.
-    const before = await eventually(async () => {
-      const { samples } = await scrape(worker.healthPort);
-      return receipts(samples, 'queued', 'waiting') === 1 ? samples : undefined;
-    }, 20_000, 'the queued receipt to show as waiting');
+    const before = await eventually(
+      async () => {
+        const { samples } = await scrape(worker.healthPort);
+        return receipts(samples, 'queued', 'waiting') === 1 ? samples : undefined;
+      },
+      20_000,
+      'the queued receipt to show as waiting',
+    );
     expect(receipts(before, 'queued', 'reserved')).toBe(0);
     expect(receipts(before, 'direct', 'waiting')).toBe(0);
     expect(valueOf(before, 'pending_projector_prompt_delivery_attempts_total', { outcome: 'acknowledged' })).toBeUndefined();
 
     // The agent went idle: the dispatcher delivers the prompt.
     await rawRows(t.ctx, `UPDATE task_sessions SET state = 'IDLE' WHERE id = ?`, [task.sessionId]);
-    await jetstream(nc).publish(`${prefix}${TASK_SESSION_STATE_CHANGED}`, envelope(TASK_SESSION_STATE_CHANGED, { task_id: task.taskId, session_id: task.sessionId, old_state: 'RUNNING', new_state: 'IDLE' }));
-    await eventually(async () => ((await rawRows(t.ctx, 'SELECT id FROM queued_messages WHERE id = ?', [receiptId])).length === 0 ? true : undefined), 20_000, 'the receipt to be settled');
-    const after = await eventually(async () => {
-      const { samples } = await scrape(worker.healthPort);
-      return receipts(samples, 'queued', 'waiting') === 0 ? samples : undefined;
-    }, 20_000, 'the waiting gauge to drop');
+    await jetstream(nc).publish(
+      `${prefix}${TASK_SESSION_STATE_CHANGED}`,
+      envelope(TASK_SESSION_STATE_CHANGED, { task_id: task.taskId, session_id: task.sessionId, old_state: 'RUNNING', new_state: 'IDLE' }),
+    );
+    await eventually(
+      async () => ((await rawRows(t.ctx, 'SELECT id FROM queued_messages WHERE id = ?', [receiptId])).length === 0 ? true : undefined),
+      20_000,
+      'the receipt to be settled',
+    );
+    const after = await eventually(
+      async () => {
+        const { samples } = await scrape(worker.healthPort);
+        return receipts(samples, 'queued', 'waiting') === 0 ? samples : undefined;
+      },
+      20_000,
+      'the waiting gauge to drop',
+    );
     expect(valueOf(after, 'pending_projector_prompt_delivery_attempts_total', { outcome: 'acknowledged' })).toBe(1);
     expect(valueOf(after, 'pending_projector_prompt_dispatcher_sessions', { state: 'delivering' })).toBe(0);
   });
@@ -152,7 +187,13 @@ describeEachDialect('what a person reads of a real worker on %s', (dialect) => {
   it('logs pino-pretty text with LOG_FORMAT=pretty, secrets masked, and flushes its last lines at shutdown', async () => {
     // The last test: the shared worker stops first, as a second worker on a SQLite file is refused.
     expect(await worker.stop()).toBe(0);
-    const pretty = await spawnWorker({ DATABASE_URL: databaseUrl, NATS_URL: natsWithToken(), SUBJECT_PREFIX: prefix, BOOT_RECONCILE: 'false', LOG_FORMAT: 'pretty' });
+    const pretty = await spawnWorker({
+      DATABASE_URL: databaseUrl,
+      NATS_URL: natsWithToken(),
+      SUBJECT_PREFIX: prefix,
+      BOOT_RECONCILE: 'false',
+      LOG_FORMAT: 'pretty',
+    });
     const code = await pretty.stop();
     const out = pretty.output();
     expect(code).toBe(0);

@@ -57,7 +57,10 @@ describeEachDialect('the worker on a database Kandev created, on %s', (dialect) 
     const { taskId, sessionId } = await seedSession(t.ctx);
     const turnId = await seedTurnAt(t.ctx, sessionId, { startedAt: '2026-03-04T05:06:07.123456000Z' });
     const { messages } = await seedClarificationBundle(t.ctx, { sessionId, turnId });
-    nc.publish(`${prefix}message.added`, envelope('message.added', { task_id: taskId, session_id: sessionId, message_id: messages[0]!.id, type: 'clarification_request' }));
+    nc.publish(
+      `${prefix}message.added`,
+      envelope('message.added', { task_id: taskId, session_id: sessionId, message_id: messages[0]!.id, type: 'clarification_request' }),
+    );
     const latest = await eventually(() => (summaries.latest(taskId)?.status_summary.pending_action === 'clarification' ? summaries.latest(taskId) : undefined));
     // The summary is published before its transaction commits: read the row once that projection is done.
     await worker.projector.whenIdle();
@@ -85,14 +88,27 @@ describeEachDialect('the worker on a database Kandev created, on %s', (dialect) 
       await later();
     };
     const byUpdatedAt = async () =>
-      (await t.ctx.knex('task_session_messages').select('id').where({ task_session_id: sessionId }).orderBy([{ column: 'updated_at' }, { column: 'id' }])).map((r: { id: string }) => r.id);
-    const updatedAtOf = async (ids: string[]) => (await t.ctx.knex('task_session_messages').select('updated_at').whereIn('id', ids)).map((r: { updated_at: unknown }) => r.updated_at);
+      (
+        await t.ctx
+          .knex('task_session_messages')
+          .select('id')
+          .where({ task_session_id: sessionId })
+          .orderBy([{ column: 'updated_at' }, { column: 'id' }])
+      ).map((r: { id: string }) => r.id);
+    const updatedAtOf = async (ids: string[]) =>
+      (await t.ctx.knex('task_session_messages').select('updated_at').whereIn('id', ids)).map((r: { updated_at: unknown }) => r.updated_at);
 
     nc.publish(`${prefix}message.added`, envelope('message.added', { task_id: taskId, session_id: sessionId, type: 'clarification_request' }));
-    const published = await eventually(() => (summaries.latest(taskId)?.status_summary.pending_action === 'clarification' ? summaries.latest(taskId) : undefined));
+    const published = await eventually(() =>
+      summaries.latest(taskId)?.status_summary.pending_action === 'clarification' ? summaries.latest(taskId) : undefined,
+    );
     // The summary is published before its transaction commits (ADR 0004).
     await worker.projector.whenIdle();
-    const summaryRows = await t.ctx.knex('task_status_summaries').select('task_id', 'updated_at').where({ workspace_id: workspaceId }).orderBy([{ column: 'updated_at' }]);
+    const summaryRows = await t.ctx
+      .knex('task_status_summaries')
+      .select('task_id', 'updated_at')
+      .where({ workspace_id: workspaceId })
+      .orderBy([{ column: 'updated_at' }]);
     expect(summaryRows.map((r: { task_id: string }) => r.task_id)).toEqual([other.taskId, taskId]);
     expectKandevForm(summaryRows[1].updated_at, published.status_summary.updated_at);
 
@@ -107,7 +123,13 @@ describeEachDialect('the worker on a database Kandev created, on %s', (dialect) 
 
     // The claim (and its finalisation) rewrites the rows' metadata and updated_at: valid JSON, which
     // Kandev's own pending_id expression index reads on every write, and Kandev's form again.
-    const reply = await client.respond({ pending_id: pendingId, answers: [{ question_id: 'q1', selected_options: ['a'] }, { question_id: 'q2', selected_options: ['b'] }] });
+    const reply = await client.respond({
+      pending_id: pendingId,
+      answers: [
+        { question_id: 'q1', selected_options: ['a'] },
+        { question_id: 'q2', selected_options: ['b'] },
+      ],
+    });
     expect(reply).toMatchObject({ ok: true, claimed: true, delivery: 'resume' });
     expect(await byUpdatedAt()).toEqual([before.id, after.id, ...bundleByTie]);
     const claimed = await t.ctx.knex('task_session_messages').select('metadata', 'updated_at').whereIn('id', bundleIds);
@@ -115,7 +137,9 @@ describeEachDialect('the worker on a database Kandev created, on %s', (dialect) 
       expect(JSON.parse(row.metadata)).toMatchObject({ pending_id: pendingId, status: 'answered' });
       expectKandevForm(row.updated_at);
     }
-    expect(reply.ok && [...new Set(claimed.map((row: { updated_at: unknown }) => readStoredTimestamp(String(row.updated_at))))]).toEqual([reply.ok && reply.responded_at]);
+    expect(reply.ok && [...new Set(claimed.map((row: { updated_at: unknown }) => readStoredTimestamp(String(row.updated_at))))]).toEqual([
+      reply.ok && reply.responded_at,
+    ]);
 
     // It created no turn and no message of its own: every row in the session is one Kandev wrote.
     expect((await t.ctx.knex('task_session_turns').select('id').where({ task_session_id: sessionId })).map((r: { id: string }) => r.id)).toEqual([turn.id]);

@@ -29,10 +29,14 @@ describeEachSchemaAndDialect('the worker over a real NATS on %s', (dialect, sche
   const drained = async () => {
     const { jetstreamManager } = await import('@nats-io/jetstream');
     const jsm = await jetstreamManager(nc);
-    await eventually(async () => {
-      const info = await jsm.consumers.info(worker.topology.eventsStream, worker.topology.consumer);
-      return info.num_pending === 0 && info.num_ack_pending === 0 ? true : undefined;
-    }, 20_000, 'the consumer to drain');
+    await eventually(
+      async () => {
+        const info = await jsm.consumers.info(worker.topology.eventsStream, worker.topology.consumer);
+        return info.num_pending === 0 && info.num_ack_pending === 0 ? true : undefined;
+      },
+      20_000,
+      'the consumer to drain',
+    );
     await worker.projector.whenIdle();
   };
   const projections = async () => {
@@ -82,7 +86,10 @@ describeEachSchemaAndDialect('the worker over a real NATS on %s', (dialect, sche
     const armed = await eventually(() => summaries.forTask(taskId).find((e) => e.status_summary.pending_action === 'clarification'));
     const claim = await claimClarificationBundle(ctx, pendingId, { status: 'rejected' });
     expect(claim.claimed).toBe(true);
-    await finalizeClarificationDelivery(ctx, messages.map((m) => m.id));
+    await finalizeClarificationDelivery(
+      ctx,
+      messages.map((m) => m.id),
+    );
     publish('message.updated', { session_id: sessionId, message_id: messages[0]!.id, type: 'clarification_request' });
     const cleared = await eventually(() => summaries.forTask(taskId).find((e) => e.status_summary.revision > armed.status_summary.revision));
     expect(cleared.status_summary.revision).toBe(armed.status_summary.revision + 1);
@@ -141,10 +148,18 @@ describeEachSchemaAndDialect('the worker over a real NATS on %s', (dialect, sche
     const before = await projections();
     for (let i = 0; i < 1000; i++) publish('message.added', { task_id: taskId, session_id: sessionId, type: 'clarification_request' });
     await nc.flush();
-    await eventually(async () => {
-      const info = await (await import('@nats-io/jetstream')).jetstreamManager(nc).then((jsm) => jsm.consumers.info(worker.topology.eventsStream, worker.topology.consumer));
-      return info.num_pending === 0 && info.num_ack_pending === 0 ? true : undefined;
-    }, 20_000, 'the burst to be acknowledged');
+    await eventually(
+      async () => {
+        const info = await (
+          await import('@nats-io/jetstream')
+        )
+          .jetstreamManager(nc)
+          .then((jsm) => jsm.consumers.info(worker.topology.eventsStream, worker.topology.consumer));
+        return info.num_pending === 0 && info.num_ack_pending === 0 ? true : undefined;
+      },
+      20_000,
+      'the burst to be acknowledged',
+    );
     const used = (await projections()) - before;
     expect(used).toBeGreaterThanOrEqual(1);
     expect(used).toBeLessThan(60);
@@ -183,7 +198,10 @@ describeEachSchemaAndDialect('the worker over a real NATS on %s', (dialect, sche
       expect(asked.msgId).toBeUndefined();
 
       await claimClarificationBundle(ctx, pendingId, { status: 'rejected' });
-      await finalizeClarificationDelivery(ctx, messages.map((m) => m.id));
+      await finalizeClarificationDelivery(
+        ctx,
+        messages.map((m) => m.id),
+      );
       publish('message.updated', { session_id: sessionId, message_id: messages[0]!.id, type: 'clarification_request' });
       const cleared = await eventually(() => ofSession().find((e) => e.envelope.data.pending_action === null));
       const revision = (e: typeof asked) => e.envelope.data.pending_action_revision as { epoch: string; sequence: number };

@@ -10,7 +10,8 @@ import { RecordingPublisher } from '../support/recordingPublisher.js';
 import { seedTaskWithQuestion } from '../support/seed.js';
 
 /** The tasks of a batch that ended with this outcome, in order. */
-const withOutcome = (batch: BatchProjection, outcome: TaskProjection['outcome']) => [...batch].filter(([, p]) => p.outcome === outcome).map(([taskId]) => taskId);
+const withOutcome = (batch: BatchProjection, outcome: TaskProjection['outcome']) =>
+  [...batch].filter(([, p]) => p.outcome === outcome).map(([taskId]) => taskId);
 /** The tasks a batch settled (committed, already current, or unknown). */
 const settled = (batch: BatchProjection) => [...batch].filter(([, p]) => p.outcome !== 'conflict' && p.outcome !== 'bus_refused').map(([taskId]) => taskId);
 
@@ -32,12 +33,20 @@ describeEachDialect('batched projection on %s', (dialect) => {
     const stale = await taskWithQuestion();
     const correct = await taskWithQuestion();
     const corrupt = await taskWithQuestion();
-    const row = (taskId: string, workspaceId: string, summary: string) => ({ task_id: taskId, workspace_id: workspaceId, revision: 4, summary, updated_at: '2026-01-01T00:00:00.000000000Z' });
-    await t.ctx.knex('task_status_summaries').insert([
-      row(stale.taskId, stale.workspaceId, '{"git":{"additions":1}}'),
-      row(correct.taskId, correct.workspaceId, '{"pending_action":"clarification"}'),
-      row(corrupt.taskId, corrupt.workspaceId, 'not json'),
-    ]);
+    const row = (taskId: string, workspaceId: string, summary: string) => ({
+      task_id: taskId,
+      workspace_id: workspaceId,
+      revision: 4,
+      summary,
+      updated_at: '2026-01-01T00:00:00.000000000Z',
+    });
+    await t.ctx
+      .knex('task_status_summaries')
+      .insert([
+        row(stale.taskId, stale.workspaceId, '{"git":{"additions":1}}'),
+        row(correct.taskId, correct.workspaceId, '{"pending_action":"clarification"}'),
+        row(corrupt.taskId, corrupt.workspaceId, 'not json'),
+      ]);
     const publisher = new RecordingPublisher();
     const ids = [missing.taskId, stale.taskId, correct.taskId, corrupt.taskId, 'no-such-task'];
     const batch = await projectTasks({ store, publisher, logger: silentLogger() }, ids);
@@ -50,7 +59,11 @@ describeEachDialect('batched projection on %s', (dialect) => {
       'no-such-task': 'unknown_task',
     });
     expect(publisher.summaries.map((u) => u.taskId).sort()).toEqual([missing.taskId, stale.taskId, corrupt.taskId].sort());
-    expect(publisher.summaries.find((u) => u.taskId === stale.taskId)!.summary).toMatchObject({ revision: 5, pending_action: 'clarification', git: { additions: 1 } });
+    expect(publisher.summaries.find((u) => u.taskId === stale.taskId)!.summary).toMatchObject({
+      revision: 5,
+      pending_action: 'clarification',
+      git: { additions: 1 },
+    });
     const stored = await loadStatusSummaries(t.ctx, ids);
     expect(JSON.parse(stored.get(corrupt.taskId)!.summary)).toEqual({ pending_action: 'clarification' });
   });

@@ -49,7 +49,9 @@ describeEachDialect('a projection that keeps losing its compare-and-set, on %s',
   async function staleTask() {
     const { taskId, workspaceId } = await seedTaskWithQuestion(t.ctx);
     const row = { taskId, workspaceId, revision: 4, summary: '{"git":{"additions":1}}', updatedAt: '2026-01-01T00:00:00.000000000Z' };
-    await t.ctx.knex('task_status_summaries').insert({ task_id: taskId, workspace_id: workspaceId, revision: 4, summary: row.summary, updated_at: row.updatedAt });
+    await t.ctx
+      .knex('task_status_summaries')
+      .insert({ task_id: taskId, workspace_id: workspaceId, revision: 4, summary: row.summary, updated_at: row.updatedAt });
     return row;
   }
 
@@ -65,7 +67,15 @@ describeEachDialect('a projection that keeps losing its compare-and-set, on %s',
     );
     const conflicts = (await metrics.casConflicts.get()).values[0]?.value;
     const failed = (await metrics.projections.get()).values.find((v) => v.labels.result === 'failed')?.value ?? 0;
-    return { row, outcome, publisher, conflicts, failed, rivalWrites: store.rivalWrites(), stored: (await loadStatusSummaries(t.ctx, [row.taskId])).get(row.taskId) };
+    return {
+      row,
+      outcome,
+      publisher,
+      conflicts,
+      failed,
+      rivalWrites: store.rivalWrites(),
+      stored: (await loadStatusSummaries(t.ctx, [row.taskId])).get(row.taskId),
+    };
   }
 
   it('rereads after each lost compare-and-set and gives up after the third with ConflictExhaustedError, publishing and writing nothing', async () => {

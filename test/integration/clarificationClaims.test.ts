@@ -33,7 +33,10 @@ const answer = (...questionIds: string[]): ClaimOutcome => ({
 });
 
 async function reread(ctx: RepositoryContext, messages: readonly MessageRecord[]): Promise<MessageRecord[]> {
-  return getMessages(ctx, messages.map((m) => m.id));
+  return getMessages(
+    ctx,
+    messages.map((m) => m.id),
+  );
 }
 
 const statuses = (rows: readonly MessageRecord[]) => rows.map((r) => r.metadata.status);
@@ -246,7 +249,12 @@ describeEachDialect('clarification claims on %s', (dialect) => {
       expect(claim.rows.map((r) => r.id)).toEqual([messages[1]?.id, messages[2]?.id]);
       expect((await reread(ctx, [first]))[0]).toEqual(terminalBefore);
 
-      const restore = await restoreClaimedClarifications(ctx, pendingId, 'answered', claim.rows.map((r) => r.id));
+      const restore = await restoreClaimedClarifications(
+        ctx,
+        pendingId,
+        'answered',
+        claim.rows.map((r) => r.id),
+      );
       expect(restore.restored).toBe(true);
       const after = await reread(ctx, messages);
       expect(after[0]).toEqual(terminalBefore);
@@ -272,7 +280,16 @@ describeEachDialect('clarification claims on %s', (dialect) => {
       const { pendingId, messages } = await currentBundle(ctx, ['pending', 'pending']);
       const first = await claimClarificationBundle(ctx, pendingId, { status: 'rejected' });
       expect(first.claimed).toBe(true);
-      expect((await restoreClaimedClarifications(ctx, pendingId, 'rejected', messages.map((m) => m.id))).restored).toBe(true);
+      expect(
+        (
+          await restoreClaimedClarifications(
+            ctx,
+            pendingId,
+            'rejected',
+            messages.map((m) => m.id),
+          )
+        ).restored,
+      ).toBe(true);
       expect(statuses(await reread(ctx, messages))).toEqual(['pending', 'pending']);
 
       const second = await claimClarificationBundle(ctx, pendingId, answer('q1', 'q2'));

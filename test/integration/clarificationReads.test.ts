@@ -93,7 +93,13 @@ describeEachDialect('clarification reads on %s', (dialect) => {
       const turnA = await startTurn(ctx, a.sessionId);
       await startTurn(ctx, b.sessionId);
       // A malformed row: session b, but turn_id of session a's current turn.
-      await createMessage(ctx, { sessionId: b.sessionId, turnId: turnA.id, type: 'clarification_request', content: '?', metadata: { pending_id: randomUUID(), question_id: 'q1' } });
+      await createMessage(ctx, {
+        sessionId: b.sessionId,
+        turnId: turnA.id,
+        type: 'clarification_request',
+        content: '?',
+        metadata: { pending_id: randomUUID(), question_id: 'q1' },
+      });
       expect(await findActiveClarificationMessages(ctx, a.sessionId)).toEqual([]);
       expect(await findActiveClarificationMessages(ctx, b.sessionId)).toEqual([]);
     });
@@ -203,7 +209,12 @@ describeEachDialect('clarification reads on %s', (dialect) => {
       const { ctx } = withManualClock(t.ctx, at(0));
       const { sessionId, taskId, workspaceId } = await seedSession(ctx);
       const turn = await startTurn(ctx, sessionId);
-      const { pendingId, messages } = await seedClarificationBundle(ctx, { sessionId, turnId: turn.id, statuses: ['pending', 'pending'], createdAt: at(10_000) });
+      const { pendingId, messages } = await seedClarificationBundle(ctx, {
+        sessionId,
+        turnId: turn.id,
+        statuses: ['pending', 'pending'],
+        createdAt: at(10_000),
+      });
 
       const page = await listUnresolvedClarificationBundles(ctx, { workspaceId, limit: 10 });
       expect(page.nextCursor).toBeNull();
@@ -257,7 +268,13 @@ describeEachDialect('clarification reads on %s', (dialect) => {
       const turn = await startTurn(ctx, sessionId);
       const pendingId = randomUUID();
       await seedClarificationBundle(ctx, { sessionId, turnId: turn.id, pendingId });
-      await createMessage(ctx, { sessionId, turnId: turn.id, type: 'clarification_request', content: '?', metadata: { pending_id: pendingId, question_id: 'q9', parent_question: 'true' } });
+      await createMessage(ctx, {
+        sessionId,
+        turnId: turn.id,
+        type: 'clarification_request',
+        content: '?',
+        metadata: { pending_id: pendingId, question_id: 'q9', parent_question: 'true' },
+      });
       expect((await listUnresolvedClarificationBundles(ctx, { workspaceId, limit: 10 })).bundles).toEqual([]);
     });
 
@@ -344,8 +361,12 @@ describeEachDialect('clarification reads on %s', (dialect) => {
       const theirs = await seedSession(ctx);
       const a = await seedClarificationBundle(ctx, { sessionId: mine.sessionId, turnId: (await startTurn(ctx, mine.sessionId)).id });
       const b = await seedClarificationBundle(ctx, { sessionId: theirs.sessionId, turnId: (await startTurn(ctx, theirs.sessionId)).id });
-      expect((await listUnresolvedClarificationBundles(ctx, { workspaceId: mine.workspaceId, limit: 10 })).bundles.map((x) => x.pendingId)).toEqual([a.pendingId]);
-      expect((await listUnresolvedClarificationBundles(ctx, { workspaceId: theirs.workspaceId, limit: 10 })).bundles.map((x) => x.pendingId)).toEqual([b.pendingId]);
+      expect((await listUnresolvedClarificationBundles(ctx, { workspaceId: mine.workspaceId, limit: 10 })).bundles.map((x) => x.pendingId)).toEqual([
+        a.pendingId,
+      ]);
+      expect((await listUnresolvedClarificationBundles(ctx, { workspaceId: theirs.workspaceId, limit: 10 })).bundles.map((x) => x.pendingId)).toEqual([
+        b.pendingId,
+      ]);
       const all = (await listUnresolvedClarificationBundles(ctx, { limit: 10_000 })).bundles.map((x) => x.pendingId);
       expect(all).toEqual(expect.arrayContaining([a.pendingId, b.pendingId]));
     });
@@ -394,11 +415,14 @@ describeEachDialect('clarification reads on %s', (dialect) => {
     });
 
     // The last one names a pending id with a NUL, which PostgreSQL cannot even compare (22021).
-    it.each(['not-a-cursor', Buffer.from('{"a":1}').toString('base64url'), Buffer.from('["yesterday","p"]').toString('base64url'), '', Buffer.from('["2026-01-01T00:00:00Z","p\\u0000"]').toString('base64url')])(
-      'rejects the cursor %j with InvalidCursorError',
-      async (cursor) => {
-        await expect(listUnresolvedClarificationBundles(t.ctx, { workspaceId: 'ws-any', limit: 2, cursor })).rejects.toBeInstanceOf(InvalidCursorError);
-      },
-    );
+    it.each([
+      'not-a-cursor',
+      Buffer.from('{"a":1}').toString('base64url'),
+      Buffer.from('["yesterday","p"]').toString('base64url'),
+      '',
+      Buffer.from('["2026-01-01T00:00:00Z","p\\u0000"]').toString('base64url'),
+    ])('rejects the cursor %j with InvalidCursorError', async (cursor) => {
+      await expect(listUnresolvedClarificationBundles(t.ctx, { workspaceId: 'ws-any', limit: 2, cursor })).rejects.toBeInstanceOf(InvalidCursorError);
+    });
   });
 });

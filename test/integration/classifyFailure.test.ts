@@ -163,7 +163,13 @@ describe('classifying real connection and driver failures', () => {
   });
 
   it('retries a knex pool wait that timed out (KnexTimeoutError)', async () => {
-    const knex = knexFactory({ client: 'better-sqlite3', connection: { filename: ':memory:' }, useNullAsDefault: true, pool: { min: 0, max: 1 }, acquireConnectionTimeout: 50 });
+    const knex = knexFactory({
+      client: 'better-sqlite3',
+      connection: { filename: ':memory:' },
+      useNullAsDefault: true,
+      pool: { min: 0, max: 1 },
+      acquireConnectionTimeout: 50,
+    });
     const holding = await knex.transaction();
     try {
       const error = await failureOf(knex.raw('SELECT 1'));

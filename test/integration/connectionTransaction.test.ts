@@ -110,7 +110,8 @@ describeEachDialect('transactions on %s', (dialect) => {
 
   if (dialect === 'postgres') {
     it('runs every statement of a transaction on its one connection while others run beside it', async () => {
-      const txid = async (knex: TestDatabase['ctx']['knex']) => ((await knex.raw('SELECT txid_current()::text AS id')) as { rows: Array<{ id: string }> }).rows[0]!.id;
+      const txid = async (knex: TestDatabase['ctx']['knex']) =>
+        ((await knex.raw('SELECT txid_current()::text AS id')) as { rows: Array<{ id: string }> }).rows[0]!.id;
       const ids = await Promise.all(
         Array.from({ length: t.db.maxConnections * 2 }, () =>
           withTransaction(t.ctx, async (tx) => {
@@ -124,7 +125,8 @@ describeEachDialect('transactions on %s', (dialect) => {
     });
 
     it('never lends out again a connection killed mid-transaction: the next transactions run on new ones', async () => {
-      const pid = async (knex: TestDatabase['ctx']['knex']) => ((await knex.raw('SELECT pg_backend_pid() AS pid')) as { rows: Array<{ pid: number }> }).rows[0]!.pid;
+      const pid = async (knex: TestDatabase['ctx']['knex']) =>
+        ((await knex.raw('SELECT pg_backend_pid() AS pid')) as { rows: Array<{ pid: number }> }).rows[0]!.pid;
       let killed = 0;
       const failed = await withTransaction(t.ctx, async (tx) => {
         killed = await pid(tx.knex);
@@ -139,7 +141,7 @@ describeEachDialect('transactions on %s', (dialect) => {
   }
 
   if (dialect === 'sqlite') {
-    it('takes the write lock at BEGIN, so a reading transaction already excludes other processes\' writers', async () => {
+    it("takes the write lock at BEGIN, so a reading transaction already excludes other processes' writers", async () => {
       const other = new Sqlite(t.url.slice('sqlite:'.length));
       other.pragma('busy_timeout = 0');
       try {

@@ -70,18 +70,21 @@ async function expectFixtureCase(ctx: RepositoryContext, fixtureCase: CurrentTur
 // trailing zeros trimmed), and with each timestamp of each row in either form at random: SQLite then
 // orders through the normalised key, PostgreSQL parses both texts into the same instants (D9).
 for (const plan of TEXT_PLANS) {
-  describeEachDialect(`the shared current-turn fixture on %s, timestamps written ${plan === 'kandev' ? "in Kandev's SQLite form" : 'in a per-value mix of both forms'}`, (dialect) => {
-    let t: TestDatabase;
-    beforeAll(async () => {
-      t = await openTestDatabase(dialect);
-    });
-    afterAll(async () => {
-      await t.close();
-    });
+  describeEachDialect(
+    `the shared current-turn fixture on %s, timestamps written ${plan === 'kandev' ? "in Kandev's SQLite form" : 'in a per-value mix of both forms'}`,
+    (dialect) => {
+      let t: TestDatabase;
+      beforeAll(async () => {
+        t = await openTestDatabase(dialect);
+      });
+      afterAll(async () => {
+        await t.close();
+      });
 
-    it.each(cases.map((c, index) => [c.name, c, index] as const))('%s', async (_name, fixtureCase, index) => {
-      // One seed per case, so a failure names the mix it saw.
-      await expectFixtureCase(kandevContext(t.ctx), fixtureCase, textsFor(plan, 1000 + index));
-    });
-  });
+      it.each(cases.map((c, index) => [c.name, c, index] as const))('%s', async (_name, fixtureCase, index) => {
+        // One seed per case, so a failure names the mix it saw.
+        await expectFixtureCase(kandevContext(t.ctx), fixtureCase, textsFor(plan, 1000 + index));
+      });
+    },
+  );
 }

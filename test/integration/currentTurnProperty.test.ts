@@ -74,7 +74,13 @@ const historyArb = fc.uniqueArray(turnArb, { minLength: 1, maxLength: 8, selecto
 // (`…:00+00:00`, `…:00.5+00:00`, `…:00.45+00:00`, `…:00.05+00:00`), or differ only past the
 // millisecond (`.0005`, `.000001`), so Kandev-form text and canonical text disagree in text order
 // (' ' sorts before 'T', '+' before '.') while their instants tie or not.
-const KANDEV_INSTANTS = [...INSTANTS, '2026-08-20T10:00:00.45Z', '2026-08-20T10:00:00.05Z', '2026-08-20T10:00:00.0005Z', '2026-08-20T09:59:59.999999Z'] as const;
+const KANDEV_INSTANTS = [
+  ...INSTANTS,
+  '2026-08-20T10:00:00.45Z',
+  '2026-08-20T10:00:00.05Z',
+  '2026-08-20T10:00:00.0005Z',
+  '2026-08-20T09:59:59.999999Z',
+] as const;
 
 /** A turn plus the stored text of each of its timestamps. */
 interface TextedTurnDraw extends TurnDraw {
@@ -86,7 +92,9 @@ const formArb = fc.constantFrom<TimestampForm>('canonical', 'kandev');
 
 const textedHistoryArb = (forms: fc.Arbitrary<TimestampForm>): fc.Arbitrary<TextedTurnDraw[]> =>
   fc.uniqueArray(
-    fc.record({ turn: turnArbOver(KANDEV_INSTANTS), startedForm: forms, createdForm: forms }).map(({ turn, startedForm, createdForm }) => ({ ...turn, startedForm, createdForm })),
+    fc
+      .record({ turn: turnArbOver(KANDEV_INSTANTS), startedForm: forms, createdForm: forms })
+      .map(({ turn, startedForm, createdForm }) => ({ ...turn, startedForm, createdForm })),
     { minLength: 1, maxLength: 8, selector: (turn) => turn.suffix },
   );
 

@@ -87,7 +87,11 @@ describeEachDialect('doctor inspection on %s', (dialect) => {
     expect(verdict.warnings).toEqual([
       {
         check: 'indexes',
-        message: expect.stringMatching(new RegExp(`^3 of 3 indexes .* \\(${order} missing, pp_messages_pending_id missing, pp_messages_turn_type missing\\).*add them with: pending-projector migrate --add-indexes --database-url X$`)),
+        message: expect.stringMatching(
+          new RegExp(
+            `^3 of 3 indexes .* \\(${order} missing, pp_messages_pending_id missing, pp_messages_turn_type missing\\).*add them with: pending-projector migrate --add-indexes --database-url X$`,
+          ),
+        ),
       },
     ]);
 
@@ -150,7 +154,9 @@ describeEachDialect('doctor inspection on %s', (dialect) => {
     const metadataWarnings = verdict.warnings.filter((w) => w.check === 'metadata');
     expect(metadataWarnings.map((w) => w.message.split(':')[0])).toEqual(['tasks', 'task_sessions', 'task_session_turns', 'task_session_messages']);
     expect(metadataWarnings.every((w) => w.message.includes('the service reads such metadata as "no keys"'))).toBe(true);
-    expect(metadataWarnings[2]!.message).toMatch(/^task_session_turns: 1 row whose metadata is not valid JSON and 2 rows whose metadata is JSON but not an object /);
+    expect(metadataWarnings[2]!.message).toMatch(
+      /^task_session_turns: 1 row whose metadata is not valid JSON and 2 rows whose metadata is JSON but not an object /,
+    );
   });
 
   it(`reads a \\u0000 escape as ${dialect === 'postgres' ? 'malformed, as jsonb refuses it' : 'a JSON object, as SQLite reads it'}`, async () => {
@@ -177,11 +183,22 @@ describeEachDialect('doctor inspection on %s', (dialect) => {
     for (const marker of ['true', '1', '"true"', '"1"']) await turn(one, `{"lifecycle_only": ${marker}}`, true);
     for (const notMarker of ['false', '0', '"yes"', '{}', 'null']) await turn(one, `{"lifecycle_only": ${notMarker}}`, true);
     const inspection = await inspect(t);
-    expect(inspection.openTurns).toEqual({ sessions: 2, examples: [{ sessionId: three, openTurns: 3 }, { sessionId: two, openTurns: 2 }] });
+    expect(inspection.openTurns).toEqual({
+      sessions: 2,
+      examples: [
+        { sessionId: three, openTurns: 3 },
+        { sessionId: two, openTurns: 2 },
+      ],
+    });
     expect(inspection.metadata.markers).toEqual({ lifecycleOnly: 4, promptDispatchPending: 2, promptDispatchAttempted: 2 });
     const verdict = judgeInspection(inspection);
     expect(verdict.exitCode).toBe(1);
-    expect(verdict.warnings).toEqual([{ check: 'open_turns', message: expect.stringMatching(/^2 sessions have more than one open turn \(completed_at IS NULL\), e\.g\. session-three \(3\), session-two \(2\): /) }]);
+    expect(verdict.warnings).toEqual([
+      {
+        check: 'open_turns',
+        message: expect.stringMatching(/^2 sessions have more than one open turn \(completed_at IS NULL\), e\.g\. session-three \(3\), session-two \(2\): /),
+      },
+    ]);
   });
 
   it(
@@ -192,7 +209,13 @@ describeEachDialect('doctor inspection on %s', (dialect) => {
       const t = await track(openTestDatabase(dialect));
       const taskId = await writeTask(t, { createdAt: CANONICAL_TIME, updatedAt: CANONICAL_TIME });
       const sessionId = await writeSession(t, taskId, { startedAt: CANONICAL_TIME });
-      const starts = ['2026-03-04T05:06:07.500000000Z', '2026-03-04 05:06:08+00:00', '2026-03-04 05:06:08.25+00:00', '2026-03-04 05:06:09', '2026-03-04T05:06:10.000000000Z'];
+      const starts = [
+        '2026-03-04T05:06:07.500000000Z',
+        '2026-03-04 05:06:08+00:00',
+        '2026-03-04 05:06:08.25+00:00',
+        '2026-03-04 05:06:09',
+        '2026-03-04T05:06:10.000000000Z',
+      ];
       for (const startedAt of starts) await writeTurn(t, sessionId, { startedAt, createdAt: CANONICAL_TIME, completedAt: CANONICAL_TIME });
       const inspection = await inspect(t);
       const startedAt = column(inspection, 'task_session_turns', 'started_at');
@@ -242,9 +265,18 @@ describeEachDialect('doctor inspection on %s', (dialect) => {
     await writeTask(t, { createdAt: CANONICAL_TIME, updatedAt: CANONICAL_TIME });
     const inspection = await inspect(t);
     const archivedAt = column(inspection, 'tasks', 'archived_at');
-    expect(archivedAt).toMatchObject({ kind: 'sampled', rows: 2, nulls: 1, forms: { canonical: 0, kandev: 0, sqlite_current_timestamp: 0, other: 1 }, otherExamples: ['yesterday'] });
+    expect(archivedAt).toMatchObject({
+      kind: 'sampled',
+      rows: 2,
+      nulls: 1,
+      forms: { canonical: 0, kandev: 0, sqlite_current_timestamp: 0, other: 1 },
+      otherExamples: ['yesterday'],
+    });
     expect(judgeInspection(inspection).warnings).toEqual([
-      { check: 'timestamps', message: '1 sampled value of tasks.archived_at in none of the known forms ("yesterday"): how they order against other values is not known' },
+      {
+        check: 'timestamps',
+        message: '1 sampled value of tasks.archived_at in none of the known forms ("yesterday"): how they order against other values is not known',
+      },
     ]);
   });
 
@@ -256,7 +288,9 @@ describeEachDialect('doctor inspection on %s', (dialect) => {
     await writeMessage(t, turnId);
     // Kandev's column default fills updated_at when a writer leaves it out.
     const session = await t.db.knex('task_sessions').select('task_id').where({ id: sessionId }).first();
-    await t.db.knex('task_session_messages').insert({ id: 'defaulted', task_session_id: sessionId, task_id: session.task_id, turn_id: turnId, content: 'x', created_at: KANDEV_TIME });
+    await t.db
+      .knex('task_session_messages')
+      .insert({ id: 'defaulted', task_session_id: sessionId, task_id: session.task_id, turn_id: turnId, content: 'x', created_at: KANDEV_TIME });
     const inspection = await inspect(t);
     const updatedAt = column(inspection, 'task_session_messages', 'updated_at');
     if (dialect === 'postgres') {
@@ -268,7 +302,9 @@ describeEachDialect('doctor inspection on %s', (dialect) => {
     expect(judgeInspection(inspection).warnings.filter((w) => w.check === 'timestamps')).toEqual([
       {
         check: 'timestamps',
-        message: expect.stringMatching(/^task_session_messages\.updated_at holds more than one timestamp form \(newest 2 rows: kandev 1, sqlite_current_timestamp 1\); both forms are space-separated, so their text order follows time order, but /),
+        message: expect.stringMatching(
+          /^task_session_messages\.updated_at holds more than one timestamp form \(newest 2 rows: kandev 1, sqlite_current_timestamp 1\); both forms are space-separated, so their text order follows time order, but /,
+        ),
       },
     ]);
   });

@@ -29,7 +29,13 @@ const TABLE: Row[] = [
   { label: 'JSON false', doc: '{"k":false}', flag: false, string: null, stringOrAbsent: null },
   { label: 'JSON 0', doc: '{"k":0}', flag: false, string: null, stringOrAbsent: null },
   { label: 'JSON 2', doc: '{"k":2}', flag: false, string: null, stringOrAbsent: null },
-  { label: 'a number within a double rounding of 1 (compared as a double everywhere)', doc: '{"k":1.0000000000000001}', flag: true, string: null, stringOrAbsent: null },
+  {
+    label: 'a number within a double rounding of 1 (compared as a double everywhere)',
+    doc: '{"k":1.0000000000000001}',
+    flag: true,
+    string: null,
+    stringOrAbsent: null,
+  },
   { label: 'a number beyond double range', doc: '{"k":1e400}', flag: false, string: null, stringOrAbsent: null },
   { label: 'JSON "yes"', doc: '{"k":"yes"}', flag: false, string: 'yes', stringOrAbsent: 'yes' },
   { label: 'JSON "TRUE"', doc: '{"k":"TRUE"}', flag: false, string: 'TRUE', stringOrAbsent: 'TRUE' },
@@ -136,7 +142,11 @@ describeEachDialect('JSON normalisation on %s (D9, D12)', (dialect) => {
     const bindings = TABLE.map((row) => row.doc);
     const truthy = await rawRows<{ doc: string | null }>(t.ctx, `SELECT x.doc FROM (${union}) x WHERE ${flag}`, bindings);
     const falsy = await rawRows<{ doc: string | null }>(t.ctx, `SELECT x.doc FROM (${union}) x WHERE NOT ${flag}`, bindings);
-    expect(truthy.map((r) => r.doc).sort()).toEqual(TABLE.filter((row) => row.flag).map((row) => row.doc).sort());
+    expect(truthy.map((r) => r.doc).sort()).toEqual(
+      TABLE.filter((row) => row.flag)
+        .map((row) => row.doc)
+        .sort(),
+    );
     expect(falsy).toHaveLength(TABLE.filter((row) => !row.flag).length);
   });
 

@@ -52,7 +52,10 @@ const MODULES: Record<string, () => void | Promise<void>> = {
   [BETTER_SQLITE3_CLIENT]: async () => {
     const Client = require(BETTER_SQLITE3_CLIENT) as Constructor;
     expect(typeof Client, `${BETTER_SQLITE3_CLIENT} exports the better-sqlite3 client class`).toBe('function');
-    expect(methodsOf(Client.prototype, ['acquireRawConnection', '_query', 'transaction']), `${BETTER_SQLITE3_CLIENT}: the methods the driver overrides or relies on`).toEqual({
+    expect(
+      methodsOf(Client.prototype, ['acquireRawConnection', '_query', 'transaction']),
+      `${BETTER_SQLITE3_CLIENT}: the methods the driver overrides or relies on`,
+    ).toEqual({
       acquireRawConnection: 'function',
       _query: 'function',
       transaction: 'function',
@@ -150,7 +153,7 @@ describe.each(DIALECTS)('the knex internals the driver uses on %s', (dialect) =>
     return seen;
   }
 
-  it('make-knex runs each query through its client\'s acquireConnection, query and releaseConnection, and listens on that client only', async () => {
+  it("make-knex runs each query through its client's acquireConnection, query and releaseConnection, and listens on that client only", async () => {
     const makeKnex = require(MAKE_KNEX) as (client: object) => Knex;
     const connection = await client.acquireConnection();
     try {
@@ -183,13 +186,10 @@ describe.each(DIALECTS)('the knex internals the driver uses on %s', (dialect) =>
       }),
     );
     expect(new Set(queries.map((query) => query.__knexUid)).size, 'every statement ran on the one connection').toBe(1);
-    expect(queries.map((query) => query.sql.split(/\s/)[0]!.toUpperCase()), "knex's Transaction reads client.transacting to choose SAVEPOINT over BEGIN").toEqual([
-      'BEGIN',
-      'SAVEPOINT',
-      'SELECT',
-      'RELEASE',
-      'COMMIT',
-    ]);
+    expect(
+      queries.map((query) => query.sql.split(/\s/)[0]!.toUpperCase()),
+      "knex's Transaction reads client.transacting to choose SAVEPOINT over BEGIN",
+    ).toEqual(['BEGIN', 'SAVEPOINT', 'SELECT', 'RELEASE', 'COMMIT']);
   });
 
   it("knex's own transaction handles carry isTransaction, which withTransaction joins on", async () => {
@@ -230,7 +230,10 @@ describe.each(DIALECTS)('the knex internals the driver uses on %s', (dialect) =>
       const next = await pool.acquireConnection();
       await pool.releaseConnection(next);
       expect(next, 'a closed connection carrying __knex__disposed was lent out again').not.toBe(closed);
-      expect(await scratch.db.knex.raw('SELECT 1 AS one').then((result) => scratch.db.dialect.rawResultRows(result)), 'the pool serves from a new connection').toEqual([{ one: 1 }]);
+      expect(
+        await scratch.db.knex.raw('SELECT 1 AS one').then((result) => scratch.db.dialect.rawResultRows(result)),
+        'the pool serves from a new connection',
+      ).toEqual([{ one: 1 }]);
     } finally {
       await scratch.close();
     }
@@ -247,7 +250,10 @@ describe.each(DIALECTS)('the knex internals the driver uses on %s', (dialect) =>
       const prepare = connection.prepare;
       try {
         expect(connection instanceof Sqlite, 'acquireRawConnection() resolves to the better-sqlite3 Database the statement cache wraps').toBe(true);
-        connection.prepare = ((...args: Parameters<Sqlite.Database['prepare']>) => (prepares.push(args), prepare.apply(connection, args))) as Sqlite.Database['prepare'];
+        connection.prepare = ((...args: Parameters<Sqlite.Database['prepare']>) => (
+          prepares.push(args),
+          prepare.apply(connection, args)
+        )) as Sqlite.Database['prepare'];
       } finally {
         await client.releaseConnection(connection);
       }
@@ -257,7 +263,7 @@ describe.each(DIALECTS)('the knex internals the driver uses on %s', (dialect) =>
       } finally {
         connection.prepare = prepare;
       }
-      expect(prepares, "Client_BetterSQLite3#_query calls connection.prepare(sql) for each query, reads with all() and writes with run()").toEqual([
+      expect(prepares, 'Client_BetterSQLite3#_query calls connection.prepare(sql) for each query, reads with all() and writes with run()').toEqual([
         ['SELECT ? AS v'],
         ['insert into `kandev_meta` (`key`, `value`) values (?, ?)'],
       ]);
@@ -265,7 +271,10 @@ describe.each(DIALECTS)('the knex internals the driver uses on %s', (dialect) =>
 
     it("knex.transaction() opens through Transaction_Sqlite#begin, which the service's client makes BEGIN IMMEDIATE", async () => {
       const queries = await queriesOf(() => t.db.knex.transaction(async (trx) => trx.raw('SELECT 1')));
-      expect(queries.map((query) => query.sql), 'Transaction#_onAcquire calls this.begin(conn)').toEqual(['BEGIN IMMEDIATE', 'SELECT 1', 'COMMIT;']);
+      expect(
+        queries.map((query) => query.sql),
+        'Transaction#_onAcquire calls this.begin(conn)',
+      ).toEqual(['BEGIN IMMEDIATE', 'SELECT 1', 'COMMIT;']);
     });
   }
 });

@@ -122,7 +122,8 @@ describeEachDialect('live projections sharing a transaction on %s', (dialect) =>
           most = Math.max(most, open);
           try {
             return await fn({
-              readSummariesForUpdate: (taskIds) => (tweak.readSummariesForUpdate ? tweak.readSummariesForUpdate(tx, taskIds) : tx.readSummariesForUpdate(taskIds)),
+              readSummariesForUpdate: (taskIds) =>
+                tweak.readSummariesForUpdate ? tweak.readSummariesForUpdate(tx, taskIds) : tx.readSummariesForUpdate(taskIds),
               loadPendingStates: (taskIds) => tx.loadPendingStates(taskIds),
               compareAndSet: (rows) => (tweak.compareAndSet ? tweak.compareAndSet(tx, rows) : tx.compareAndSet(rows)),
               overwriteLocked: (rows) => tx.overwriteLocked(rows),
@@ -286,7 +287,9 @@ describeEachDialect('live projections sharing a transaction on %s', (dialect) =>
       // A deferred constraint trigger runs inside COMMIT: on `first`'s row it waits for an advisory
       // lock this test holds, so that transaction sits in COMMIT as on a slow WAL flush.
       const lockKey = Math.floor(Math.random() * 2 ** 31);
-      await t.ctx.knex.raw(`CREATE FUNCTION hold_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_advisory_xact_lock(${lockKey}); RETURN NULL; END $$`);
+      await t.ctx.knex.raw(
+        `CREATE FUNCTION hold_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_advisory_xact_lock(${lockKey}); RETURN NULL; END $$`,
+      );
       await t.ctx.knex.raw(
         `CREATE CONSTRAINT TRIGGER hold_commit AFTER INSERT OR UPDATE ON task_status_summaries DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.task_id = '${first}') EXECUTE FUNCTION hold_commit()`,
       );

@@ -26,7 +26,9 @@ describeEachDialect('migrations on %s', (dialect) => {
       dialect === 'sqlite'
         ? (await rawRows<{ name: string }>(t.ctx, `SELECT name FROM sqlite_master WHERE type = 'index'`)).map((r) => r.name)
         : (await rawRows<{ name: string }>(t.ctx, `SELECT indexname AS name FROM pg_indexes WHERE schemaname = current_schema()`)).map((r) => r.name);
-    expect(indexes).toEqual(expect.arrayContaining(['pp_turns_current_turn_order', 'pp_messages_pending_id', 'pp_messages_turn_type', 'idx_task_sessions_task_state']));
+    expect(indexes).toEqual(
+      expect.arrayContaining(['pp_turns_current_turn_order', 'pp_messages_pending_id', 'pp_messages_turn_type', 'idx_task_sessions_task_state']),
+    );
     for (const table of ['tasks', 'task_sessions', 'task_session_turns', 'task_session_messages', 'task_status_summaries', 'kandev_meta']) {
       expect(await t.db.knex.schema.hasTable(table)).toBe(true);
     }

@@ -33,8 +33,7 @@ const INDEX_DEFINITIONS: Record<DialectName, Record<string, string>> = {
     pp_turns_current_turn_order:
       'CREATE INDEX pp_turns_current_turn_order ON task_session_turns USING btree (task_session_id, ' +
       '( CASE WHEN (completed_at IS NULL) THEN 0 ELSE 1 END), started_at DESC, created_at DESC, id COLLATE "C" DESC)',
-    pp_messages_pending_id:
-      "CREATE INDEX pp_messages_pending_id ON task_session_messages USING btree (pp_json_string(metadata, '{pending_id}'::text[]))",
+    pp_messages_pending_id: "CREATE INDEX pp_messages_pending_id ON task_session_messages USING btree (pp_json_string(metadata, '{pending_id}'::text[]))",
   },
 };
 

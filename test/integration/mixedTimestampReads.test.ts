@@ -87,8 +87,22 @@ describeEachDialect('mixed timestamp forms in one column on %s', (dialect) => {
     ] as const) {
       const { sessionId } = await seedSession(kandev);
       const turn = await startTurn(kandev, sessionId, { startedAt: '2026-08-20T10:00:00Z' });
-      await createMessage(canonical, { id: `a-${sessionId}`, sessionId, turnId: turn.id, type: 'permission_request', metadata: { status: 'approved' }, createdAt: resolvedAt });
-      await createMessage(kandev, { id: `b-${sessionId}`, sessionId, turnId: turn.id, type: 'permission_request', metadata: { status: 'pending' }, createdAt: pendingAt });
+      await createMessage(canonical, {
+        id: `a-${sessionId}`,
+        sessionId,
+        turnId: turn.id,
+        type: 'permission_request',
+        metadata: { status: 'approved' },
+        createdAt: resolvedAt,
+      });
+      await createMessage(kandev, {
+        id: `b-${sessionId}`,
+        sessionId,
+        turnId: turn.id,
+        type: 'permission_request',
+        metadata: { status: 'pending' },
+        createdAt: pendingAt,
+      });
       sessionIds.push(sessionId);
       expected.set(sessionId, 'permission');
       textOrderMisleads.push(sessionId);
@@ -178,7 +192,12 @@ describeEachDialect('mixed timestamp forms in one column on %s', (dialect) => {
     it("dates a bundle by its earliest row's instant when its rows were written in different forms", async () => {
       const { sessionId, workspaceId } = await seedSession(kandev);
       const turn = await startTurn(kandev, sessionId, { startedAt: '2026-08-20T09:00:00Z' });
-      const { pendingId, messages } = await seedClarificationBundle(kandev, { sessionId, turnId: turn.id, statuses: ['pending', 'pending'], createdAt: '2026-08-20T10:00:05Z' });
+      const { pendingId, messages } = await seedClarificationBundle(kandev, {
+        sessionId,
+        turnId: turn.id,
+        statuses: ['pending', 'pending'],
+        createdAt: '2026-08-20T10:00:05Z',
+      });
       await canonical.knex('task_session_messages').where({ id: messages[1]!.id }).update({ created_at: '2026-08-20T10:00:04.000000000Z' });
       const page = await listUnresolvedClarificationBundles(kandev, { workspaceId, limit: 10 });
       expect(page.bundles.map((b) => [b.pendingId, b.createdAt])).toEqual([[pendingId, '2026-08-20T10:00:04.000000000Z']]);

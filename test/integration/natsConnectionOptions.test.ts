@@ -52,8 +52,15 @@ describe('NATS connection options from the settings', () => {
   });
 
   it('reads the token and the password from their files, without the trailing newline', () => {
-    expect(credentialsOf(natsConnectionOptions({ natsUrl: 'nats://h:4222', natsTokenFile: file('token', 'tok-from-file\n') }))).toEqual({ auth_token: 'tok-from-file' });
-    const options = natsConnectionOptions({ natsUrl: 'nats://h:4222', natsUser: 'ops', natsPasswordFile: file('password', 'pw-from-file\n'), natsInboxPrefix: '_INBOX_ops' });
+    expect(credentialsOf(natsConnectionOptions({ natsUrl: 'nats://h:4222', natsTokenFile: file('token', 'tok-from-file\n') }))).toEqual({
+      auth_token: 'tok-from-file',
+    });
+    const options = natsConnectionOptions({
+      natsUrl: 'nats://h:4222',
+      natsUser: 'ops',
+      natsPasswordFile: file('password', 'pw-from-file\n'),
+      natsInboxPrefix: '_INBOX_ops',
+    });
     expect(credentialsOf(options)).toEqual({ user: 'ops', pass: 'pw-from-file' });
     expect(options.inboxPrefix).toBe('_INBOX_ops');
   });

@@ -14,13 +14,7 @@ import { seedClarificationBundle, seedSession, seedTurnAt } from '../support/see
 const T0 = '2026-08-20T10:00:00.000000Z';
 const at = (offsetMs: number): string => toCanonicalTimestamp(new Date(Date.parse(T0) + offsetMs));
 
-async function seedPermission(
-  ctx: RepositoryContext,
-  sessionId: string,
-  turnId: string,
-  createdAt: string,
-  status?: string,
-): Promise<string> {
+async function seedPermission(ctx: RepositoryContext, sessionId: string, turnId: string, createdAt: string, status?: string): Promise<string> {
   const metadata: Record<string, unknown> = { pending_id: `perm-${createdAt}`, tool_call_id: 'tc', options: [], action_type: 'exec' };
   if (status !== undefined) metadata.status = status;
   const message = await createMessage(ctx, { sessionId, turnId, type: 'permission_request', content: 'allow?', metadata, createdAt });
@@ -80,14 +74,46 @@ describeEachDialect('pending actions on %s', (dialect) => {
       const { sessionId } = await seedSession(ctx);
       const turn = await startTurn(ctx, sessionId);
       const tie = at(1_000);
-      await createMessage(ctx, { id: `b-${sessionId}`, sessionId, turnId: turn.id, type: 'permission_request', content: '', metadata: { status: 'rejected' }, createdAt: tie });
-      await createMessage(ctx, { id: `a-${sessionId}`, sessionId, turnId: turn.id, type: 'permission_request', content: '', metadata: { status: 'pending' }, createdAt: tie });
+      await createMessage(ctx, {
+        id: `b-${sessionId}`,
+        sessionId,
+        turnId: turn.id,
+        type: 'permission_request',
+        content: '',
+        metadata: { status: 'rejected' },
+        createdAt: tie,
+      });
+      await createMessage(ctx, {
+        id: `a-${sessionId}`,
+        sessionId,
+        turnId: turn.id,
+        type: 'permission_request',
+        content: '',
+        metadata: { status: 'pending' },
+        createdAt: tie,
+      });
       expect(await pendingOf(ctx, sessionId)).toBeUndefined();
 
       const other = await seedSession(ctx);
       const otherTurn = await startTurn(ctx, other.sessionId);
-      await createMessage(ctx, { id: `b-${other.sessionId}`, sessionId: other.sessionId, turnId: otherTurn.id, type: 'permission_request', content: '', metadata: { status: 'pending' }, createdAt: tie });
-      await createMessage(ctx, { id: `a-${other.sessionId}`, sessionId: other.sessionId, turnId: otherTurn.id, type: 'permission_request', content: '', metadata: { status: 'rejected' }, createdAt: tie });
+      await createMessage(ctx, {
+        id: `b-${other.sessionId}`,
+        sessionId: other.sessionId,
+        turnId: otherTurn.id,
+        type: 'permission_request',
+        content: '',
+        metadata: { status: 'pending' },
+        createdAt: tie,
+      });
+      await createMessage(ctx, {
+        id: `a-${other.sessionId}`,
+        sessionId: other.sessionId,
+        turnId: otherTurn.id,
+        type: 'permission_request',
+        content: '',
+        metadata: { status: 'rejected' },
+        createdAt: tie,
+      });
       expect(await pendingOf(ctx, other.sessionId)).toBe('permission');
     });
 

@@ -32,7 +32,14 @@ describeEachDialect('plan-comment tables by schema mode on %s', (dialect) => {
     const removed = catalogChanges(withTables, without);
     expect(removed.added).toEqual([]);
     expect(removed.changed).toEqual([]);
-    for (const table of [...PLAN_TABLES, 'queued_messages', 'queue_session_locks', 'queue_session_state', 'task_session_prompt_seq', 'task_message_attachments']) {
+    for (const table of [
+      ...PLAN_TABLES,
+      'queued_messages',
+      'queue_session_locks',
+      'queue_session_state',
+      'task_session_prompt_seq',
+      'task_message_attachments',
+    ]) {
       expect(await t.db.knex.schema.hasTable(table)).toBe(false);
     }
     await t.db.knex.transaction(async (trx) => migration0004.up(trx));
@@ -56,15 +63,30 @@ describeEachDialect('plan-comment tables by schema mode on %s', (dialect) => {
     expect(await store.createComment({ taskId: task.id, planId: 'p', commentId: 'c', body: 'x' })).toMatchObject(missingPlans);
     expect(await store.importLegacy({ taskId: task.id, drafts: [] })).toMatchObject(missingPlans);
     expect(await store.deletePlan({ taskId: task.id, planId: 'p' })).toMatchObject(missingPlans);
-    const unavailable = await store.acceptPrompt({ callerId: randomUUID(), target: { kind: 'session', sessionId: session.id }, content: 'x', planCommentRefs: [{ id: 'c', version: 1 }] });
+    const unavailable = await store.acceptPrompt({
+      callerId: randomUUID(),
+      target: { kind: 'session', sessionId: session.id },
+      content: 'x',
+      planCommentRefs: [{ id: 'c', version: 1 }],
+    });
     expect(unavailable).toMatchObject(missingPlans);
     expect((unavailable as { message: string }).message).toMatch(/task_plans, task_plan_comments, task_plan_comment_admissions/);
-    expect(await store.stageAttachment({ id: 'a', ownerId: 'o', workspaceId: 'ws', name: 'n', mimeType: 'text/plain', sizeBytes: 1, storageKey: 'k', ttlMs: 1000 })).toMatchObject({
+    expect(
+      await store.stageAttachment({ id: 'a', ownerId: 'o', workspaceId: 'ws', name: 'n', mimeType: 'text/plain', sizeBytes: 1, storageKey: 'k', ttlMs: 1000 }),
+    ).toMatchObject({
       ok: false,
       code: 'unavailable',
       missing: ['task_message_attachments'],
     });
-    expect(await store.acceptPrompt({ callerId: randomUUID(), target: { kind: 'session', sessionId: session.id }, content: 'x', attachmentIds: ['a'], attachmentOwnerId: 'o' })).toMatchObject({
+    expect(
+      await store.acceptPrompt({
+        callerId: randomUUID(),
+        target: { kind: 'session', sessionId: session.id },
+        content: 'x',
+        attachmentIds: ['a'],
+        attachmentOwnerId: 'o',
+      }),
+    ).toMatchObject({
       code: 'unavailable',
       missing: ['task_message_attachments'],
     });
@@ -84,15 +106,27 @@ describeEachDialect('plan-comment tables by schema mode on %s', (dialect) => {
     const changes = catalogChanges(before, await catalogSnapshot(t));
     expect(changes.changed).toEqual([]);
     expect(changes.removed).toEqual([]);
-    expect(changes.added.filter((key) => !/^[a-z]+:(pp_|pending_projector_|sqlite_autoindex_pending_projector_)|^table:sqlite_sequence$/.test(key))).toEqual([]);
+    expect(changes.added.filter((key) => !/^[a-z]+:(pp_|pending_projector_|sqlite_autoindex_pending_projector_)|^table:sqlite_sequence$/.test(key))).toEqual(
+      [],
+    );
     const store = await openOwnedStore(t.ctx);
-    expect(store.schema).toEqual({ missingForComments: [], missingForAttachments: [], missingForPrompts: [], receiptTable: 'pending_projector_prompt_receipts' });
+    expect(store.schema).toEqual({
+      missingForComments: [],
+      missingForAttachments: [],
+      missingForPrompts: [],
+      receiptTable: 'pending_projector_prompt_receipts',
+    });
 
     const task = await seedPlanTask(t.ctx);
     const created = await store.createComment({ taskId: task.taskId, planId: task.planId, commentId: randomUUID(), body: 'beside Kandev' });
     if (!created.ok || !created.comment) throw new Error(JSON.stringify(created));
     const callerId = randomUUID();
-    const accepted = await store.acceptPrompt({ callerId, target: { kind: 'session', sessionId: task.sessionId }, content: 'go', planCommentRefs: [{ id: created.comment.id, version: 1 }] });
+    const accepted = await store.acceptPrompt({
+      callerId,
+      target: { kind: 'session', sessionId: task.sessionId },
+      content: 'go',
+      planCommentRefs: [{ id: created.comment.id, version: 1 }],
+    });
     expect(accepted).toMatchObject({ ok: true, consumedCommentIds: [created.comment.id], snapshot: { revision: 2, comments: [] } });
     expect(await rawRows(t.ctx, 'SELECT id FROM pending_projector_prompt_receipts')).toEqual([{ id: callerId }]);
     expect(await rawRows(t.ctx, 'SELECT id FROM queued_messages')).toEqual([]);

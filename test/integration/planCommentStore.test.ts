@@ -43,7 +43,15 @@ describeEachDialect('the plan-comment collection on %s', (dialect) => {
       time.set('2026-09-02T10:00:01.000000Z');
       await timed.createComment({ taskId: task.taskId, planId: task.planId, commentId: 'b-tie', body: 'tie b' });
       time.set('2026-09-02T10:00:01.000000Z');
-      await timed.createComment({ taskId: task.taskId, planId: task.planId, commentId: 'a-tie', body: 'tie a', selectedText: 'Step 1', anchorFrom: 3, anchorTo: 9 });
+      await timed.createComment({
+        taskId: task.taskId,
+        planId: task.planId,
+        commentId: 'a-tie',
+        body: 'tie a',
+        selectedText: 'Step 1',
+        anchorFrom: 3,
+        anchorTo: 9,
+      });
       const read = await store.getSnapshot(task.taskId);
       const snapshot = snapshotOf(read);
       expect(snapshot).toMatchObject({ taskId: task.taskId, planId: task.planId, revision: 3 });
@@ -102,7 +110,10 @@ describeEachDialect('the plan-comment collection on %s', (dialect) => {
       const result = await create(task, 'line one\r\nline two', { selectedText: 'sel\rtext' });
       expect(result).toMatchObject({ ok: true, replayed: false, comment: { version: 1, body: 'line one\nline two', selectedText: 'sel\ntext' } });
       expect(result.snapshot).toMatchObject({ revision: 1, comments: [{ id: result.comment!.id }] });
-      expect(await t.ctx.knex('task_plan_comment_admissions').where({ id: result.comment!.id }).first()).toMatchObject({ task_id: task.taskId, plan_id: task.planId });
+      expect(await t.ctx.knex('task_plan_comment_admissions').where({ id: result.comment!.id }).first()).toMatchObject({
+        task_id: task.taskId,
+        plan_id: task.planId,
+      });
     });
 
     it('replays the same request without writing, also after the comment was consumed or deleted, and never brings it back', async () => {
@@ -127,18 +138,34 @@ describeEachDialect('the plan-comment collection on %s', (dialect) => {
       await create(task, 'original', { commentId });
       const before = await acceptanceState(t.ctx, task.taskId);
       for (const variant of [{ body: 'edited' }, { body: 'original', selectedText: 'x' }, { body: 'original', anchorFrom: 4 }]) {
-        expect(await store.createComment({ taskId: task.taskId, planId: task.planId, commentId, ...variant })).toMatchObject({ ok: false, code: 'conflict', reason: 'comment_id_conflict' });
+        expect(await store.createComment({ taskId: task.taskId, planId: task.planId, commentId, ...variant })).toMatchObject({
+          ok: false,
+          code: 'conflict',
+          reason: 'comment_id_conflict',
+        });
       }
       const other = await seedPlanTask(t.ctx);
-      expect(await store.createComment({ taskId: other.taskId, planId: other.planId, commentId, body: 'original' })).toMatchObject({ ok: false, code: 'conflict', reason: 'comment_id_conflict' });
+      expect(await store.createComment({ taskId: other.taskId, planId: other.planId, commentId, body: 'original' })).toMatchObject({
+        ok: false,
+        code: 'conflict',
+        reason: 'comment_id_conflict',
+      });
       expect(await acceptanceState(t.ctx, task.taskId)).toEqual(before);
     });
 
-    it('answers not_found for an unknown task, and for a plan that is not the task\'s', async () => {
+    it("answers not_found for an unknown task, and for a plan that is not the task's", async () => {
       const task = await seedPlanTask(t.ctx);
       const other = await seedPlanTask(t.ctx);
-      expect(await store.createComment({ taskId: 'nope', planId: task.planId, commentId: randomUUID(), body: 'x' })).toMatchObject({ ok: false, code: 'not_found', reason: 'task_not_found' });
-      expect(await store.createComment({ taskId: task.taskId, planId: other.planId, commentId: randomUUID(), body: 'x' })).toMatchObject({ ok: false, code: 'not_found', reason: 'plan_not_found' });
+      expect(await store.createComment({ taskId: 'nope', planId: task.planId, commentId: randomUUID(), body: 'x' })).toMatchObject({
+        ok: false,
+        code: 'not_found',
+        reason: 'task_not_found',
+      });
+      expect(await store.createComment({ taskId: task.taskId, planId: other.planId, commentId: randomUUID(), body: 'x' })).toMatchObject({
+        ok: false,
+        code: 'not_found',
+        reason: 'plan_not_found',
+      });
       expect(snapshotOf(await store.getSnapshot(task.taskId)).revision).toBe(0);
     });
 
@@ -176,7 +203,9 @@ describeEachDialect('the plan-comment collection on %s', (dialect) => {
       const current = (stale as { snapshot: PlanCommentSnapshot }).snapshot;
       expect(current).toEqual(snapshotOf(await store.getSnapshot(task.taskId)));
       expect(current.comments[0]).toMatchObject({ version: 2, body: 'v2\n' });
-      expect(await store.updateComment({ taskId: task.taskId, planId: task.planId, commentId: 'gone', version: 1, body: 'x' })).toMatchObject({ reason: 'plan_comments_changed' });
+      expect(await store.updateComment({ taskId: task.taskId, planId: task.planId, commentId: 'gone', version: 1, body: 'x' })).toMatchObject({
+        reason: 'plan_comments_changed',
+      });
       expect(await acceptanceState(t.ctx, task.taskId)).toEqual(before);
     });
 
@@ -186,12 +215,29 @@ describeEachDialect('the plan-comment collection on %s', (dialect) => {
       await store.updateComment({ taskId: task.taskId, planId: task.planId, commentId: comment!.id, version: 1, body: 'edited' });
       const before = await acceptanceState(t.ctx, task.taskId);
       const stale = await store.deleteComment({ taskId: task.taskId, planId: task.planId, commentId: comment!.id, version: 1 });
-      expect(stale).toMatchObject({ ok: false, code: 'conflict', reason: 'plan_comments_changed', snapshot: { revision: 2, comments: [{ id: comment!.id, version: 2 }] } });
+      expect(stale).toMatchObject({
+        ok: false,
+        code: 'conflict',
+        reason: 'plan_comments_changed',
+        snapshot: { revision: 2, comments: [{ id: comment!.id, version: 2 }] },
+      });
       expect(await acceptanceState(t.ctx, task.taskId)).toEqual(before);
-      expect(await store.deleteComment({ taskId: task.taskId, planId: task.planId, commentId: comment!.id, version: 2 })).toMatchObject({ ok: true, deleted: true, snapshot: { revision: 3, comments: [] } });
-      expect(await store.deleteComment({ taskId: task.taskId, planId: task.planId, commentId: comment!.id, version: 2 })).toMatchObject({ ok: true, deleted: false, snapshot: { revision: 3 } });
+      expect(await store.deleteComment({ taskId: task.taskId, planId: task.planId, commentId: comment!.id, version: 2 })).toMatchObject({
+        ok: true,
+        deleted: true,
+        snapshot: { revision: 3, comments: [] },
+      });
+      expect(await store.deleteComment({ taskId: task.taskId, planId: task.planId, commentId: comment!.id, version: 2 })).toMatchObject({
+        ok: true,
+        deleted: false,
+        snapshot: { revision: 3 },
+      });
       // Deleted is deleted: the create replayed afterwards does not bring it back.
-      expect(await store.createComment({ taskId: task.taskId, planId: task.planId, commentId: comment!.id, body: 'to delete' })).toMatchObject({ ok: true, replayed: true, comment: null });
+      expect(await store.createComment({ taskId: task.taskId, planId: task.planId, commentId: comment!.id, body: 'to delete' })).toMatchObject({
+        ok: true,
+        replayed: true,
+        comment: null,
+      });
     });
   });
 
@@ -203,7 +249,11 @@ describeEachDialect('the plan-comment collection on %s', (dialect) => {
       const other = await seedPlanTask(t.ctx);
       await create(other, 'untouched');
       const otherBefore = snapshotOf(await store.getSnapshot(other.taskId));
-      expect(await store.deletePlan({ taskId: task.taskId, planId: task.planId })).toEqual({ ok: true, deleted: true, snapshot: { taskId: task.taskId, planId: null, revision: 0, comments: [] } });
+      expect(await store.deletePlan({ taskId: task.taskId, planId: task.planId })).toEqual({
+        ok: true,
+        deleted: true,
+        snapshot: { taskId: task.taskId, planId: null, revision: 0, comments: [] },
+      });
       expect(Number((await t.ctx.knex('task_plan_comments').where({ task_id: task.taskId }).count<{ n: number }[]>({ n: '*' }).first())?.n)).toBe(0);
       expect(await store.deletePlan({ taskId: task.taskId, planId: task.planId })).toMatchObject({ ok: true, deleted: false });
       expect(await store.deletePlan({ taskId: 'nope', planId: task.planId })).toMatchObject({ ok: false, code: 'not_found', reason: 'task_not_found' });
@@ -211,7 +261,11 @@ describeEachDialect('the plan-comment collection on %s', (dialect) => {
       // A recreated plan starts at revision 0, and the old comment's create is still a replay.
       const recreated = await upsertTaskPlan(t.ctx, { taskId: task.taskId });
       expect(snapshotOf(await store.getSnapshot(task.taskId))).toEqual({ taskId: task.taskId, planId: recreated.id, revision: 0, comments: [] });
-      expect(await store.createComment({ taskId: task.taskId, planId: task.planId, commentId: comment!.id, body: 'goes with the plan' })).toMatchObject({ ok: true, replayed: true, comment: null });
+      expect(await store.createComment({ taskId: task.taskId, planId: task.planId, commentId: comment!.id, body: 'goes with the plan' })).toMatchObject({
+        ok: true,
+        replayed: true,
+        comment: null,
+      });
     });
   });
 
@@ -269,21 +323,31 @@ describeEachDialect('the plan-comment collection on %s', (dialect) => {
       await t.ctx.knex('task_plan_comments').where({ id: c1!.id }).del();
       await store.deleteComment({ taskId: task.taskId, planId: task.planId, commentId: c2!.id, version: 1 });
       const emptied = await acceptanceState(t.ctx, task.taskId);
-      expect(await store.importLegacy({ taskId: task.taskId, drafts: [...drafts].reverse() })).toMatchObject({ ok: true, imported: [], snapshot: { comments: [] } });
+      expect(await store.importLegacy({ taskId: task.taskId, drafts: [...drafts].reverse() })).toMatchObject({
+        ok: true,
+        imported: [],
+        snapshot: { comments: [] },
+      });
       expect(await acceptanceState(t.ctx, task.taskId)).toEqual(emptied);
     });
 
     it('refuses the whole import for one malformed draft, and answers not_found without a plan', async () => {
       const task = await seedPlanTask(t.ctx);
       const before = await acceptanceState(t.ctx, task.taskId);
-      expect(await store.importLegacy({ taskId: task.taskId, drafts: [draft(task.sessionId), draft(task.sessionId, { createdAt: '2026-09-01T10:00:00+02:00' })] })).toMatchObject({
+      expect(
+        await store.importLegacy({ taskId: task.taskId, drafts: [draft(task.sessionId), draft(task.sessionId, { createdAt: '2026-09-01T10:00:00+02:00' })] }),
+      ).toMatchObject({
         ok: false,
         code: 'bad_request',
         reason: 'invalid_draft',
       });
       expect(await acceptanceState(t.ctx, task.taskId)).toEqual(before);
       await t.ctx.knex('task_plans').where({ id: task.planId }).del();
-      expect(await store.importLegacy({ taskId: task.taskId, drafts: [draft(task.sessionId)] })).toMatchObject({ ok: false, code: 'not_found', reason: 'plan_not_found' });
+      expect(await store.importLegacy({ taskId: task.taskId, drafts: [draft(task.sessionId)] })).toMatchObject({
+        ok: false,
+        code: 'not_found',
+        reason: 'plan_not_found',
+      });
     });
   });
 
@@ -291,9 +355,22 @@ describeEachDialect('the plan-comment collection on %s', (dialect) => {
     it('stages metadata only, idempotent by id; other metadata or a taken storage key conflicts', async () => {
       const { ctx } = withManualClock(t.ctx, T0);
       const timed = ownedStore(ctx);
-      const input = { id: randomUUID(), ownerId: 'user-1', workspaceId: 'ws-1', name: 'a.png', mimeType: 'image/png', sizeBytes: 42, storageKey: `key-${randomUUID()}`, ttlMs: 60_000 };
+      const input = {
+        id: randomUUID(),
+        ownerId: 'user-1',
+        workspaceId: 'ws-1',
+        name: 'a.png',
+        mimeType: 'image/png',
+        sizeBytes: 42,
+        storageKey: `key-${randomUUID()}`,
+        ttlMs: 60_000,
+      };
       const staged = await timed.stageAttachment(input);
-      expect(staged).toMatchObject({ ok: true, replayed: false, attachment: { state: 'staged', taskId: '', sessionId: '', messageId: '', expiresAt: '2026-09-02T10:01:00.000000000Z' } });
+      expect(staged).toMatchObject({
+        ok: true,
+        replayed: false,
+        attachment: { state: 'staged', taskId: '', sessionId: '', messageId: '', expiresAt: '2026-09-02T10:01:00.000000000Z' },
+      });
       expect(await timed.stageAttachment(input)).toMatchObject({ ok: true, replayed: true, attachment: staged.ok ? staged.attachment : {} });
       expect(await timed.stageAttachment({ ...input, sizeBytes: 43 })).toMatchObject({ ok: false, code: 'conflict', reason: 'attachment_id_conflict' });
       expect(await timed.stageAttachment({ ...input, id: randomUUID() })).toMatchObject({ ok: false, code: 'conflict', reason: 'attachment_id_conflict' });

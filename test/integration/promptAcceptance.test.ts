@@ -29,7 +29,11 @@ describeEachDialect('the accepting transaction on %s', (dialect) => {
     return { id: created.comment.id, version: created.comment.version };
   }
 
-  async function stage(task: PlanTask, overrides: { ownerId?: string; workspaceId?: string; ttlMs?: number } = {}, using: OwnedStores = store): Promise<string> {
+  async function stage(
+    task: PlanTask,
+    overrides: { ownerId?: string; workspaceId?: string; ttlMs?: number } = {},
+    using: OwnedStores = store,
+  ): Promise<string> {
     const id = randomUUID();
     const staged = await using.stageAttachment({
       id,
@@ -67,7 +71,12 @@ describeEachDialect('the accepting transaction on %s', (dialect) => {
       const accepted = await store.acceptPrompt(input);
 
       const expectedPrompt = formatPlanCommentPrompt(
-        rowsBefore.map((r: Record<string, unknown>) => ({ id: String(r.id), body: String(r.body), selected_text: String(r.selected_text), created_at: String(r.created_at) })),
+        rowsBefore.map((r: Record<string, unknown>) => ({
+          id: String(r.id),
+          body: String(r.body),
+          selected_text: String(r.selected_text),
+          created_at: String(r.created_at),
+        })),
         'Please revise.',
       );
       expect(expectedPrompt).toBe(
@@ -101,7 +110,15 @@ describeEachDialect('the accepting transaction on %s', (dialect) => {
       expect(after.revision).toBe((before.revision as number) + 1);
 
       const message = await t.ctx.knex('task_session_messages').where({ id: input.callerId }).first();
-      expect(message).toMatchObject({ task_session_id: task.sessionId, task_id: task.taskId, turn_id: accepted.turnId, author_type: 'user', author_id: 'user-1', type: 'message', content: expectedPrompt });
+      expect(message).toMatchObject({
+        task_session_id: task.sessionId,
+        task_id: task.taskId,
+        turn_id: accepted.turnId,
+        author_type: 'user',
+        author_id: 'user-1',
+        type: 'message',
+        content: expectedPrompt,
+      });
       expect(Number(message.prompt_seq)).toBe(1);
       expect(JSON.parse(message.metadata)).toEqual({
         client_message_id: input.callerId,
@@ -109,7 +126,17 @@ describeEachDialect('the accepting transaction on %s', (dialect) => {
         delivery_kind: 'direct',
         plan_comment_refs: [second, first],
         plan_comment_request_fingerprint: expect.stringMatching(/^[0-9a-f]{64}$/),
-        attachments: [{ id: attachment, name: `${attachment}.txt`, mime_type: 'text/plain', size_bytes: 12, storage_key: `blob/${attachment}`, kind: 'resource', delivery_mode: 'prompt' }],
+        attachments: [
+          {
+            id: attachment,
+            name: `${attachment}.txt`,
+            mime_type: 'text/plain',
+            size_bytes: 12,
+            storage_key: `blob/${attachment}`,
+            kind: 'resource',
+            delivery_mode: 'prompt',
+          },
+        ],
       });
       const turn = await t.ctx.knex('task_session_turns').where({ id: accepted.turnId }).first();
       expect(turn).toMatchObject({ task_session_id: task.sessionId, completed_at: null });
@@ -143,7 +170,18 @@ describeEachDialect('the accepting transaction on %s', (dialect) => {
       const task = await seedPlanTask(t.ctx);
       const turnId = (await startTurn(t.ctx, task.sessionId)).id;
       // A user message an older writer numbered without the counter row.
-      await t.ctx.knex('task_session_messages').insert({ id: randomUUID(), task_session_id: task.sessionId, task_id: task.taskId, turn_id: turnId, author_type: 'user', content: 'old', metadata: '{}', created_at: t.ctx.clock(), updated_at: t.ctx.clock(), prompt_seq: 7 });
+      await t.ctx.knex('task_session_messages').insert({
+        id: randomUUID(),
+        task_session_id: task.sessionId,
+        task_id: task.taskId,
+        turn_id: turnId,
+        author_type: 'user',
+        content: 'old',
+        metadata: '{}',
+        created_at: t.ctx.clock(),
+        updated_at: t.ctx.clock(),
+        prompt_seq: 7,
+      });
       expect(await store.acceptPrompt(send(task))).toMatchObject({ ok: true, promptSeq: 8 });
       expect(await store.acceptPrompt(send(task))).toMatchObject({ ok: true, promptSeq: 9 });
     });
@@ -161,13 +199,29 @@ describeEachDialect('the accepting transaction on %s', (dialect) => {
       const ref = await comment(task, 'pending');
       const plain = await store.acceptPrompt(send(task, { content: 'just a message' }));
       expect(plain).toMatchObject({ ok: true, content: 'just a message', consumedCommentIds: [], snapshot: { revision: 1, comments: [{ id: ref.id }] } });
-      const run = await store.acceptPrompt({ callerId: `run-${randomUUID()}`, target: { kind: 'primary', taskId: task.taskId, expectedSessionId: task.sessionId }, content: '', planCommentRefs: [ref] });
-      expect(run).toMatchObject({ ok: true, sessionId: task.sessionId, content: '### Plan Comments\n\n> pending\n\n', snapshot: { revision: 2, comments: [] } });
+      const run = await store.acceptPrompt({
+        callerId: `run-${randomUUID()}`,
+        target: { kind: 'primary', taskId: task.taskId, expectedSessionId: task.sessionId },
+        content: '',
+        planCommentRefs: [ref],
+      });
+      expect(run).toMatchObject({
+        ok: true,
+        sessionId: task.sessionId,
+        content: '### Plan Comments\n\n> pending\n\n',
+        snapshot: { revision: 2, comments: [] },
+      });
     });
   });
 
   describe('refusing, with every row, revision and attachment state unchanged', () => {
-    async function expectNothingWritten(task: PlanTask, input: AcceptPromptInput, expected: Record<string, unknown>, using: OwnedStores = store, ctx: RepositoryContext = t.ctx) {
+    async function expectNothingWritten(
+      task: PlanTask,
+      input: AcceptPromptInput,
+      expected: Record<string, unknown>,
+      using: OwnedStores = store,
+      ctx: RepositoryContext = t.ctx,
+    ) {
       const before = await acceptanceState(ctx, task.taskId);
       const outcome = await using.acceptPrompt(input);
       expect(outcome).toMatchObject({ ok: false, ...expected });
@@ -203,7 +257,13 @@ describeEachDialect('the accepting transaction on %s', (dialect) => {
       expect(await timed.acceptPrompt(send(task, { attachmentIds: [claimedOne], attachmentOwnerId: 'user-1' }))).toMatchObject({ ok: true });
       time.set('2026-09-02T10:00:05.000000Z');
       for (const bad of [foreignOwner, otherWorkspace, expiring, claimedOne, 'no-such-attachment']) {
-        const outcome = await expectNothingWritten(task, send(task, { planCommentRefs: [ref], attachmentIds: [good, bad], attachmentOwnerId: 'user-1' }), { code: 'conflict', reason: 'attachments_unavailable', attachmentIds: [bad] }, timed, ctx);
+        const outcome = await expectNothingWritten(
+          task,
+          send(task, { planCommentRefs: [ref], attachmentIds: [good, bad], attachmentOwnerId: 'user-1' }),
+          { code: 'conflict', reason: 'attachments_unavailable', attachmentIds: [bad] },
+          timed,
+          ctx,
+        );
         expect(outcome).toMatchObject({ reason: 'attachments_unavailable' });
       }
       expect(await t.ctx.knex('task_message_attachments').where({ id: good }).first()).toMatchObject({ state: 'staged', message_id: '' });
@@ -214,16 +274,30 @@ describeEachDialect('the accepting transaction on %s', (dialect) => {
       const ref = await comment(task, 'archived with the task');
       await t.ctx.knex('tasks').where({ id: task.taskId }).update({ archived_at: t.ctx.clock() });
       await expectNothingWritten(task, send(task, { planCommentRefs: [ref] }), { code: 'conflict', reason: 'task_inactive' });
-      await expectNothingWritten(task, { callerId: randomUUID(), target: { kind: 'primary', taskId: task.taskId }, content: '', planCommentRefs: [ref] }, { code: 'conflict', reason: 'task_inactive' });
+      await expectNothingWritten(
+        task,
+        { callerId: randomUUID(), target: { kind: 'primary', taskId: task.taskId }, content: '', planCommentRefs: [ref] },
+        { code: 'conflict', reason: 'task_inactive' },
+      );
     });
 
     it('refuses a session of another task, an unknown session and an unknown task', async () => {
       const task = await seedPlanTask(t.ctx);
       const other = await seedPlanTask(t.ctx);
       const ref = await comment(task, 'mine');
-      await expectNothingWritten(task, send(task, { target: { kind: 'session', sessionId: other.sessionId, taskId: task.taskId }, planCommentRefs: [ref] }), { code: 'bad_request', reason: 'session_not_in_task' });
-      await expectNothingWritten(task, send(task, { target: { kind: 'session', sessionId: 'no-such-session' } }), { code: 'not_found', reason: 'session_not_found' });
-      await expectNothingWritten(task, { callerId: randomUUID(), target: { kind: 'primary', taskId: 'no-such-task' }, content: 'x' }, { code: 'not_found', reason: 'task_not_found' });
+      await expectNothingWritten(task, send(task, { target: { kind: 'session', sessionId: other.sessionId, taskId: task.taskId }, planCommentRefs: [ref] }), {
+        code: 'bad_request',
+        reason: 'session_not_in_task',
+      });
+      await expectNothingWritten(task, send(task, { target: { kind: 'session', sessionId: 'no-such-session' } }), {
+        code: 'not_found',
+        reason: 'session_not_found',
+      });
+      await expectNothingWritten(
+        task,
+        { callerId: randomUUID(), target: { kind: 'primary', taskId: 'no-such-task' }, content: 'x' },
+        { code: 'not_found', reason: 'task_not_found' },
+      );
       // The other task's session with this task's comments: the comments are not that task's.
       await expectNothingWritten(task, send(other, { planCommentRefs: [ref] }), { code: 'conflict', reason: 'plan_comments_changed' });
     });
@@ -233,7 +307,11 @@ describeEachDialect('the accepting transaction on %s', (dialect) => {
       const ref = await comment(task, 'wait for it');
       await expectNothingWritten(task, send(task, { planCommentRefs: [ref] }), { code: 'conflict', reason: 'session_unavailable', state: 'RUNNING' });
       await t.ctx.knex('task_sessions').where({ id: task.sessionId }).update({ state: 'WAITING_FOR_INPUT' });
-      await expectNothingWritten(task, send(task, { planCommentRefs: [ref], expectedSessionState: 'IDLE' }), { code: 'conflict', reason: 'session_unavailable', state: 'WAITING_FOR_INPUT' });
+      await expectNothingWritten(task, send(task, { planCommentRefs: [ref], expectedSessionState: 'IDLE' }), {
+        code: 'conflict',
+        reason: 'session_unavailable',
+        state: 'WAITING_FOR_INPUT',
+      });
       for (const state of ['COMPLETED', 'FAILED', 'CANCELLED', 'CREATED', 'STARTING']) {
         await t.ctx.knex('task_sessions').where({ id: task.sessionId }).update({ state });
         await expectNothingWritten(task, send(task, { planCommentRefs: [ref] }), { code: 'conflict', reason: 'session_unavailable', state });
@@ -247,18 +325,30 @@ describeEachDialect('the accepting transaction on %s', (dialect) => {
       // Preflight resolved task.sessionId; then the promotion commits.
       await t.ctx.knex('task_sessions').where({ id: task.sessionId }).update({ is_primary: 0 });
       await t.ctx.knex('task_sessions').where({ id: promoted.id }).update({ is_primary: 1 });
-      const run = { callerId: randomUUID(), target: { kind: 'primary' as const, taskId: task.taskId, expectedSessionId: task.sessionId }, content: '', planCommentRefs: [ref] };
+      const run = {
+        callerId: randomUUID(),
+        target: { kind: 'primary' as const, taskId: task.taskId, expectedSessionId: task.sessionId },
+        content: '',
+        planCommentRefs: [ref],
+      };
       await expectNothingWritten(task, run, { code: 'conflict', reason: 'primary_session_changed', primarySessionId: promoted.id });
       await t.ctx.knex('task_sessions').where({ id: promoted.id }).update({ is_primary: 0 });
       await expectNothingWritten(task, { ...run, callerId: randomUUID() }, { code: 'conflict', reason: 'primary_session_changed', primarySessionId: null });
-      await expectNothingWritten(task, { ...run, callerId: randomUUID(), target: { kind: 'primary', taskId: task.taskId } }, { code: 'not_found', reason: 'primary_session_not_found' });
+      await expectNothingWritten(
+        task,
+        { ...run, callerId: randomUUID(), target: { kind: 'primary', taskId: task.taskId } },
+        { code: 'not_found', reason: 'primary_session_not_found' },
+      );
     });
 
     it('refuses duplicate refs, duplicate attachment ids, attachments without an owner, and an empty prompt before reading anything', async () => {
       const task = await seedPlanTask(t.ctx);
       const ref = await comment(task, 'once');
       await expectNothingWritten(task, send(task, { planCommentRefs: [ref, ref] }), { code: 'bad_request', reason: 'duplicate_refs' });
-      await expectNothingWritten(task, send(task, { attachmentIds: ['a', 'a'], attachmentOwnerId: 'u' }), { code: 'bad_request', reason: 'duplicate_attachment_ids' });
+      await expectNothingWritten(task, send(task, { attachmentIds: ['a', 'a'], attachmentOwnerId: 'u' }), {
+        code: 'bad_request',
+        reason: 'duplicate_attachment_ids',
+      });
       await expectNothingWritten(task, send(task, { attachmentIds: ['a'] }), { code: 'bad_request', reason: 'attachment_owner_required' });
       await expectNothingWritten(task, send(task, { content: '  \n' }), { code: 'bad_request', reason: 'empty_prompt' });
     });
@@ -270,9 +360,13 @@ describeEachDialect('the accepting transaction on %s', (dialect) => {
       // A real failure of the last write of the transaction: the receipt insert, after the comments
       // were deleted, the revision bumped, the attachment claimed and the turn and message written.
       if (dialect === 'sqlite') {
-        await t.ctx.knex.raw(`CREATE TRIGGER pp_test_fail_receipt BEFORE INSERT ON queued_messages WHEN NEW.id LIKE 'fail-%' BEGIN SELECT RAISE(ABORT, 'injected failure'); END`);
+        await t.ctx.knex.raw(
+          `CREATE TRIGGER pp_test_fail_receipt BEFORE INSERT ON queued_messages WHEN NEW.id LIKE 'fail-%' BEGIN SELECT RAISE(ABORT, 'injected failure'); END`,
+        );
       } else {
-        await t.ctx.knex.raw(`CREATE FUNCTION pp_test_fail_receipt() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF NEW.id LIKE 'fail-%' THEN RAISE EXCEPTION 'injected failure'; END IF; RETURN NEW; END $$`);
+        await t.ctx.knex.raw(
+          `CREATE FUNCTION pp_test_fail_receipt() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF NEW.id LIKE 'fail-%' THEN RAISE EXCEPTION 'injected failure'; END IF; RETURN NEW; END $$`,
+        );
         await t.ctx.knex.raw(`CREATE TRIGGER pp_test_fail_receipt BEFORE INSERT ON queued_messages FOR EACH ROW EXECUTE FUNCTION pp_test_fail_receipt()`);
       }
       try {
@@ -288,7 +382,7 @@ describeEachDialect('the accepting transaction on %s', (dialect) => {
       }
     });
 
-    it('undoes only its own writes when it runs inside a caller\'s transaction and refuses after consuming', async () => {
+    it("undoes only its own writes when it runs inside a caller's transaction and refuses after consuming", async () => {
       const task = await seedPlanTask(t.ctx);
       const ref = await comment(task, 'inside an outer scope');
       const before = await acceptanceState(t.ctx, task.taskId);
@@ -323,12 +417,21 @@ describeEachDialect('the accepting transaction on %s', (dialect) => {
     it('replays Run after the primary moved: the request named the task, not a session', async () => {
       const task = await seedPlanTask(t.ctx);
       const ref = await comment(task, 'run me');
-      const run: AcceptPromptInput = { callerId: randomUUID(), target: { kind: 'primary', taskId: task.taskId, expectedSessionId: task.sessionId }, content: '', planCommentRefs: [ref] };
+      const run: AcceptPromptInput = {
+        callerId: randomUUID(),
+        target: { kind: 'primary', taskId: task.taskId, expectedSessionId: task.sessionId },
+        content: '',
+        planCommentRefs: [ref],
+      };
       expect(await store.acceptPrompt(run)).toMatchObject({ ok: true, sessionId: task.sessionId });
       const promoted = await createSession(t.ctx, { taskId: task.taskId, state: 'IDLE' });
       await t.ctx.knex('task_sessions').where({ id: task.sessionId }).update({ is_primary: 0 });
       await t.ctx.knex('task_sessions').where({ id: promoted.id }).update({ is_primary: 1 });
-      expect(await store.acceptPrompt({ ...run, target: { kind: 'primary', taskId: task.taskId, expectedSessionId: promoted.id } })).toMatchObject({ ok: true, replayed: true, sessionId: task.sessionId });
+      expect(await store.acceptPrompt({ ...run, target: { kind: 'primary', taskId: task.taskId, expectedSessionId: promoted.id } })).toMatchObject({
+        ok: true,
+        replayed: true,
+        sessionId: task.sessionId,
+      });
     });
 
     it('serves a replay from the transcript once the receipt is gone, with its delivery label', async () => {
@@ -337,7 +440,10 @@ describeEachDialect('the accepting transaction on %s', (dialect) => {
       await store.acceptPrompt(input);
       await t.ctx.knex('queued_messages').where({ id: input.callerId }).del();
       const patch = t.ctx.dialect.jsonPatch('metadata', { prompt_delivery: 'unconfirmed' });
-      await t.ctx.knex('task_session_messages').where({ id: input.callerId }).update({ metadata: t.ctx.knex.raw(patch.sql, patch.bindings as never[]) });
+      await t.ctx
+        .knex('task_session_messages')
+        .where({ id: input.callerId })
+        .update({ metadata: t.ctx.knex.raw(patch.sql, patch.bindings as never[]) });
       expect(await store.acceptPrompt(input)).toMatchObject({ ok: true, replayed: true, delivery: 'unconfirmed', content: 'Please revise.' });
     });
 
@@ -363,19 +469,38 @@ describeEachDialect('the accepting transaction on %s', (dialect) => {
   });
 
   describe('rows another producer wrote', () => {
-    it('reads a message or receipt under the caller id with malformed metadata as nobody\'s request: caller_id_conflict, no SQL error', async () => {
+    it("reads a message or receipt under the caller id with malformed metadata as nobody's request: caller_id_conflict, no SQL error", async () => {
       const task = await seedPlanTask(t.ctx);
       const turnId = (await startTurn(t.ctx, task.sessionId)).id;
       for (const metadata of ['', 'garbage{', null, '[]', '{"plan_comment_request_fingerprint": 5}']) {
         const input = send(task);
-        await t.ctx.knex('task_session_messages').insert({ id: input.callerId, task_session_id: task.sessionId, task_id: task.taskId, turn_id: turnId, author_type: 'user', content: 'kandev wrote me', metadata, created_at: t.ctx.clock(), updated_at: t.ctx.clock() });
+        await t.ctx.knex('task_session_messages').insert({
+          id: input.callerId,
+          task_session_id: task.sessionId,
+          task_id: task.taskId,
+          turn_id: turnId,
+          author_type: 'user',
+          content: 'kandev wrote me',
+          metadata,
+          created_at: t.ctx.clock(),
+          updated_at: t.ctx.clock(),
+        });
         const before = await acceptanceState(t.ctx, task.taskId);
         expect(await store.acceptPrompt(input)).toMatchObject({ ok: false, code: 'conflict', reason: 'caller_id_conflict' });
         expect(await acceptanceState(t.ctx, task.taskId)).toEqual(before);
       }
       for (const metadataJson of ['', 'garbage{', '"a string"']) {
         const input = send(task);
-        await t.ctx.knex('queued_messages').insert({ id: input.callerId, session_id: task.sessionId, task_id: task.taskId, position: 1, content: 'queued by kandev', metadata_json: metadataJson, attachments_json: '{not an array', queued_at: t.ctx.clock() });
+        await t.ctx.knex('queued_messages').insert({
+          id: input.callerId,
+          session_id: task.sessionId,
+          task_id: task.taskId,
+          position: 1,
+          content: 'queued by kandev',
+          metadata_json: metadataJson,
+          attachments_json: '{not an array',
+          queued_at: t.ctx.clock(),
+        });
         expect(await store.acceptPrompt(input)).toMatchObject({ ok: false, code: 'conflict', reason: 'caller_id_conflict' });
       }
     });
@@ -384,7 +509,15 @@ describeEachDialect('the accepting transaction on %s', (dialect) => {
       const task = await seedPlanTask(t.ctx);
       await t.ctx.knex('queued_messages').insert([
         { id: randomUUID(), session_id: task.sessionId, task_id: task.taskId, position: 4, metadata_json: '', attachments_json: '', queued_at: t.ctx.clock() },
-        { id: randomUUID(), session_id: task.sessionId, task_id: task.taskId, position: 2, metadata_json: '{oops', attachments_json: 'null', queued_at: t.ctx.clock() },
+        {
+          id: randomUUID(),
+          session_id: task.sessionId,
+          task_id: task.taskId,
+          position: 2,
+          metadata_json: '{oops',
+          attachments_json: 'null',
+          queued_at: t.ctx.clock(),
+        },
       ]);
       const input = send(task);
       expect(await store.acceptPrompt(input)).toMatchObject({ ok: true });
@@ -402,7 +535,10 @@ describeEachDialect('the accepting transaction on %s', (dialect) => {
           const ref = await comment(task, `before edit ${round}`);
           const edit = () => otherStore.updateComment({ taskId: task.taskId, planId: task.planId, commentId: ref.id, version: 1, body: `after edit ${round}` });
           const prompt = () => store.acceptPrompt(send(task, { planCommentRefs: [ref] }));
-          const [sent, edited] = round % 2 === 0 ? await Promise.all([prompt(), edit()]) : (await Promise.all([edit(), prompt()])).reverse() as [Awaited<ReturnType<typeof prompt>>, Awaited<ReturnType<typeof edit>>];
+          const [sent, edited] =
+            round % 2 === 0
+              ? await Promise.all([prompt(), edit()])
+              : ((await Promise.all([edit(), prompt()])).reverse() as [Awaited<ReturnType<typeof prompt>>, Awaited<ReturnType<typeof edit>>]);
           expect([sent.ok, edited.ok].filter(Boolean)).toHaveLength(1);
           if (sent.ok) {
             expect(sent.content).toContain(`before edit ${round}`);
@@ -453,7 +589,10 @@ describeEachDialect('the accepting transaction on %s', (dialect) => {
           const c = await comment(task, `c${round}`);
           const left = send(task, { content: `left ${round}`, planCommentRefs: [a, b] });
           const right = send(task, { content: `right ${round}`, planCommentRefs: [b, c] });
-          const outcomes = round % 2 === 0 ? await Promise.all([store.acceptPrompt(left), rightStore.acceptPrompt(right)]) : (await Promise.all([rightStore.acceptPrompt(right), store.acceptPrompt(left)])).reverse();
+          const outcomes =
+            round % 2 === 0
+              ? await Promise.all([store.acceptPrompt(left), rightStore.acceptPrompt(right)])
+              : (await Promise.all([rightStore.acceptPrompt(right), store.acceptPrompt(left)])).reverse();
           const winners = outcomes.filter((o) => o.ok);
           const losers = outcomes.filter((o) => !o.ok);
           expect(winners).toHaveLength(1);

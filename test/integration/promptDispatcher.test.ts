@@ -90,7 +90,11 @@ describeEachDialect('the prompt dispatcher over real NATS on %s', (dialect) => {
     void (async () => {
       for await (const m of sub) {
         seen.push((m.json() as { data: { receipt_id: string } }).data.receipt_id);
-        await eventually(async () => ((await rawRows(t.ctx, `SELECT id FROM queued_messages WHERE id = ?`, [seen.at(-1)])).length === 0 ? true : undefined), 10_000, 'the settlement');
+        await eventually(
+          async () => ((await rawRows(t.ctx, `SELECT id FROM queued_messages WHERE id = ?`, [seen.at(-1)])).length === 0 ? true : undefined),
+          10_000,
+          'the settlement',
+        );
         await setSessionState(t.ctx, task.sessionId, 'IDLE');
         a.kick(task.sessionId);
         b.kick(task.sessionId);
@@ -113,7 +117,11 @@ describeEachDialect('the prompt dispatcher over real NATS on %s', (dialect) => {
 
     a.kick(task.sessionId);
     b.kick(task.sessionId);
-    await eventually(async () => ((await rawRows(t.ctx, `SELECT id FROM queued_messages WHERE session_id = ?`, [task.sessionId])).length === 0 ? true : undefined), 30_000, 'every receipt settled');
+    await eventually(
+      async () => ((await rawRows(t.ctx, `SELECT id FROM queued_messages WHERE session_id = ?`, [task.sessionId])).length === 0 ? true : undefined),
+      30_000,
+      'every receipt settled',
+    );
     sampling = false;
     await sampler;
     sub.unsubscribe();
@@ -132,7 +140,13 @@ describeEachDialect('the prompt dispatcher over real NATS on %s', (dialect) => {
   it('a direct send is delivered once; its replay afterwards returns the delivery from the transcript label', async () => {
     const d = dispatcher(t.ctx, 'C');
     const task = await seedPlanTask(t.ctx);
-    const events = collectEvents(nc, prefix, ['message.added', 'message.updated', 'turn.started', 'task_session.state_changed', 'message.queue.status_changed']);
+    const events = collectEvents(nc, prefix, [
+      'message.added',
+      'message.updated',
+      'turn.started',
+      'task_session.state_changed',
+      'message.queue.status_changed',
+    ]);
     const input = { callerId: `send-${randomUUID()}`, target: { kind: 'session' as const, sessionId: task.sessionId }, content: 'deliver me' };
     const accepted = await ownedStore(t.ctx).acceptPrompt(input);
     expect(accepted).toMatchObject({ ok: true, delivery: 'pending' });
@@ -142,11 +156,21 @@ describeEachDialect('the prompt dispatcher over real NATS on %s', (dialect) => {
     expect(await ownedStore(t.ctx).acceptPrompt(input)).toMatchObject({ ok: true, replayed: true, delivery: 'acknowledged', receiptId: input.callerId });
     const stored = await promptsOnStream(nc, prefix, task.sessionId);
     expect(stored).toHaveLength(1);
-    expect(stored[0]!.data).toMatchObject({ receipt_id: input.callerId, caller_id: input.callerId, message_id: input.callerId, delivery_kind: 'direct', content: 'deliver me', passthrough: false, prompt_seq: 1 });
+    expect(stored[0]!.data).toMatchObject({
+      receipt_id: input.callerId,
+      caller_id: input.callerId,
+      message_id: input.callerId,
+      delivery_kind: 'direct',
+      content: 'deliver me',
+      passthrough: false,
+      prompt_seq: 1,
+    });
     await eventually(() => (events.ofType('turn.started').length > 0 ? true : undefined), 5000, 'turn.started');
     expect(events.ofType('message.added').map((e) => e.data.message_id)).toEqual([input.callerId]);
     expect(events.ofType('message.updated').map((e) => (e.data.metadata as Record<string, unknown>).prompt_delivery)).toEqual(['acknowledged']);
-    expect(events.ofType('task_session.state_changed').map((e) => e.data)).toEqual([{ task_id: task.taskId, session_id: task.sessionId, old_state: 'IDLE', new_state: 'RUNNING' }]);
+    expect(events.ofType('task_session.state_changed').map((e) => e.data)).toEqual([
+      { task_id: task.taskId, session_id: task.sessionId, old_state: 'IDLE', new_state: 'RUNNING' },
+    ]);
     // A direct receipt never counts as queued: its delivery says nothing about the queue.
     expect(events.ofType('message.queue.status_changed')).toEqual([]);
     events.stop();
@@ -199,17 +223,31 @@ describeEachDialect('the prompt dispatcher over real NATS on %s', (dialect) => {
       // Past the ineligible retry interval (20 ms): a row released by a pass would be due again.
       await new Promise((r) => setTimeout(r, 30));
     }
-    for (const [id, text] of [[busyId, before.busy], [askingId, before.asking]] as const) {
+    for (const [id, text] of [
+      [busyId, before.busy],
+      [askingId, before.asking],
+    ] as const) {
       expect(await rowText(id)).toBe(text);
       const row = JSON.parse(text) as Record<string, unknown>;
-      expect(row).toMatchObject({ delivery_reservation_token: null, delivery_reservation_owner: null, delivery_reservation_expires_at: null, delivery_attempted_at: null, next_attempt_at: null, durable_transcript_message_id: null, last_error: '' });
+      expect(row).toMatchObject({
+        delivery_reservation_token: null,
+        delivery_reservation_owner: null,
+        delivery_reservation_expires_at: null,
+        delivery_attempted_at: null,
+        next_attempt_at: null,
+        durable_transcript_message_id: null,
+        last_error: '',
+      });
       expect(Number(row.delivery_attempts)).toBe(0);
     }
     expect(await turns(busy.sessionId)).toBe(0);
     expect(await turns(asking.sessionId)).toBe(1);
     expect(await promptsOnStream(nc, prefix, busy.sessionId)).toEqual([]);
     expect(await promptsOnStream(nc, prefix, asking.sessionId)).toEqual([]);
-    expect(await t.ctx.knex('task_sessions').whereIn('id', [busy.sessionId, asking.sessionId]).orderBy('state')).toMatchObject([{ state: 'RUNNING' }, { state: 'WAITING_FOR_INPUT' }]);
+    expect(await t.ctx.knex('task_sessions').whereIn('id', [busy.sessionId, asking.sessionId]).orderBy('state')).toMatchObject([
+      { state: 'RUNNING' },
+      { state: 'WAITING_FOR_INPUT' },
+    ]);
     await nc.flush();
     await new Promise((r) => setTimeout(r, 100));
     expect(events.events.filter((e) => e.data.session_id === busy.sessionId || e.data.session_id === asking.sessionId)).toEqual([]);
@@ -218,20 +256,30 @@ describeEachDialect('the prompt dispatcher over real NATS on %s', (dialect) => {
     await setSessionState(t.ctx, busy.sessionId, 'IDLE');
     // The user answered: the question is no longer pending, and the row is delivered.
     for (const message of question.messages) {
-      await t.ctx.knex('task_session_messages').where({ id: message.id }).update({ metadata: JSON.stringify({ ...message.metadata, status: 'answered' }) });
+      await t.ctx
+        .knex('task_session_messages')
+        .where({ id: message.id })
+        .update({ metadata: JSON.stringify({ ...message.metadata, status: 'answered' }) });
     }
     for (let i = 0; i < 3; i++) {
       d.kick(busy.sessionId);
       d.kick(asking.sessionId);
       await d.whenIdle();
     }
-    for (const [session, id] of [[busy, busyId], [asking, askingId]] as const) {
+    for (const [session, id] of [
+      [busy, busyId],
+      [asking, askingId],
+    ] as const) {
       expect(await rawRows(t.ctx, `SELECT id FROM queued_messages WHERE id = ?`, [id])).toEqual([]);
       expect((await promptsOnStream(nc, prefix, session.sessionId)).map((p) => p.receiptId)).toEqual([id]);
       expect(await label(id)).toBe('acknowledged');
       expect(await t.ctx.knex('task_sessions').where({ id: session.sessionId }).first()).toMatchObject({ state: 'RUNNING' });
       // Now its events come: the collector would have seen the earlier ones.
-      const settled = await eventually(() => events.events.find((e) => e.data.session_id === session.sessionId && e.data.count === 0), 5000, 'the settled queue status');
+      const settled = await eventually(
+        () => events.events.find((e) => e.data.session_id === session.sessionId && e.data.count === 0),
+        5000,
+        'the settled queue status',
+      );
       expect(settled.data).toEqual({ session_id: session.sessionId, task_id: session.taskId, count: 0, max: 10 });
     }
     events.stop();

@@ -40,9 +40,18 @@ describeEachDialect('prompt receipts counted by kind and step of delivery on %s'
     await rawRows(t.ctx, `UPDATE queued_messages SET delivery_kind = 'direct' WHERE id = ?`, [waitingDirect]);
 
     const counts = Object.fromEntries((await store.countByState())!.map((r) => [`${r.kind}/${r.state}`, r.count]));
-    expect(counts).toEqual({ 'direct/waiting': 1, 'direct/reserved': 0, 'direct/attempted': 1, 'queued/waiting': 2, 'queued/reserved': 2, 'queued/attempted': 0 });
+    expect(counts).toEqual({
+      'direct/waiting': 1,
+      'direct/reserved': 0,
+      'direct/attempted': 1,
+      'queued/waiting': 2,
+      'queued/reserved': 2,
+      'queued/attempted': 0,
+    });
     // The queued waiting series is the sum of every session's waiting queue.
-    expect((await store.countWaiting(a.sessionId)) + (await store.countWaiting(b.sessionId)) + (await store.countWaiting(c.sessionId))).toBe(counts['queued/waiting']);
+    expect((await store.countWaiting(a.sessionId)) + (await store.countWaiting(b.sessionId)) + (await store.countWaiting(c.sessionId))).toBe(
+      counts['queued/waiting'],
+    );
   });
 
   it('is undefined on a database without a receipt table', async () => {

@@ -124,7 +124,12 @@ describeEachDialect('prompt receipt writes fenced by the reservation token on %s
           const task = await seedPlanTask(t.ctx);
           await queued(task);
           await queued(task);
-          const results = await Promise.all([store.reserveHead(task.sessionId, 'A', TTL), other.reserveHead(task.sessionId, 'B', TTL), store.reserveHead(task.sessionId, 'A2', TTL), other.reserveHead(task.sessionId, 'B2', TTL)]);
+          const results = await Promise.all([
+            store.reserveHead(task.sessionId, 'A', TTL),
+            other.reserveHead(task.sessionId, 'B', TTL),
+            store.reserveHead(task.sessionId, 'A2', TTL),
+            other.reserveHead(task.sessionId, 'B2', TTL),
+          ]);
           expect(results.filter((r) => r !== undefined)).toHaveLength(1);
           const live = await rawRows(t.ctx, `SELECT id FROM queued_messages WHERE session_id = ? AND delivery_reservation_token IS NOT NULL`, [task.sessionId]);
           expect(live).toHaveLength(1);
@@ -136,7 +141,7 @@ describeEachDialect('prompt receipt writes fenced by the reservation token on %s
   });
 
   describe('takeover', () => {
-    it("after the TTL a new owner takes the row with a new token; every write of the stale token matches nothing and changes nothing", async () => {
+    it('after the TTL a new owner takes the row with a new token; every write of the stale token matches nothing and changes nothing', async () => {
       const task = await seedPlanTask(t.ctx);
       const q1 = await queued(task, 'take me over');
       const a = await store.reserveHead(task.sessionId, 'A', TTL);
@@ -182,7 +187,12 @@ describeEachDialect('prompt receipt writes fenced by the reservation token on %s
     it('writes a reserved turn and the user message with the receipt id, the next prompt_seq and the queue metadata; a direct receipt only reads its own', async () => {
       const task = await seedPlanTask(t.ctx);
       const d = await direct(task, 'first, direct');
-      const q1 = await insertQueuedReceipt(ctx, { sessionId: task.sessionId, taskId: task.taskId, content: 'then queued', metadata: { plan_comment_refs: [{ id: 'c1', version: 2 }], plan_comment_request_fingerprint: 'fp' } });
+      const q1 = await insertQueuedReceipt(ctx, {
+        sessionId: task.sessionId,
+        taskId: task.taskId,
+        content: 'then queued',
+        metadata: { plan_comment_refs: [{ id: 'c1', version: 2 }], plan_comment_request_fingerprint: 'fp' },
+      });
       const rd = await store.reserveHead(task.sessionId, 'A', TTL);
       const td = await store.persistTranscript(d, rd!.token);
       expect(td).toMatchObject({ ok: true, written: false, promptSeq: 1, message: { id: d, content: 'first, direct' } });
@@ -193,9 +203,18 @@ describeEachDialect('prompt receipt writes fenced by the reservation token on %s
       const tq = await store.persistTranscript(q1, rq!.token);
       expect(tq).toMatchObject({ ok: true, written: true, promptSeq: 2, message: { id: q1, authorType: 'user', content: 'then queued' } });
       const message = await messageRow(q1);
-      expect(JSON.parse(String(message!.metadata))).toMatchObject({ client_message_id: q1, queue_id: q1, delivery_kind: 'queued', plan_comment_refs: [{ id: 'c1', version: 2 }], plan_comment_request_fingerprint: 'fp' });
+      expect(JSON.parse(String(message!.metadata))).toMatchObject({
+        client_message_id: q1,
+        queue_id: q1,
+        delivery_kind: 'queued',
+        plan_comment_refs: [{ id: 'c1', version: 2 }],
+        plan_comment_request_fingerprint: 'fp',
+      });
       expect(Number(message!.prompt_seq)).toBe(2);
-      const turn = await t.ctx.knex('task_session_turns').where({ id: (tq as { turnId: string }).turnId }).first();
+      const turn = await t.ctx
+        .knex('task_session_turns')
+        .where({ id: (tq as { turnId: string }).turnId })
+        .first();
       expect(JSON.parse(String(turn.metadata))).toEqual({ prompt_dispatch_pending: true });
       expect(await receiptRow(q1)).toMatchObject({ durable_transcript_message_id: q1, durable_transcript_turn_id: turn.id });
       // The message is evidence: the reserved turn is the session's current turn.
@@ -253,7 +272,10 @@ describeEachDialect('prompt receipt writes fenced by the reservation token on %s
       expect(Number((await receiptRow(id))!.delivery_attempts)).toBe(0);
 
       for (const m of bundle.messages) {
-        await t.ctx.knex('task_session_messages').where({ id: m.id }).update({ metadata: JSON.stringify({ ...m.metadata, agent_disconnected: true }) });
+        await t.ctx
+          .knex('task_session_messages')
+          .where({ id: m.id })
+          .update({ metadata: JSON.stringify({ ...m.metadata, agent_disconnected: true }) });
       }
       const r4 = await store.reserveHead(task.sessionId, 'A', TTL);
       expect(await store.markAttempted(id, r4!.token, { retryAfterMs: 0 })).toMatchObject({ ok: true });
@@ -278,7 +300,8 @@ describeEachDialect('prompt receipt writes fenced by the reservation token on %s
       return { id, token: r!.token, turnId: (tr as { turnId: string }).turnId };
     }
     const label = async (id: string) => JSON.parse(String((await messageRow(id))!.metadata)).prompt_delivery as string | undefined;
-    const turnMeta = async (id: string) => JSON.parse(String((await t.ctx.knex('task_session_turns').where({ id }).first()).metadata)) as Record<string, unknown>;
+    const turnMeta = async (id: string) =>
+      JSON.parse(String((await t.ctx.knex('task_session_turns').where({ id }).first()).metadata)) as Record<string, unknown>;
 
     it('deletes the receipt, labels the transcript and clears the turn dispatch keys; a second settle by the same token matches nothing', async () => {
       const task = await seedPlanTask(t.ctx);

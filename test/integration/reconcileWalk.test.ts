@@ -57,7 +57,13 @@ describeEachDialect('reconcile walk on %s', (dialect) => {
     const tasks = await Promise.all(Array.from({ length: 6 }, () => seedSession(t.ctx)));
     const ids = tasks.map((x) => x.taskId).sort();
     let pagesSeen = 0;
-    const stopped = await reconcileTasks({ store: createProjectionStore(t.ctx), pageSize: 4, repair, shouldStop: () => pagesSeen > 0, onPage: () => pagesSeen++ });
+    const stopped = await reconcileTasks({
+      store: createProjectionStore(t.ctx),
+      pageSize: 4,
+      repair,
+      shouldStop: () => pagesSeen > 0,
+      onPage: () => pagesSeen++,
+    });
     expect(stopped).toMatchObject({ visited: 4, drifted: 4, repaired: 4 });
     expect(batches).toEqual([ids.slice(0, 4)]);
 

@@ -46,7 +46,12 @@ describeEachDialect('a reserved connection on %s', (dialect) => {
     });
     // SQLite has one connection: a transaction after the reservation proves it came back.
     await withTransaction(t.ctx, (tx) => tx.knex('kandev_meta').insert({ key: `${stored}-after`, value: 'v' }));
-    expect(await t.ctx.knex('kandev_meta').whereIn('key', [stored, `${stored}-after`]).count({ n: '*' })).toEqual([{ n: dialect === 'postgres' ? 2 : 1 }]);
+    expect(
+      await t.ctx
+        .knex('kandev_meta')
+        .whereIn('key', [stored, `${stored}-after`])
+        .count({ n: '*' }),
+    ).toEqual([{ n: dialect === 'postgres' ? 2 : 1 }]);
   });
 
   it('refuses a statement through it once it went back to the pool', async () => {
@@ -68,7 +73,12 @@ describeEachDialect('a reserved connection on %s', (dialect) => {
         return id;
       });
       const seen = await Promise.all(
-        Array.from({ length: pool.maxConnections }, () => withReservedConnection(pool.knex, pool.dialect, async (connection) => ({ id: await identity(connection), one: await connection.raw('SELECT 1 AS one') }))),
+        Array.from({ length: pool.maxConnections }, () =>
+          withReservedConnection(pool.knex, pool.dialect, async (connection) => ({
+            id: await identity(connection),
+            one: await connection.raw('SELECT 1 AS one'),
+          })),
+        ),
       );
       for (const { id, one } of seen) {
         expect(one).toEqual([{ one: 1 }]);

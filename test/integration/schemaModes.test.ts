@@ -67,7 +67,9 @@ describeEachDialect('schema ownership modes on %s', (dialect) => {
     expect(changes.changed).toEqual([]);
     expect(changes.removed).toEqual([]);
     expect(changes.added.filter((key) => !OURS.test(key))).toEqual([]);
-    expect(changes.added).toEqual(expect.arrayContaining([dialect === 'sqlite' ? 'table:pending_projector_leases' : 'column:pending_projector_leases.expires_at']));
+    expect(changes.added).toEqual(
+      expect.arrayContaining([dialect === 'sqlite' ? 'table:pending_projector_leases' : 'column:pending_projector_leases.expires_at']),
+    );
     // No index of ours: building them is `migrate --add-indexes`, never implicit.
     expect(changes.added.filter((key) => /^index:pp_/.test(key))).toEqual([]);
     expect(await pendingMigrations(t.db.knex, 'kandev')).toEqual([]);
@@ -97,7 +99,9 @@ describeEachDialect('schema ownership modes on %s', (dialect) => {
     expect(outcome.created).toEqual(REQUIRED_NAMES);
     expect(events.filter((e) => e.kind === 'built').map((e) => e.index.name)).toEqual(REQUIRED_NAMES);
     if (dialect === 'postgres') {
-      expect(events.filter((e) => e.kind === 'building').every((e) => e.kind === 'building' && e.statement.startsWith('CREATE INDEX CONCURRENTLY '))).toBe(true);
+      expect(events.filter((e) => e.kind === 'building').every((e) => e.kind === 'building' && e.statement.startsWith('CREATE INDEX CONCURRENTLY '))).toBe(
+        true,
+      );
     }
     expect(outcome.after.map((inspection) => inspection.state)).toEqual(['present', 'present', 'present']);
     const changes = catalogChanges(before, await catalogSnapshot(t));
@@ -145,7 +149,7 @@ describeEachDialect('schema ownership modes on %s', (dialect) => {
     expect(error.problems.join('\n')).toMatch(/migration 0001, which creates Kandev's tables/);
   });
 
-  it("refuses SCHEMA_MODE=kandev on an empty database, naming every table it lacks", async () => {
+  it('refuses SCHEMA_MODE=kandev on an empty database, naming every table it lacks', async () => {
     const t = await open(openEmptyDatabase(dialect));
     const error = await refusal(() => migrateSchema(t.db, 'kandev'));
     expect(error.problems.map((p) => p.split(' ')[2])).toEqual(SERVICE_TABLE_NAMES);
@@ -159,7 +163,10 @@ describeEachDialect('schema ownership modes on %s', (dialect) => {
 
   it.each<SchemaModeSetting>(['auto', 'owned'])('creates the owned schema on an empty database with SCHEMA_MODE=%s', async (setting) => {
     const t = await open(openEmptyDatabase(dialect));
-    expect(await migrateSchema(t.db, setting)).toMatchObject({ mode: 'owned', applied: ['0001_kandev_schema', '0002_pending_projector_leases', '0003_pp_index_names', '0004_task_plan_comments_and_prompt_receipts'] });
+    expect(await migrateSchema(t.db, setting)).toMatchObject({
+      mode: 'owned',
+      applied: ['0001_kandev_schema', '0002_pending_projector_leases', '0003_pp_index_names', '0004_task_plan_comments_and_prompt_receipts'],
+    });
     expect((await detectSchema(t.db)).shape).toBe('owned');
     expect(await migrateSchema(t.db, setting)).toMatchObject({ mode: 'owned', applied: [] });
   });
@@ -172,9 +179,10 @@ describeEachDialect('schema ownership modes on %s', (dialect) => {
       expect(indexes).not.toContain(gone);
     }
     // Kandev's names with Kandev's definitions stay as 0001 created them.
-    expect(indexes).toEqual(expect.arrayContaining(['idx_turns_session_started', 'idx_messages_session_updated', 'idx_task_sessions_task_state', 'idx_tasks_workspace_id']));
+    expect(indexes).toEqual(
+      expect.arrayContaining(['idx_turns_session_started', 'idx_messages_session_updated', 'idx_task_sessions_task_state', 'idx_tasks_workspace_id']),
+    );
   });
-
 });
 
 describe.skipIf(!isAvailable('postgres'))('Kandev mode on PostgreSQL only', () => {

@@ -38,7 +38,8 @@ describe('the SQLite WAL checkpointer thread', () => {
     }
   }
 
-  const autocheckpoint = async (db: Database) => ((await db.knex.raw('PRAGMA wal_autocheckpoint')) as Array<{ wal_autocheckpoint: number }>)[0]!.wal_autocheckpoint;
+  const autocheckpoint = async (db: Database) =>
+    ((await db.knex.raw('PRAGMA wal_autocheckpoint')) as Array<{ wal_autocheckpoint: number }>)[0]!.wal_autocheckpoint;
   const size = (file: string) => (fs.existsSync(file) ? fs.statSync(file).size : 0);
 
   it('copies the WAL into the database from its own thread while the connection never checkpoints', async () => {

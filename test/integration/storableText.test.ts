@@ -44,7 +44,13 @@ describeEachDialect('strings bound into SQL on %s', (dialect) => {
   });
 
   it.each(['text', 'json'] as const)('as %s, come back unchanged for every id and text the rule accepts', async (as) => {
-    for (const value of ['x'.repeat(MAX_ID_LENGTH), '6f0c7a52-9d1e-4f0b-8c1a-2b3c4d5e6f70', 'tâche-😀-\u{10ffff}', 'quote \' and "double"', 'tab\tnewline\n\u0001']) {
+    for (const value of [
+      'x'.repeat(MAX_ID_LENGTH),
+      '6f0c7a52-9d1e-4f0b-8c1a-2b3c4d5e6f70',
+      'tâche-😀-\u{10ffff}',
+      'quote \' and "double"',
+      'tab\tnewline\n\u0001',
+    ]) {
       expect(idProblem(value)).toBeUndefined();
       expect(await roundTrip(t, value, as)).toBe('same');
     }

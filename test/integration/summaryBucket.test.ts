@@ -96,7 +96,10 @@ describeEachDialect('refilling the summary bucket from %s', (dialect) => {
     publisher = new NatsSummaryPublisher(nc, topology, bucket, systemClock);
     const projector = createTestProjector(t.ctx, { publisher, batchSize: 4 });
     const sessions = await Promise.all(Array.from({ length: 5 }, () => seedSession(t.ctx)));
-    await seedClarificationBundle(t.ctx, { sessionId: sessions[0]!.sessionId, turnId: await seedTurnAt(t.ctx, sessions[0]!.sessionId, { startedAt: new Date().toISOString() }) });
+    await seedClarificationBundle(t.ctx, {
+      sessionId: sessions[0]!.sessionId,
+      turnId: await seedTurnAt(t.ctx, sessions[0]!.sessionId, { startedAt: new Date().toISOString() }),
+    });
     taskIds = sessions.map((s) => s.taskId).sort();
     for (const taskId of taskIds) await projector.reproject(taskId);
   });
@@ -115,7 +118,12 @@ describeEachDialect('refilling the summary bucket from %s', (dialect) => {
     await t.ctx.knex('task_status_summaries').where('task_id', taskIds[1]).update({ summary: '{not json' });
 
     const pages: number[] = [];
-    const progress = await refillSummaryBucket({ store: createProjectionStore(t.ctx), pageSize: 2, fill: (u) => publisher.fillSummary(u), onPage: (p) => pages.push(p.visited) });
+    const progress = await refillSummaryBucket({
+      store: createProjectionStore(t.ctx),
+      pageSize: 2,
+      fill: (u) => publisher.fillSummary(u),
+      onPage: (p) => pages.push(p.visited),
+    });
 
     expect(progress).toEqual({ visited: 5, filled: 3, corrupt: 1 });
     expect(pages).toEqual([2, 4, 5]);
@@ -135,7 +143,15 @@ describeEachDialect('refilling the summary bucket from %s', (dialect) => {
     await loseBucket(topology);
     await bucket.restoreIfLost();
     const metrics = createMetrics();
-    const refiller = startBucketRefiller({ summaries: { ...createProjectionStore(t.ctx), countStatusSummaries: () => countStatusSummaries(t.ctx) }, nc, bucket, publisher, pageSize: 2, logger: silentLogger(), metrics });
+    const refiller = startBucketRefiller({
+      summaries: { ...createProjectionStore(t.ctx), countStatusSummaries: () => countStatusSummaries(t.ctx) },
+      nc,
+      bucket,
+      publisher,
+      pageSize: 2,
+      logger: silentLogger(),
+      metrics,
+    });
     try {
       await refiller.whenIdle();
       expect((await bucket.status()).values).toBe(5);

@@ -60,7 +60,14 @@ describeEachDialect('summary store, epoch and leases on %s', (dialect) => {
       many.map((x) => row(x.taskId, x.workspaceId, 1, '{}')),
     );
     expect(written.size).toBe(1205);
-    expect((await loadStatusSummaries(t.ctx, many.map((x) => x.taskId))).size).toBe(1205);
+    expect(
+      (
+        await loadStatusSummaries(
+          t.ctx,
+          many.map((x) => x.taskId),
+        )
+      ).size,
+    ).toBe(1205);
   });
 
   it('refuses a summary for a task that does not exist (foreign key)', async () => {

@@ -121,7 +121,11 @@ describeEachDialect('the task admission lease on %s', (dialect) => {
     );
     expect(outcome).toEqual({
       ok: true,
-      value: { mutation: { ok: true, value: { ok: true, value: true } }, nestedLease: { ok: true, value: 'nested lease' }, sameCaller: { ok: true, value: 'same caller' } },
+      value: {
+        mutation: { ok: true, value: { ok: true, value: true } },
+        nestedLease: { ok: true, value: 'nested lease' },
+        sameCaller: { ok: true, value: 'same caller' },
+      },
     });
     expect(await written(key)).toBe(true);
   });

@@ -38,7 +38,8 @@ describe.skipIf(!isAvailable('postgres'))('the task admission lease across Postg
   const task = () => `task-${randomUUID()}`;
   const write = (ctx: RepositoryContext, key: string) => ctx.knex('kandev_meta').insert({ key, value: 'written' });
   const written = async (key: string) => (await t.ctx.knex('kandev_meta').where({ key }).first()) !== undefined;
-  const waitersOn = (key: string, count: number) => eventually(async () => ((await advisoryLockWaiters(t.db, key)) === count ? true : undefined), 15_000, `${count} waiter(s) on ${key}`);
+  const waitersOn = (key: string, count: number) =>
+    eventually(async () => ((await advisoryLockWaiters(t.db, key)) === count ? true : undefined), 15_000, `${count} waiter(s) on ${key}`);
   const holder = (env: { TASK_ID: string; CALLER_ID?: string }) => {
     const process = spawnAdmissionHolder({ DATABASE_URL: t.url, ...env });
     holders.push(process);
@@ -131,7 +132,13 @@ describe.skipIf(!isAvailable('postgres'))('the task admission lease across Postg
     expect(await advisoryLockWaiters(t.db, taskId)).toBe(0);
     // Every connection of the pool is back at the server's lock_timeout.
     const settings = await Promise.all(
-      Array.from({ length: t.db.maxConnections }, () => withReservedConnection(t.db.knex, t.db.dialect, async (connection) => (await connection.raw<{ lock_timeout: string }>('SHOW lock_timeout'))[0]!.lock_timeout)),
+      Array.from({ length: t.db.maxConnections }, () =>
+        withReservedConnection(
+          t.db.knex,
+          t.db.dialect,
+          async (connection) => (await connection.raw<{ lock_timeout: string }>('SHOW lock_timeout'))[0]!.lock_timeout,
+        ),
+      ),
     );
     expect(new Set(settings)).toEqual(new Set(['0']));
     expect(await process.release()).toBe(0);
@@ -171,7 +178,13 @@ describe.skipIf(!isAvailable('postgres'))('the task admission lease across Postg
       expect(warnings[0]).toContain(`admission lease of task ${JSON.stringify(taskId)}: advisory unlock failed`);
       // Every connection the pool can lend at once: none is the terminated one.
       const pids = await Promise.all(
-        Array.from({ length: pool.maxConnections }, () => withReservedConnection(pool.knex, pool.dialect, async (connection) => (await connection.raw<{ pid: number }>('SELECT pg_backend_pid() AS pid'))[0]!.pid)),
+        Array.from({ length: pool.maxConnections }, () =>
+          withReservedConnection(
+            pool.knex,
+            pool.dialect,
+            async (connection) => (await connection.raw<{ pid: number }>('SELECT pg_backend_pid() AS pid'))[0]!.pid,
+          ),
+        ),
       );
       expect(pids).not.toContain(killed);
       expect(await guarded.withLease(taskId, async () => 'again')).toEqual({ ok: true, value: 'again' });
@@ -206,12 +219,14 @@ describe.skipIf(!isAvailable('postgres'))('the task admission lease across Postg
             // The hook's own transaction, on the pool's other connection.
             withTransaction(ctx, async (tx) => {
               await write(tx, `${run}-${i}`);
-              const [row] = (await tx.knex.raw(
-                `SELECT count(*)::int AS held FROM pg_locks
+              const [row] = (
+                await tx.knex.raw(
+                  `SELECT count(*)::int AS held FROM pg_locks
                   WHERE locktype = 'advisory' AND granted AND objsubid = 1
                     AND ((classid::bigint << 32) | objid::bigint) IN (SELECT hashtextextended(k, 0) FROM unnest(?::text[]) AS k)`,
-                [tasks],
-              )).rows as Array<{ held: number }>;
+                  [tasks],
+                )
+              ).rows as Array<{ held: number }>;
               return row!.held;
             }),
           ),

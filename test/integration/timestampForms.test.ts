@@ -79,7 +79,11 @@ describeEachDialect('timestamps in either text form on %s', (dialect) => {
   it('reads every stored form back canonical in records', async () => {
     const { sessionId } = await seedTexts(ctx, ['2026-08-20 10:00:00.5+00:00']);
     const current = await getCurrentTurn(ctx, sessionId);
-    expect(current).toMatchObject({ startedAt: '2026-08-20T10:00:00.500000000Z', createdAt: '2026-08-20T10:00:00.500000000Z', completedAt: '2026-08-20T10:00:00.500000000Z' });
+    expect(current).toMatchObject({
+      startedAt: '2026-08-20T10:00:00.500000000Z',
+      createdAt: '2026-08-20T10:00:00.500000000Z',
+      completedAt: '2026-08-20T10:00:00.500000000Z',
+    });
   });
 });
 
@@ -180,8 +184,12 @@ describe("rows this service writes into a Kandev-form SQLite database, under Kan
 
   it("writes every timestamp of a turn, message, session, task and summary in Kandev's form, so its rows sort among Kandev's", async () => {
     // Kandev's rows: its own text, nanoseconds included, around the instants this service writes at.
-    await t.ctx.knex('tasks').insert({ id: 'task-k', workspace_id: 'ws', title: 'k', created_at: '2026-08-20 09:00:00+00:00', updated_at: '2026-08-20 09:00:00+00:00' });
-    await t.ctx.knex('task_sessions').insert({ id: 'session-k', task_id: 'task-k', state: 'RUNNING', started_at: '2026-08-20 09:00:00+00:00', updated_at: '2026-08-20 09:00:00+00:00' });
+    await t.ctx
+      .knex('tasks')
+      .insert({ id: 'task-k', workspace_id: 'ws', title: 'k', created_at: '2026-08-20 09:00:00+00:00', updated_at: '2026-08-20 09:00:00+00:00' });
+    await t.ctx
+      .knex('task_sessions')
+      .insert({ id: 'session-k', task_id: 'task-k', state: 'RUNNING', started_at: '2026-08-20 09:00:00+00:00', updated_at: '2026-08-20 09:00:00+00:00' });
     const kandevTurns = [
       ['turn-k1', '2026-08-20 10:00:00+00:00'],
       ['turn-k2', '2026-08-20 10:00:00.45+00:00'],
@@ -189,7 +197,9 @@ describe("rows this service writes into a Kandev-form SQLite database, under Kan
       ['turn-k4', '2026-08-20 10:00:01.123456789+00:00'],
     ] as const;
     for (const [id, at] of kandevTurns) {
-      await t.ctx.knex('task_session_turns').insert({ id, task_session_id: 'session-k', task_id: 'task-k', started_at: at, completed_at: at, created_at: at, updated_at: at });
+      await t.ctx
+        .knex('task_session_turns')
+        .insert({ id, task_session_id: 'session-k', task_id: 'task-k', started_at: at, completed_at: at, created_at: at, updated_at: at });
     }
 
     const opened = await storesOf(t.db);

@@ -8,7 +8,12 @@ import { describeEachDialect, openTestDatabase, type TestDatabase } from '../sup
 import { createGate } from '../support/gate.js';
 import { connectTestNats, eventually, uniquePrefix } from '../support/nats.js';
 
-const request = (taskId: string): TurnStartRequest => ({ task_id: taskId, session_id: `session-${randomUUID()}`, caller_id: `caller-${randomUUID()}`, delivery_kind: 'direct' });
+const request = (taskId: string): TurnStartRequest => ({
+  task_id: taskId,
+  session_id: `session-${randomUUID()}`,
+  caller_id: `caller-${randomUUID()}`,
+  delivery_kind: 'direct',
+});
 
 /** A hook service on the real bus: every request is recorded and answered by `answer`. */
 function serveHook(nc: NatsConnection, subject: string, answer: (msg: Msg) => unknown): { requests: unknown[]; stop(): void } {
@@ -49,7 +54,11 @@ describe('the turn-start hook over NATS request/reply', () => {
     const hookSubject = subject();
     const service = serveHook(nc, hookSubject, () => undefined);
     try {
-      expect(await new NatsTurnStartHook(nc, hookSubject, 200).beforePrompt(request('task-1'))).toEqual({ ok: false, reason: 'timeout', detail: 'the turn-start hook did not reply within 200 ms' });
+      expect(await new NatsTurnStartHook(nc, hookSubject, 200).beforePrompt(request('task-1'))).toEqual({
+        ok: false,
+        reason: 'timeout',
+        detail: 'the turn-start hook did not reply within 200 ms',
+      });
       expect(service.requests).toHaveLength(1);
     } finally {
       service.stop();
@@ -57,7 +66,12 @@ describe('the turn-start hook over NATS request/reply', () => {
   });
 
   it('reports an error reply, any other reply and invalid JSON as the rejected outcome', async () => {
-    const replies = [JSON.stringify({ ok: false, error: { code: 'unavailable', message: 'workspace not ready' } }), JSON.stringify({ ok: 'yes' }), JSON.stringify(null), 'not json'];
+    const replies = [
+      JSON.stringify({ ok: false, error: { code: 'unavailable', message: 'workspace not ready' } }),
+      JSON.stringify({ ok: 'yes' }),
+      JSON.stringify(null),
+      'not json',
+    ];
     for (const reply of replies) {
       const hookSubject = subject();
       const service = serveHook(nc, hookSubject, (msg) => msg.respond(reply));

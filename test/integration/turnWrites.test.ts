@@ -9,13 +9,7 @@ import type { RepositoryContext } from '../../src/repository/context.js';
 import { createMessage } from '../../src/repository/messages.js';
 import { getPendingActionsBySessionIds, loadTaskPendingState } from '../../src/repository/projection/pendingActions.js';
 import { toTurnRecord, type TurnRecord } from '../../src/repository/rowMapping.js';
-import {
-  completeTurn,
-  getActiveTurn,
-  getCurrentTurn,
-  listVisibleTurns,
-  startTurn,
-} from '../../src/repository/turns/turns.js';
+import { completeTurn, getActiveTurn, getCurrentTurn, listVisibleTurns, startTurn } from '../../src/repository/turns/turns.js';
 import { toCanonicalTimestamp } from '../../src/timestamps.js';
 import { createMessageRequestSchema } from '../support/createMessageRequest.js';
 import { abandonOpenTurns, abandonTurn } from '../support/turnWrites.js';

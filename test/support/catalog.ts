@@ -55,7 +55,10 @@ export async function catalogSnapshot(t: TestDatabase): Promise<Map<string, stri
 }
 
 /** The entries of `after` that `before` lacks or holds differently. */
-export function catalogChanges(before: ReadonlyMap<string, string>, after: ReadonlyMap<string, string>): { added: string[]; changed: string[]; removed: string[] } {
+export function catalogChanges(
+  before: ReadonlyMap<string, string>,
+  after: ReadonlyMap<string, string>,
+): { added: string[]; changed: string[]; removed: string[] } {
   return {
     added: [...after.keys()].filter((key) => !before.has(key)).sort(),
     changed: [...before.keys()].filter((key) => after.has(key) && after.get(key) !== before.get(key)).sort(),

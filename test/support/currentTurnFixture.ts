@@ -32,7 +32,8 @@ const fixtureTurnSchema = z
   .superRefine((turn, ctx) => {
     // D15: every fixture turn must be authority-eligible by construction.
     for (const key of Object.keys(turn.metadata ?? {})) {
-      if (key.startsWith('prompt_dispatch_')) ctx.addIssue({ code: 'custom', path: ['metadata', key], message: 'fixture turns may not set prompt_dispatch_* keys' });
+      if (key.startsWith('prompt_dispatch_'))
+        ctx.addIssue({ code: 'custom', path: ['metadata', key], message: 'fixture turns may not set prompt_dispatch_* keys' });
     }
   });
 

@@ -11,7 +11,7 @@ export async function databaseContents(t: TestDatabase): Promise<{ catalog: Reco
   const tables =
     t.name === 'sqlite'
       ? await rawRows<{ name: string }>(t.ctx, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-      : await rawRows<{ name: string }>(t.ctx, "SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename");
+      : await rawRows<{ name: string }>(t.ctx, 'SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename');
   const rows: Record<string, unknown[]> = {};
   for (const { name } of tables) rows[name] = await rawRows(t.ctx, `SELECT * FROM "${name}" ORDER BY 1`);
   return { catalog, rows };
@@ -25,8 +25,16 @@ export async function postgresObjects(t: TestDatabase, schemas: readonly string[
   const names = <R extends { name: string }>(rows: R[]) => rows.map((row) => row.name);
   return {
     schemas: names(await rawRows<{ name: string }>(t.ctx, 'SELECT nspname AS name FROM pg_namespace WHERE nspname = ANY(?::text[]) ORDER BY 1', [schemas])),
-    tables: names(await rawRows<{ name: string }>(t.ctx, "SELECT schemaname || '.' || tablename AS name FROM pg_tables WHERE schemaname = ANY(?::text[]) ORDER BY 1", [schemas])),
-    indexes: names(await rawRows<{ name: string }>(t.ctx, "SELECT schemaname || '.' || indexname AS name FROM pg_indexes WHERE schemaname = ANY(?::text[]) ORDER BY 1", [schemas])),
+    tables: names(
+      await rawRows<{ name: string }>(t.ctx, "SELECT schemaname || '.' || tablename AS name FROM pg_tables WHERE schemaname = ANY(?::text[]) ORDER BY 1", [
+        schemas,
+      ]),
+    ),
+    indexes: names(
+      await rawRows<{ name: string }>(t.ctx, "SELECT schemaname || '.' || indexname AS name FROM pg_indexes WHERE schemaname = ANY(?::text[]) ORDER BY 1", [
+        schemas,
+      ]),
+    ),
     functions: names(
       await rawRows<{ name: string }>(
         t.ctx,

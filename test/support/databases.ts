@@ -76,7 +76,12 @@ export function openEmptyDatabase(name: DialectName, options: KandevDatabaseOpti
 }
 
 /** The benchmarks' scratch database, prepared by `prepare` (this service's migrations by default). */
-async function openPrepared(name: DialectName, prepare: Prepare | undefined, clock?: Clock, options: { file?: boolean; timestampForms?: TimestampForms } = {}): Promise<TestDatabase> {
+async function openPrepared(
+  name: DialectName,
+  prepare: Prepare | undefined,
+  clock?: Clock,
+  options: { file?: boolean; timestampForms?: TimestampForms } = {},
+): Promise<TestDatabase> {
   const postgresUrl = name === 'postgres' ? inject('postgresUrl') : undefined;
   if (name === 'postgres' && !postgresUrl) throw new Error('PostgreSQL is not available');
   const scratch = await openScratchDatabase(name, {

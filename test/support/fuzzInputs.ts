@@ -29,7 +29,23 @@ const plausibleId = fc.oneof(fc.uuid(), fc.stringMatching(/^[A-Za-z0-9._:-]{1,40
  */
 const hostileValidId = fc.oneof(
   plausibleId,
-  fc.constantFrom("'; DROP TABLE tasks; --", '" OR 1=1 --', '😀', 'a'.repeat(MAX_ID_LENGTH), '${x}', '%s%n', '%00', '\\u0000', '\u2028', '\u200b', 'b64.x', '*', '>', 'a.b.c', ' '),
+  fc.constantFrom(
+    "'; DROP TABLE tasks; --",
+    '" OR 1=1 --',
+    '😀',
+    'a'.repeat(MAX_ID_LENGTH),
+    '${x}',
+    '%s%n',
+    '%00',
+    '\\u0000',
+    '\u2028',
+    '\u200b',
+    'b64.x',
+    '*',
+    '>',
+    'a.b.c',
+    ' ',
+  ),
   fc.string({ minLength: 1, maxLength: 40 }),
 );
 
@@ -48,7 +64,10 @@ const nonStringIdValue: fc.Arbitrary<JsonText> = fc.oneof(
 );
 
 /** Anything but an id, as JSON text. */
-export const invalidIdValue: fc.Arbitrary<JsonText> = fc.oneof(invalidIdString.map((s) => JSON.stringify(s)), nonStringIdValue);
+export const invalidIdValue: fc.Arbitrary<JsonText> = fc.oneof(
+  invalidIdString.map((s) => JSON.stringify(s)),
+  nonStringIdValue,
+);
 
 /** Strings that are hard on a parser or a database: huge, NUL bytes, lone surrogates, control and wide characters. */
 const hostileString = fc.oneof(
@@ -56,7 +75,21 @@ const hostileString = fc.oneof(
   fc.string({ unit: 'binary', maxLength: 64 }),
   // Huge, yet under the request limit even when a body holds several.
   fc.integer({ min: 1024, max: 64 * 1024 }).map((n) => 'h'.repeat(n)),
-  fc.constantFrom('\u0000', '\u0000\u0000', '\ud83d', '\ude00', '😀', '\u2028\u2029', '\u001b[31m', '%00', '\\u0000', "'; DROP TABLE tasks; --", '${x}', 'a'.repeat(MAX_ID_LENGTH), 'a'.repeat(MAX_ID_LENGTH + 1)),
+  fc.constantFrom(
+    '\u0000',
+    '\u0000\u0000',
+    '\ud83d',
+    '\ude00',
+    '😀',
+    '\u2028\u2029',
+    '\u001b[31m',
+    '%00',
+    '\\u0000',
+    "'; DROP TABLE tasks; --",
+    '${x}',
+    'a'.repeat(MAX_ID_LENGTH),
+    'a'.repeat(MAX_ID_LENGTH + 1),
+  ),
   invalidIdString,
   plausibleId,
 );
@@ -112,7 +145,9 @@ export function fieldsOf(schema: z.ZodType): string[] {
  * field, a plausible id array in an id-list field), otherwise anything at all.
  */
 function fieldValue(name: string): fc.Arbitrary<JsonText> {
-  const plausible = name.endsWith('_ids') ? fc.array(plausibleId, { maxLength: 3 }).map((ids) => JSON.stringify(ids)) : plausibleId.map((s) => JSON.stringify(s));
+  const plausible = name.endsWith('_ids')
+    ? fc.array(plausibleId, { maxLength: 3 }).map((ids) => JSON.stringify(ids))
+    : plausibleId.map((s) => JSON.stringify(s));
   return fc.oneof({ arbitrary: plausible, weight: 2 }, { arbitrary: hostileJson, weight: 3 }, { arbitrary: invalidIdValue, weight: 1 });
 }
 
@@ -157,7 +192,11 @@ const DATA_FIELDS = ['task_id', 'session_id', 'type', 'requests_input'];
 
 /** A `data` object: the fields the worker reads (plausible or hostile) and strangers. */
 const plausibleData: fc.Arbitrary<JsonText> = fc
-  .tuple(fc.option(hostileValidId, { nil: undefined }), fc.option(hostileValidId, { nil: undefined }), fc.option(fc.constantFrom('clarification_request', 'permission_request', 'message'), { nil: undefined }))
+  .tuple(
+    fc.option(hostileValidId, { nil: undefined }),
+    fc.option(hostileValidId, { nil: undefined }),
+    fc.option(fc.constantFrom('clarification_request', 'permission_request', 'message'), { nil: undefined }),
+  )
   .map(([taskId, sessionId, type]) =>
     objectText([
       ...(taskId === undefined ? [] : [['task_id', JSON.stringify(taskId)] as const]),
@@ -165,11 +204,21 @@ const plausibleData: fc.Arbitrary<JsonText> = fc
       ...(type === undefined ? [] : [['type', JSON.stringify(type)] as const]),
     ]),
   );
-const eventData: fc.Arbitrary<JsonText> = fc.oneof({ arbitrary: plausibleData, weight: 5 }, { arbitrary: bodyFor(DATA_FIELDS), weight: 5 }, { arbitrary: hostileJson, weight: 1 }, { arbitrary: deeplyNested, weight: 1 });
+const eventData: fc.Arbitrary<JsonText> = fc.oneof(
+  { arbitrary: plausibleData, weight: 5 },
+  { arbitrary: bodyFor(DATA_FIELDS), weight: 5 },
+  { arbitrary: hostileJson, weight: 1 },
+  { arbitrary: deeplyNested, weight: 1 },
+);
 
 /** A well-formed envelope (plus strangers and prototype keys), its `data` anything from plausible to hostile. */
 const envelopeText: fc.Arbitrary<JsonText> = fc
-  .tuple(plausibleId, fc.constantFrom('task.updated', 'message.added', 'message.updated', 'turn.started'), eventData, fc.array(fc.tuple(fc.constantFrom(...PROTOTYPE_KEYS, 'x-extra'), hostileJson), { maxLength: 3 }))
+  .tuple(
+    plausibleId,
+    fc.constantFrom('task.updated', 'message.added', 'message.updated', 'turn.started'),
+    eventData,
+    fc.array(fc.tuple(fc.constantFrom(...PROTOTYPE_KEYS, 'x-extra'), hostileJson), { maxLength: 3 }),
+  )
   .map(([id, type, data, extra]) => objectText([['id', JSON.stringify(id)], ['type', JSON.stringify(type)], ['data', data], ...extra]));
 
 /** The bytes of anything a publisher might put on an inbound subject. */
@@ -184,7 +233,16 @@ export const eventBytes: fc.Arbitrary<Uint8Array> = fc.oneof(
 /** An envelope whose `data.task_id` or `data.session_id` is anything but an id. */
 export const eventWithInvalidId: fc.Arbitrary<{ field: string; bytes: Uint8Array }> = fc
   .tuple(fc.constantFrom('task_id', 'session_id'), invalidIdValue)
-  .map(([field, value]) => ({ field, bytes: encoder.encode(objectText([['id', '"e"'], ['type', '"task.updated"'], ['data', objectText([[field, value]])]])) }));
+  .map(([field, value]) => ({
+    field,
+    bytes: encoder.encode(
+      objectText([
+        ['id', '"e"'],
+        ['type', '"task.updated"'],
+        ['data', objectText([[field, value]])],
+      ]),
+    ),
+  }));
 
 /** Every string in a parsed value, keys included, however deep. */
 export function stringsIn(value: unknown, into: string[] = []): string[] {
@@ -254,7 +312,9 @@ function plausibleBodyOf(schema: z.ZodType): fc.Arbitrary<JsonText> {
         return fc.tuple(...fields).map((entries) => objectText(entries.filter((e): e is readonly [string, JsonText] => e !== undefined)));
       }
       case 'array':
-        return depth > 4 || !def.element ? fc.constant('[]') : fc.array(build(def.element._zod.def, depth + 1), { maxLength: 2 }).map((items) => `[${items.join(',')}]`);
+        return depth > 4 || !def.element
+          ? fc.constant('[]')
+          : fc.array(build(def.element._zod.def, depth + 1), { maxLength: 2 }).map((items) => `[${items.join(',')}]`);
       case 'union':
         return fc.oneof(...(def.options ?? []).map((option) => build(option._zod.def, depth + 1)));
       case 'optional':

@@ -31,7 +31,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
     try {
       const tc = await import('testcontainers');
       if (!postgresUrl) {
-        const c = await new tc.GenericContainer('postgres:15').withEnvironment({ POSTGRES_HOST_AUTH_METHOD: 'trust', POSTGRES_DB: 'test' }).withExposedPorts(5432).start();
+        const c = await new tc.GenericContainer('postgres:15')
+          .withEnvironment({ POSTGRES_HOST_AUTH_METHOD: 'trust', POSTGRES_DB: 'test' })
+          .withExposedPorts(5432)
+          .start();
         containers.push(c);
         postgresUrl = `postgres://postgres@${c.getHost()}:${c.getMappedPort(5432)}/test`;
       }

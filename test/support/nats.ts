@@ -33,9 +33,7 @@ export async function deleteTopology(nc: NatsConnection, prefix: string): Promis
 }
 
 export function envelope(type: string, data: Record<string, unknown>): Uint8Array {
-  return new TextEncoder().encode(
-    JSON.stringify({ id: randomUUID(), type, subject: type, source: 'test', timestamp: new Date().toISOString(), data }),
-  );
+  return new TextEncoder().encode(JSON.stringify({ id: randomUUID(), type, subject: type, source: 'test', timestamp: new Date().toISOString(), data }));
 }
 
 /** Polls `check` until it returns a value other than undefined, or fails after `timeoutMs`. */

@@ -37,7 +37,14 @@ export async function openOwnedStore(ctx: RepositoryContext): Promise<OwnedStore
   return ownedStore(ctx, await detectPlanCommentSchema(ctx));
 }
 
-const COUNTED = ['task_plan_comments', 'task_plan_comment_admissions', 'task_session_messages', 'task_session_turns', 'task_session_prompt_seq', 'task_message_attachments'] as const;
+const COUNTED = [
+  'task_plan_comments',
+  'task_plan_comment_admissions',
+  'task_session_messages',
+  'task_session_turns',
+  'task_session_prompt_seq',
+  'task_message_attachments',
+] as const;
 
 /**
  * Everything an acceptance may write, for one task: row counts, the revision, each attachment's

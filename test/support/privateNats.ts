@@ -26,7 +26,8 @@ function natsServerBinary(): string | undefined {
  */
 export function privateNatsAvailable(): boolean {
   const found = natsServerBinary() !== undefined;
-  if (!found && REQUIRE_INTEGRATION) throw new Error('nats-server is not installed (or NATS_SERVER_BIN not set), and CI / REQUIRE_INTEGRATION require the tests that start one');
+  if (!found && REQUIRE_INTEGRATION)
+    throw new Error('nats-server is not installed (or NATS_SERVER_BIN not set), and CI / REQUIRE_INTEGRATION require the tests that start one');
   return found;
 }
 
@@ -131,7 +132,23 @@ export function generateCertificates(): TestCertificates {
     ['client', 'worker'],
   ] as const) {
     openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', `/CN=${cn}`, '-keyout', `${name}-key.pem`, '-out', `${name}.csr`);
-    openssl('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial', '-days', '2', '-extfile', `${name}.ext`, '-out', `${name}.pem`);
+    openssl(
+      'x509',
+      '-req',
+      '-in',
+      `${name}.csr`,
+      '-CA',
+      'ca.pem',
+      '-CAkey',
+      'ca-key.pem',
+      '-CAcreateserial',
+      '-days',
+      '2',
+      '-extfile',
+      `${name}.ext`,
+      '-out',
+      `${name}.pem`,
+    );
   }
   return {
     dir,
@@ -153,6 +170,22 @@ export function generateServerCertificate(certs: TestCertificates, name: string,
   const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: certs.dir, stdio: 'pipe' });
   writeFileSync(join(certs.dir, `${name}.ext`), `subjectAltName=${san}\nextendedKeyUsage=serverAuth\n`);
   openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', `/CN=${name} test server`, '-keyout', `${name}-key.pem`, '-out', `${name}.csr`);
-  openssl('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial', '-days', '2', '-extfile', `${name}.ext`, '-out', `${name}.pem`);
+  openssl(
+    'x509',
+    '-req',
+    '-in',
+    `${name}.csr`,
+    '-CA',
+    'ca.pem',
+    '-CAkey',
+    'ca-key.pem',
+    '-CAcreateserial',
+    '-days',
+    '2',
+    '-extfile',
+    `${name}.ext`,
+    '-out',
+    `${name}.pem`,
+  );
   return { certFile: join(certs.dir, `${name}.pem`), keyFile: join(certs.dir, `${name}-key.pem`) };
 }

@@ -19,7 +19,15 @@ export async function insertQueuedReceipt(
     ctx,
     `INSERT INTO ${table} (id, session_id, task_id, position, content, model, plan_mode, attachments_json, metadata_json, queued_at, queued_by, delivery_kind, delivery_attempts, last_error)
      VALUES (?, ?, ?, (SELECT COALESCE(MAX(q.position), 0) + 1 FROM ${table} q WHERE q.session_id = ?), ?, '', 0, '[]', ?, ?, 'user', 'queued', 0, '') RETURNING id`,
-    [id, input.sessionId, input.taskId, input.sessionId, input.content ?? `queued ${id}`, JSON.stringify({ client_queue_id: id, ...(input.metadata ?? {}) }), ctx.clock()],
+    [
+      id,
+      input.sessionId,
+      input.taskId,
+      input.sessionId,
+      input.content ?? `queued ${id}`,
+      JSON.stringify({ client_queue_id: id, ...(input.metadata ?? {}) }),
+      ctx.clock(),
+    ],
   );
   return id;
 }

@@ -89,7 +89,9 @@ export function repositoryWriter(ctx: RepositoryContext): RowWriter {
       await setSessionState(ctx, sessionId, state);
     },
     summary: async (row) => {
-      await ctx.knex('task_status_summaries').insert({ task_id: row.taskId, workspace_id: row.workspaceId, revision: row.revision, summary: row.summary, updated_at: row.updatedAt });
+      await ctx
+        .knex('task_status_summaries')
+        .insert({ task_id: row.taskId, workspace_id: row.workspaceId, revision: row.revision, summary: row.summary, updated_at: row.updatedAt });
     },
   };
 }
@@ -157,7 +159,15 @@ export function kandevWriter(ctx: RepositoryContext, plan: TextPlan = 'kandev', 
       const taskId = randomUUID();
       const sessionId = randomUUID();
       const now = at(undefined);
-      await knex('tasks').insert({ id: taskId, workspace_id: workspaceId, title: 'seeded task', state: 'TODO', metadata: '{}', created_at: now, updated_at: now });
+      await knex('tasks').insert({
+        id: taskId,
+        workspace_id: workspaceId,
+        title: 'seeded task',
+        state: 'TODO',
+        metadata: '{}',
+        created_at: now,
+        updated_at: now,
+      });
       await knex('task_sessions').insert({
         id: sessionId,
         task_id: taskId,
@@ -172,7 +182,15 @@ export function kandevWriter(ctx: RepositoryContext, plan: TextPlan = 'kandev', 
     async addSession(input) {
       const id = randomUUID();
       const now = at(undefined);
-      await knex('task_sessions').insert({ id, task_id: input.taskId, state: input.state ?? 'RUNNING', metadata: '{}', is_primary: input.isPrimary ? 1 : 0, started_at: now, updated_at: now });
+      await knex('task_sessions').insert({
+        id,
+        task_id: input.taskId,
+        state: input.state ?? 'RUNNING',
+        metadata: '{}',
+        is_primary: input.isPrimary ? 1 : 0,
+        started_at: now,
+        updated_at: now,
+      });
       return { id };
     },
     async startTurn(sessionId, options = {}) {
@@ -181,7 +199,10 @@ export function kandevWriter(ctx: RepositoryContext, plan: TextPlan = 'kandev', 
     turnAt: (sessionId, turn) => seedTurnAt(ctx, sessionId, turn, text),
     async completeTurn(turnId, completedAt) {
       const now = at(undefined);
-      await knex('task_session_turns').where({ id: turnId }).whereNull('completed_at').update({ completed_at: completedAt ? at(completedAt) : now, updated_at: now });
+      await knex('task_session_turns')
+        .where({ id: turnId })
+        .whereNull('completed_at')
+        .update({ completed_at: completedAt ? at(completedAt) : now, updated_at: now });
     },
     async message(input) {
       let turnId = input.turnId;
@@ -190,10 +211,15 @@ export function kandevWriter(ctx: RepositoryContext, plan: TextPlan = 'kandev', 
         turnId = await insertTurn(input.sessionId, { completed: true, metadata: { lifecycle_only: true } });
       } else if (turnId === undefined) {
         // Kandev's getOrStartTurn, with its own plain-text ORDER BY over its own rows.
-        const open = await knex('task_session_turns').select('id').where({ task_session_id: input.sessionId }).whereNull('completed_at').orderBy([
-          { column: 'started_at', order: 'desc' },
-          { column: 'id', order: 'desc' },
-        ]).first();
+        const open = await knex('task_session_turns')
+          .select('id')
+          .where({ task_session_id: input.sessionId })
+          .whereNull('completed_at')
+          .orderBy([
+            { column: 'started_at', order: 'desc' },
+            { column: 'id', order: 'desc' },
+          ])
+          .first();
         turnId = open ? String(open.id) : await insertTurn(input.sessionId, { completed: false, metadata: {} });
       }
       const id = input.id ?? randomUUID();
@@ -233,10 +259,18 @@ export function kandevWriter(ctx: RepositoryContext, plan: TextPlan = 'kandev', 
       return { pendingId, messages };
     },
     async setSessionState(sessionId, state) {
-      await knex('task_sessions').where({ id: sessionId }).update({ state, updated_at: at(undefined) });
+      await knex('task_sessions')
+        .where({ id: sessionId })
+        .update({ state, updated_at: at(undefined) });
     },
     async summary(row) {
-      await knex('task_status_summaries').insert({ task_id: row.taskId, workspace_id: row.workspaceId, revision: row.revision, summary: row.summary, updated_at: at(row.updatedAt) });
+      await knex('task_status_summaries').insert({
+        task_id: row.taskId,
+        workspace_id: row.workspaceId,
+        revision: row.revision,
+        summary: row.summary,
+        updated_at: at(row.updatedAt),
+      });
     },
   };
   return writer;

@@ -40,7 +40,12 @@ export const UNCERTIFIED_HOST = 'localhost';
 /** Where initdb and pg_ctl are: the newest /usr/lib/postgresql/<v>/bin, else the PATH. */
 export function findPostgresBinaries(): string | undefined {
   const root = '/usr/lib/postgresql';
-  const versions = fs.existsSync(root) ? fs.readdirSync(root).filter((v) => /^\d+$/.test(v)).sort((a, b) => Number(b) - Number(a)) : [];
+  const versions = fs.existsSync(root)
+    ? fs
+        .readdirSync(root)
+        .filter((v) => /^\d+$/.test(v))
+        .sort((a, b) => Number(b) - Number(a))
+    : [];
   for (const v of versions) {
     const dir = path.join(root, v, 'bin');
     if (fs.existsSync(path.join(dir, 'initdb')) && fs.existsSync(path.join(dir, 'pg_ctl'))) return dir;
@@ -89,11 +94,46 @@ async function makeCertificates(dir: string): Promise<void> {
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
   const openssl = (args: string[]) => run('openssl', args, { cwd: dir });
   const ca = (name: string) =>
-    openssl(['req', '-x509', ...ec, '-keyout', `${name}.key`, '-out', `${name}.crt`, '-days', '2', '-subj', `/CN=pending-projector test ${name}`, '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
+    openssl([
+      'req',
+      '-x509',
+      ...ec,
+      '-keyout',
+      `${name}.key`,
+      '-out',
+      `${name}.crt`,
+      '-days',
+      '2',
+      '-subj',
+      `/CN=pending-projector test ${name}`,
+      '-addext',
+      'basicConstraints=critical,CA:TRUE',
+      '-addext',
+      'keyUsage=critical,keyCertSign,cRLSign',
+    ]);
   await Promise.all([ca('ca'), ca('other-ca')]);
   await openssl(['req', '-new', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=pending-projector test server']);
-  fs.writeFileSync(path.join(dir, 'server.ext'), `subjectAltName=IP:${CERTIFIED_HOST}\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n`);
-  await openssl(['x509', '-req', '-in', 'server.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.crt', '-days', '2', '-extfile', 'server.ext']);
+  fs.writeFileSync(
+    path.join(dir, 'server.ext'),
+    `subjectAltName=IP:${CERTIFIED_HOST}\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n`,
+  );
+  await openssl([
+    'x509',
+    '-req',
+    '-in',
+    'server.csr',
+    '-CA',
+    'ca.crt',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-out',
+    'server.crt',
+    '-days',
+    '2',
+    '-extfile',
+    'server.ext',
+  ]);
   fs.chmodSync(path.join(dir, 'server.key'), 0o600);
 }
 
@@ -122,7 +162,24 @@ export async function startTlsPostgresCluster(binDir: string): Promise<TlsPostgr
     if (owner) {
       for (const file of ['.', 'server.key', 'server.crt', 'pwfile']) fs.chownSync(path.join(dir, file), owner.uid, owner.gid);
     }
-    await run(path.join(binDir, 'initdb'), ['-D', dataDir, '-U', user, `--pwfile=${path.join(dir, 'pwfile')}`, '-A', 'scram-sha-256', '--auth-local=trust', '-E', 'UTF8', '--no-sync', '--no-instructions'], asOwner);
+    await run(
+      path.join(binDir, 'initdb'),
+      [
+        '-D',
+        dataDir,
+        '-U',
+        user,
+        `--pwfile=${path.join(dir, 'pwfile')}`,
+        '-A',
+        'scram-sha-256',
+        '--auth-local=trust',
+        '-E',
+        'UTF8',
+        '--no-sync',
+        '--no-instructions',
+      ],
+      asOwner,
+    );
     const port = await freePort();
     fs.appendFileSync(
       path.join(dataDir, 'postgresql.conf'),

@@ -55,7 +55,13 @@ async function publishDurably(nc: NatsConnection, subject: string, data: Uint8Ar
  * One random, realistic change to one task's authoritative state, committed first and then
  * announced on the bus (the order Kandev uses: database, then event).
  */
-export async function randomStep(ctx: RepositoryContext, nc: NatsConnection, prefix: string, tasks: readonly WorkloadTask[], random: () => number): Promise<void> {
+export async function randomStep(
+  ctx: RepositoryContext,
+  nc: NatsConnection,
+  prefix: string,
+  tasks: readonly WorkloadTask[],
+  random: () => number,
+): Promise<void> {
   const task = tasks[Math.floor(random() * tasks.length)]!;
   const { taskId, sessionId } = task;
   const announce = (type: string, extra: Record<string, unknown> = {}) =>
@@ -76,7 +82,11 @@ export async function randomStep(ctx: RepositoryContext, nc: NatsConnection, pre
     const pendingId = active[0]?.metadata.pending_id;
     if (typeof pendingId === 'string') {
       const claim = await claimClarificationBundle(ctx, pendingId, { status: 'rejected' });
-      if (claim.claimed) await finalizeClarificationDelivery(ctx, claim.rows.map((r) => r.id));
+      if (claim.claimed)
+        await finalizeClarificationDelivery(
+          ctx,
+          claim.rows.map((r) => r.id),
+        );
     }
     await announce('message.updated', { type: 'clarification_request' });
   } else if (roll < 0.7) {

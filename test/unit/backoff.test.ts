@@ -15,5 +15,4 @@ describe('backoffDelayMs', () => {
   it('waits the same between every attempt when fixed', () => {
     expect([0, 1, 5].map((n) => backoffDelayMs(fixedBackoff(5000), n))).toEqual([5000, 5000, 5000]);
   });
-
 });

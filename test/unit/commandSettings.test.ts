@@ -18,8 +18,12 @@ describe("a command's settings list", () => {
     expect(config.healthPort).toBeUndefined();
   });
 
-  it('of the sandbox is the worker\'s but the three it decides itself', () => {
-    expect(lists.WORKER_SETTINGS.filter((name) => !(lists.SANDBOX_SETTINGS as readonly string[]).includes(name))).toEqual(['schemaMode', 'healthPort', 'failpoints']);
+  it("of the sandbox is the worker's but the three it decides itself", () => {
+    expect(lists.WORKER_SETTINGS.filter((name) => !(lists.SANDBOX_SETTINGS as readonly string[]).includes(name))).toEqual([
+      'schemaMode',
+      'healthPort',
+      'failpoints',
+    ]);
   });
 });
 

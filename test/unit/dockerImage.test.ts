@@ -51,7 +51,11 @@ describe('the Dockerfile', () => {
     const scripted = Object.entries(lock.packages)
       .filter(([path, entry]) => path.startsWith('node_modules/') && entry.hasInstallScript && !entry.dev)
       .map(([path]) => path.slice('node_modules/'.length));
-    const rebuilt = runs.flatMap((run) => [...run.matchAll(/npm_config_build_from_source=true\b[^&]*\bnpm rebuild ([^&;|]+)/g)].flatMap((m) => m[1]!.split(/\s+/).filter((w) => w && !w.startsWith('-'))));
+    const rebuilt = runs.flatMap((run) =>
+      [...run.matchAll(/npm_config_build_from_source=true\b[^&]*\bnpm rebuild ([^&;|]+)/g)].flatMap((m) =>
+        m[1]!.split(/\s+/).filter((w) => w && !w.startsWith('-')),
+      ),
+    );
     expect(scripted.length).toBeGreaterThan(0);
     for (const name of scripted) {
       if (rebuilt.includes(name)) continue;
@@ -64,7 +68,11 @@ describe('the Dockerfile', () => {
   });
 
   it('copies what the entry point runs: the CLI, the TypeScript sources, the migrations and the tsconfig', () => {
-    const copied = all('COPY').flatMap((i) => argumentList(i.args).filter((w) => !w.startsWith('--')).slice(0, -1));
+    const copied = all('COPY').flatMap((i) =>
+      argumentList(i.args)
+        .filter((w) => !w.startsWith('--'))
+        .slice(0, -1),
+    );
     expect(copied).toEqual(expect.arrayContaining(['package.json', 'package-lock.json', 'bin', 'src', 'migrations', 'tsconfig.json']));
     expect(argumentList(last('ENTRYPOINT').args)).toEqual(['node', 'bin/pending-projector.js']);
     expect(argumentList(last('CMD').args)).toEqual(['worker']);

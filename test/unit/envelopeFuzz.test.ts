@@ -44,7 +44,13 @@ describe('the inbound envelope parser, fed arbitrary bytes', () => {
     );
     fc.assert(
       fc.property(fc.constantFrom('task_id', 'session_id'), invalidIdString, (field, id) => {
-        const bytes = encoder.encode(objectText([['id', '"e"'], ['type', '"task.updated"'], ['data', objectText([[field, JSON.stringify(id)]])]]));
+        const bytes = encoder.encode(
+          objectText([
+            ['id', '"e"'],
+            ['type', '"task.updated"'],
+            ['data', objectText([[field, JSON.stringify(id)]])],
+          ]),
+        );
         expect(parseEvent(bytes, MAX_EVENT_BYTES)).toMatchObject({ ok: false, reason: 'invalid_id' });
       }),
       { numRuns: RUNS, endOnFailure: true },
@@ -54,7 +60,11 @@ describe('the inbound envelope parser, fed arbitrary bytes', () => {
   it('dead-letters bytes that are not UTF-8 as invalid_json', () => {
     fc.assert(
       fc.property(fc.uuid(), fc.constantFrom(...INVALID_UTF8), (taskId, sequence) => {
-        const text = objectText([['id', '"e"'], ['type', '"task.updated"'], ['data', objectText([['task_id', JSON.stringify(taskId)]])]]);
+        const text = objectText([
+          ['id', '"e"'],
+          ['type', '"task.updated"'],
+          ['data', objectText([['task_id', JSON.stringify(taskId)]])],
+        ]);
         expect(parseEvent(withInvalidUtf8(text, sequence), MAX_EVENT_BYTES)).toMatchObject({ ok: false, reason: 'invalid_json' });
       }),
       { numRuns: 200, endOnFailure: true },

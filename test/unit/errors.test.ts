@@ -48,7 +48,12 @@ const ours: PendingProjectorError[] = [
   new PlanCommentIntegrityError('plan vanished'),
   new NatsPermissionError([{ operation: 'subscribe', subject: 'pending_projector.v1.>', queue: 'pending-projector', purpose: 'the endpoints' }]),
   new SqliteWorkerLockedError('/data/pp.db', '/data/pp.db.worker-lock', { pid: 7, host: 'h', since: '2026-12-02T00:00:00.000Z' }),
-  new ConnectionFailedError('unreachable', { service: 'NATS', setting: 'NATS_URL / --nats-url', address: 'nats://127.0.0.1:1' }, 'connection refused', 'Check it'),
+  new ConnectionFailedError(
+    'unreachable',
+    { service: 'NATS', setting: 'NATS_URL / --nats-url', address: 'nats://127.0.0.1:1' },
+    'connection refused',
+    'Check it',
+  ),
 ];
 
 describe('the error code registry', () => {
@@ -109,9 +114,12 @@ describe('classifyFailure', () => {
     expect(classifyFailure(socketError(code))).toBe('transient');
   });
 
-  it.each(['SQLITE_BUSY', 'SQLITE_BUSY_SNAPSHOT', 'SQLITE_BUSY_RECOVERY', 'SQLITE_LOCKED', 'SQLITE_LOCKED_SHAREDCACHE'])('retries better-sqlite3 %s as transient', (code) => {
-    expect(classifyFailure(new BetterSqlite3.SqliteError('database is locked', code))).toBe('transient');
-  });
+  it.each(['SQLITE_BUSY', 'SQLITE_BUSY_SNAPSHOT', 'SQLITE_BUSY_RECOVERY', 'SQLITE_LOCKED', 'SQLITE_LOCKED_SHAREDCACHE'])(
+    'retries better-sqlite3 %s as transient',
+    (code) => {
+      expect(classifyFailure(new BetterSqlite3.SqliteError('database is locked', code))).toBe('transient');
+    },
+  );
 
   it('retries nats.js timeouts as transient, bare or as the cause of a RequestError', () => {
     expect(classifyFailure(new errors.TimeoutError())).toBe('transient');

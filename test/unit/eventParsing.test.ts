@@ -10,7 +10,10 @@ const bytes = (value: unknown) => new TextEncoder().encode(typeof value === 'str
 
 describe('inbound events', () => {
   it('accepts Kandev envelopes and keeps fields it does not need', () => {
-    const parsed = parseEvent(bytes({ id: '1', type: 'message.added', subject: 'message.added', source: 'kandev', timestamp: 't', data: { task_id: 'a', extra: [1] } }), 1024);
+    const parsed = parseEvent(
+      bytes({ id: '1', type: 'message.added', subject: 'message.added', source: 'kandev', timestamp: 't', data: { task_id: 'a', extra: [1] } }),
+      1024,
+    );
     expect(parsed).toMatchObject({ ok: true, data: { task_id: 'a', extra: [1] } });
   });
 
@@ -40,13 +43,19 @@ describe('inbound events', () => {
 
   it('accepts ids at the length limit and any well-formed Unicode', () => {
     for (const id of ['x'.repeat(MAX_ID_LENGTH), '6f0c7a52-9d1e-4f0b-8c1a-2b3c4d5e6f70', 'tâche-😀', 'a b\tc']) {
-      expect(parseEvent(bytes({ id: '1', type: 'task.updated', data: { task_id: id, session_id: id } }), 64 * 1024)).toMatchObject({ ok: true, data: { task_id: id } });
+      expect(parseEvent(bytes({ id: '1', type: 'task.updated', data: { task_id: id, session_id: id } }), 64 * 1024)).toMatchObject({
+        ok: true,
+        data: { task_id: id },
+      });
     }
   });
 
   it('keeps invalid_envelope for an id of the wrong type, and for a bad id beside another violation', () => {
     expect(parseEvent(bytes({ id: '1', type: 'x', data: { session_id: null } }), 1024)).toMatchObject({ ok: false, reason: 'invalid_envelope' });
-    expect(parseEvent(bytes({ id: '1', type: 'x', data: { task_id: 7, session_id: '\u0000' } }), 1024)).toMatchObject({ ok: false, reason: 'invalid_envelope' });
+    expect(parseEvent(bytes({ id: '1', type: 'x', data: { task_id: 7, session_id: '\u0000' } }), 1024)).toMatchObject({
+      ok: false,
+      reason: 'invalid_envelope',
+    });
   });
 
   it('checks only the length of the envelope id, which never reaches SQL', () => {

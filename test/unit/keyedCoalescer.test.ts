@@ -98,7 +98,8 @@ describe('KeyedCoalescer', () => {
     const coalescer = new KeyedCoalescer<string>({
       concurrency: 1,
       batchSize: 4,
-      run: async (keys) => keys.map((key) => (key === 'bad' ? { status: 'rejected', reason: new Error(`no ${key}`) } : { status: 'fulfilled', value: undefined })),
+      run: async (keys) =>
+        keys.map((key) => (key === 'bad' ? { status: 'rejected', reason: new Error(`no ${key}`) } : { status: 'fulfilled', value: undefined })),
       onError: (key, err) => errors.push([key, err]),
     });
     const good = track(coalescer.schedule('good'));

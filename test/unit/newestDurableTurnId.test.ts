@@ -1,17 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { durableTurnSchema } from '../support/turnPayload.js';
-import {
-  durableTurnTimestampKey,
-  isLifecycleTurn,
-  isTruthyFlag,
-  newestDurableTurnId,
-  type DurableTurn,
-} from '../../src/turns/index.js';
-import {
-  CurrentTurnFixtureError,
-  loadCurrentTurnFixture,
-  parseCurrentTurnFixture,
-} from '../support/currentTurnFixture.js';
+import { durableTurnTimestampKey, isLifecycleTurn, isTruthyFlag, newestDurableTurnId, type DurableTurn } from '../../src/turns/index.js';
+import { CurrentTurnFixtureError, loadCurrentTurnFixture, parseCurrentTurnFixture } from '../support/currentTurnFixture.js';
 
 const cases = loadCurrentTurnFixture();
 
@@ -43,7 +33,10 @@ describe('newestDurableTurnId against the shared fixture (spec AC-10)', () => {
     );
     const pinned = [true, 1, 'true', '1', undefined, null, false, 0, '', 'false', '0', 'yes', {}, [], ['1']];
     for (const value of pinned) {
-      expect(markerValues.some((v) => (value === undefined ? v === undefined : JSON.stringify(v) === JSON.stringify(value))), JSON.stringify(value) ?? 'absent').toBe(true);
+      expect(
+        markerValues.some((v) => (value === undefined ? v === undefined : JSON.stringify(v) === JSON.stringify(value))),
+        JSON.stringify(value) ?? 'absent',
+      ).toBe(true);
     }
   });
 
@@ -160,7 +153,9 @@ describe('the shared fixture loader', () => {
   });
 
   it('throws when an expected id names no turn of its case', () => {
-    expect(() => parseCurrentTurnFixture(file([{ name: 'n', turns: [validTurn], expected_current_turn_id: 'nope' }]), 'inline')).toThrow(/no turn with id nope/);
+    expect(() => parseCurrentTurnFixture(file([{ name: 'n', turns: [validTurn], expected_current_turn_id: 'nope' }]), 'inline')).toThrow(
+      /no turn with id nope/,
+    );
   });
 
   it('throws when a turn sets a prompt_dispatch_* key (D15)', () => {

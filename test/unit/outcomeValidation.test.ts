@@ -63,7 +63,10 @@ describe('bundle inspection', () => {
   it('calls a bundle malformed when it spans turns, mixes types, lacks or repeats a question id, or has five questions', () => {
     expect(inspectBundle([row(0), row(1, {}, { turnId: 't2' })])).toMatchObject({ ok: false, reason: expect.stringMatching(/sessions or turns/) });
     expect(inspectBundle([row(0), row(1, {}, { type: 'permission_request' })])).toMatchObject({ ok: false });
-    expect(inspectBundle([row(0, { question_id: '', question: { prompt: '?' } })])).toMatchObject({ ok: false, reason: expect.stringMatching(/no question id/) });
+    expect(inspectBundle([row(0, { question_id: '', question: { prompt: '?' } })])).toMatchObject({
+      ok: false,
+      reason: expect.stringMatching(/no question id/),
+    });
     expect(inspectBundle([row(0), row(1, { question_id: 'q1' })])).toMatchObject({ ok: false, reason: expect.stringMatching(/twice/) });
     expect(inspectBundle([0, 1, 2, 3, 4].map((i) => row(i)))).toMatchObject({ ok: false, reason: expect.stringMatching(/5 questions/) });
   });
@@ -122,7 +125,10 @@ describe('outcome validation', () => {
   });
 
   it('accepts a rejection with a trimmed reason', () => {
-    expect(validateOutcome(questions, parse({ pending_id: 'p1', reject: { reason: ' not now ' } }))).toEqual({ ok: true, outcome: { status: 'rejected', reason: 'not now' } });
+    expect(validateOutcome(questions, parse({ pending_id: 'p1', reject: { reason: ' not now ' } }))).toEqual({
+      ok: true,
+      outcome: { status: 'rejected', reason: 'not now' },
+    });
   });
 });
 
@@ -146,14 +152,26 @@ describe('recorded outcome after a lost claim', () => {
 
   it('is a conflict for a different outcome, a delivery in flight, an undelivered claim or a still-pending bundle', () => {
     const rows = [answered(0, ['a']), answered(1, ['b'])];
-    expect(recordedOutcome(rows, questionsOf(rows), outcome(['a'], ['c']))).toMatchObject({ replay: false, reason: expect.stringMatching(/different response/) });
-    expect(recordedOutcome(rows, questionsOf(rows), { status: 'rejected', reason: '' })).toMatchObject({ replay: false, reason: expect.stringMatching(/already answered/) });
+    expect(recordedOutcome(rows, questionsOf(rows), outcome(['a'], ['c']))).toMatchObject({
+      replay: false,
+      reason: expect.stringMatching(/different response/),
+    });
+    expect(recordedOutcome(rows, questionsOf(rows), { status: 'rejected', reason: '' })).toMatchObject({
+      replay: false,
+      reason: expect.stringMatching(/already answered/),
+    });
     const inFlight = [answered(0, ['a'], { response_delivery_pending: true }), answered(1, ['b'], { response_delivery_pending: true })];
-    expect(recordedOutcome(inFlight, questionsOf(inFlight), outcome(['a'], ['b']))).toMatchObject({ replay: false, reason: expect.stringMatching(/being delivered/) });
+    expect(recordedOutcome(inFlight, questionsOf(inFlight), outcome(['a'], ['b']))).toMatchObject({
+      replay: false,
+      reason: expect.stringMatching(/being delivered/),
+    });
     const undelivered = [answered(0, ['a'], { response_undelivered: true }), answered(1, ['b'], { response_undelivered: true })];
     expect(recordedOutcome(undelivered, questionsOf(undelivered), outcome(['a'], ['b']))).toMatchObject({ replay: false });
     const pending = [row(0), row(1)];
-    expect(recordedOutcome(pending, questionsOf(pending), outcome(['a'], ['b']))).toMatchObject({ replay: false, reason: expect.stringMatching(/no longer active/) });
+    expect(recordedOutcome(pending, questionsOf(pending), outcome(['a'], ['b']))).toMatchObject({
+      replay: false,
+      reason: expect.stringMatching(/no longer active/),
+    });
   });
 
   it('compares only the rows the winning claim decided in a mixed bundle', () => {

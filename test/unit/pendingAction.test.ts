@@ -26,14 +26,11 @@ describe('taskPendingAction', () => {
     expect(taskPendingAction([])).toBeNull();
   });
 
-  it.each(SESSION_STATES.filter((s) => !isInputCapableSessionState(s)))(
-    'ignores a %s session, whatever it has pending',
-    (state) => {
-      expect(taskPendingAction([session(state, 'permission')])).toBeNull();
-      expect(taskPendingAction([session(state, 'clarification')])).toBeNull();
-      expect(taskPendingAction([session(state, 'permission'), session('RUNNING', 'clarification')])).toBe('clarification');
-    },
-  );
+  it.each(SESSION_STATES.filter((s) => !isInputCapableSessionState(s)))('ignores a %s session, whatever it has pending', (state) => {
+    expect(taskPendingAction([session(state, 'permission')])).toBeNull();
+    expect(taskPendingAction([session(state, 'clarification')])).toBeNull();
+    expect(taskPendingAction([session(state, 'permission'), session('RUNNING', 'clarification')])).toBe('clarification');
+  });
 
   it('ignores a session in a state it does not know', () => {
     expect(taskPendingAction([session('PAUSED', 'permission'), session('running', 'clarification')])).toBeNull();

@@ -2,7 +2,12 @@ import { describe, expect, it } from 'vitest';
 import { canonicalJson, legacyCommentId, promptRequestFingerprint, type PromptIdentity } from '../../src/repository/requestFingerprint.js';
 import { fenceFor, formatPlanCommentPrompt, normalizeLineEndings, utf8Length, type PromptPlanComment } from '../../src/turns/index.js';
 
-const comment = (id: string, body: string, selected_text = '', created_at = '2026-09-02T10:00:00.000000000Z'): PromptPlanComment => ({ id, body, selected_text, created_at });
+const comment = (id: string, body: string, selected_text = '', created_at = '2026-09-02T10:00:00.000000000Z'): PromptPlanComment => ({
+  id,
+  body,
+  selected_text,
+  created_at,
+});
 
 describe('formatPlanCommentPrompt', () => {
   it('writes the documented bytes: heading, fenced selection, quoted body, separator, content', () => {
@@ -102,7 +107,13 @@ describe('request fingerprints', () => {
       { ...identity, target: { sessionId: 's2' } },
       { ...identity, target: { taskId: 's1', requirePrimary: true } },
       { ...identity, content: 'hi!' },
-      { ...identity, refs: [{ id: 'a', version: 2 }, { id: 'b', version: 2 }] },
+      {
+        ...identity,
+        refs: [
+          { id: 'a', version: 2 },
+          { id: 'b', version: 2 },
+        ],
+      },
       { ...identity, attachmentIds: ['x'] },
       { ...identity, model: 'm' },
       { ...identity, planMode: true },

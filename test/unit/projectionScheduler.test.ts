@@ -258,8 +258,16 @@ describe('projectionCapacity', () => {
   });
 
   it('lets a full batch per connection plus one more be in flight', () => {
-    expect(projectionCapacity({ batchSize: 16, transactions: 1, connections: 10, singleWriter: false })).toEqual({ batchSize: 16, transactions: 1, tasksInFlight: 176 });
-    expect(projectionCapacity({ batchSize: 16, transactions: 1, connections: 1, singleWriter: true })).toEqual({ batchSize: 16, transactions: 1, tasksInFlight: 32 });
+    expect(projectionCapacity({ batchSize: 16, transactions: 1, connections: 10, singleWriter: false })).toEqual({
+      batchSize: 16,
+      transactions: 1,
+      tasksInFlight: 176,
+    });
+    expect(projectionCapacity({ batchSize: 16, transactions: 1, connections: 1, singleWriter: true })).toEqual({
+      batchSize: 16,
+      transactions: 1,
+      tasksInFlight: 32,
+    });
     // Without a pool size, the transactions are the connections.
     expect(projectionCapacity({ batchSize: 2, transactions: 2, singleWriter: false }).tasksInFlight).toBe(6);
   });

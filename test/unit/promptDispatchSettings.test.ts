@@ -9,12 +9,30 @@ const SETTINGS = ['reservationTtlMs', 'promptDeadlineMs', 'dispatchPollMs', 'que
 
 describe('the prompt dispatcher settings', () => {
   it('default to a 30 s reservation, a 10 s prompt deadline, a 1 s poll, 10 queued prompts and no failpoints', () => {
-    expect(loadConfig({}, {}, SETTINGS)).toEqual({ reservationTtlMs: 30_000, promptDeadlineMs: 10_000, dispatchPollMs: 1_000, queueMaxPerSession: 10, failpoints: '' });
+    expect(loadConfig({}, {}, SETTINGS)).toEqual({
+      reservationTtlMs: 30_000,
+      promptDeadlineMs: 10_000,
+      dispatchPollMs: 1_000,
+      queueMaxPerSession: 10,
+      failpoints: '',
+    });
   });
 
   it('read their env names and flags, the flag winning', () => {
-    const env = { RESERVATION_TTL_MS: '1500', PROMPT_DEADLINE_MS: '2000', DISPATCH_POLL_MS: '50', QUEUE_MAX_PER_SESSION: '3', PENDING_PROJECTOR_FAILPOINTS: 'after_reserve=hang' };
-    expect(loadConfig({ 'dispatch-poll-ms': '75' }, env, SETTINGS)).toEqual({ reservationTtlMs: 1500, promptDeadlineMs: 2000, dispatchPollMs: 75, queueMaxPerSession: 3, failpoints: 'after_reserve=hang' });
+    const env = {
+      RESERVATION_TTL_MS: '1500',
+      PROMPT_DEADLINE_MS: '2000',
+      DISPATCH_POLL_MS: '50',
+      QUEUE_MAX_PER_SESSION: '3',
+      PENDING_PROJECTOR_FAILPOINTS: 'after_reserve=hang',
+    };
+    expect(loadConfig({ 'dispatch-poll-ms': '75' }, env, SETTINGS)).toEqual({
+      reservationTtlMs: 1500,
+      promptDeadlineMs: 2000,
+      dispatchPollMs: 75,
+      queueMaxPerSession: 3,
+      failpoints: 'after_reserve=hang',
+    });
   });
 
   it('refuse a queue limit outside 1..1000 and a failpoint setting that is not name=hang pairs, naming both ways to set them', () => {

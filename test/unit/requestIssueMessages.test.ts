@@ -11,7 +11,12 @@ const messageOf = (schema: z.ZodType, body: string): string => {
 };
 
 describe('bad_request messages', () => {
-  const schema = z.strictObject({ task_id: z.string(), limit: z.number().int().optional(), kind: z.enum(['a', 'b']).optional(), answers: z.array(z.strictObject({ text: z.string() })).optional() });
+  const schema = z.strictObject({
+    task_id: z.string(),
+    limit: z.number().int().optional(),
+    kind: z.enum(['a', 'b']).optional(),
+    answers: z.array(z.strictObject({ text: z.string() })).optional(),
+  });
 
   it('say each problem as one plain sentence, field first, without zod’s symbols or line breaks', () => {
     expect(messageOf(schema, '{"task_id": 5}')).toBe('task_id: expected string, received number');

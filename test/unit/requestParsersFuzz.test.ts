@@ -4,7 +4,21 @@ import { REPLY_ERROR_CODES } from '../../src/contract/replyErrorCodes.js';
 import { ENDPOINT_REQUEST_SCHEMAS } from '../../src/contract/endpoints.js';
 import { parseRequest } from '../../src/contract/parseRequest.js';
 import { idProblem, unstorableTextProblem } from '../../src/storableText.js';
-import { INVALID_UTF8, bodyFor, fieldsOf, withInvalidUtf8, idFieldsIn, idPathsOf, stringPathsOf, invalidIdValue, objectText, pathLabel, requestBytes, stringsIn, textAtPath } from '../support/fuzzInputs.js';
+import {
+  INVALID_UTF8,
+  bodyFor,
+  fieldsOf,
+  withInvalidUtf8,
+  idFieldsIn,
+  idPathsOf,
+  stringPathsOf,
+  invalidIdValue,
+  objectText,
+  pathLabel,
+  requestBytes,
+  stringsIn,
+  textAtPath,
+} from '../support/fuzzInputs.js';
 
 // The worker's default request limit, so the huge strings and deep nesting below get past the
 // size check and reach the JSON and schema steps.
@@ -62,31 +76,37 @@ describe.each(Object.entries(ENDPOINT_REQUEST_SCHEMAS))('the request parser of %
   });
 
   const idPaths = idPathsOf(schema);
-  it.skipIf(idPaths.length === 0)('refuses, naming the field, an id that is 10 KB long, holds a NUL or a lone surrogate, or is not a string, wherever the body has one', () => {
-    fc.assert(
-      fc.property(fc.constantFrom(...idPaths), invalidIdValue, bodyFor(fields), (path, value, others) => {
-        // The other fields are whatever bodyFor made; the id under test comes last, so it wins a duplicate key.
-        const body = `${others.slice(0, -1)}${others === '{}' ? '' : ','}${textAtPath(path, value).slice(1)}`;
-        fc.pre(body.length < MAX_REQUEST_BYTES / 2);
-        const parsed = parseRequest(encoder.encode(body), schema, MAX_REQUEST_BYTES);
-        expect(parsed.ok).toBe(false);
-        if (!parsed.ok) expect(parsed.reply.error.message).toContain(pathLabel(path));
-      }),
-      { numRuns: RUNS, endOnFailure: true },
-    );
-  });
+  it.skipIf(idPaths.length === 0)(
+    'refuses, naming the field, an id that is 10 KB long, holds a NUL or a lone surrogate, or is not a string, wherever the body has one',
+    () => {
+      fc.assert(
+        fc.property(fc.constantFrom(...idPaths), invalidIdValue, bodyFor(fields), (path, value, others) => {
+          // The other fields are whatever bodyFor made; the id under test comes last, so it wins a duplicate key.
+          const body = `${others.slice(0, -1)}${others === '{}' ? '' : ','}${textAtPath(path, value).slice(1)}`;
+          fc.pre(body.length < MAX_REQUEST_BYTES / 2);
+          const parsed = parseRequest(encoder.encode(body), schema, MAX_REQUEST_BYTES);
+          expect(parsed.ok).toBe(false);
+          if (!parsed.ok) expect(parsed.reply.error.message).toContain(pathLabel(path));
+        }),
+        { numRuns: RUNS, endOnFailure: true },
+      );
+    },
+  );
 
   const stringPaths = stringPathsOf(schema);
-  it.skipIf(stringPaths.length === 0)('refuses, naming the field, a NUL or a lone surrogate in any of its strings, which one dialect would not store as sent', () => {
-    fc.assert(
-      fc.property(fc.constantFrom(...stringPaths), fc.constantFrom('\u0000', 'a\u0000', '\ud800', 'b\udfff'), bodyFor(fields), (path, text, others) => {
-        const body = `${others.slice(0, -1)}${others === '{}' ? '' : ','}${textAtPath(path, JSON.stringify(text)).slice(1)}`;
-        fc.pre(body.length < MAX_REQUEST_BYTES / 2);
-        const parsed = parseRequest(encoder.encode(body), schema, MAX_REQUEST_BYTES);
-        expect(parsed.ok).toBe(false);
-        if (!parsed.ok) expect(parsed.reply.error.message).toContain(pathLabel(path));
-      }),
-      { numRuns: RUNS, endOnFailure: true },
-    );
-  });
+  it.skipIf(stringPaths.length === 0)(
+    'refuses, naming the field, a NUL or a lone surrogate in any of its strings, which one dialect would not store as sent',
+    () => {
+      fc.assert(
+        fc.property(fc.constantFrom(...stringPaths), fc.constantFrom('\u0000', 'a\u0000', '\ud800', 'b\udfff'), bodyFor(fields), (path, text, others) => {
+          const body = `${others.slice(0, -1)}${others === '{}' ? '' : ','}${textAtPath(path, JSON.stringify(text)).slice(1)}`;
+          fc.pre(body.length < MAX_REQUEST_BYTES / 2);
+          const parsed = parseRequest(encoder.encode(body), schema, MAX_REQUEST_BYTES);
+          expect(parsed.ok).toBe(false);
+          if (!parsed.ok) expect(parsed.reply.error.message).toContain(pathLabel(path));
+        }),
+        { numRuns: RUNS, endOnFailure: true },
+      );
+    },
+  );
 });

@@ -23,7 +23,16 @@ describe('the sandbox guide', () => {
   it("quotes each body so a shell gives the command exactly the request's JSON, quotes inside included", () => {
     const request = { endpoint: 'message.send', body: { session_id: 's', caller_id: 'c', content: "it's 'quoted' $HOME `x`" }, what: '' };
     const { npx, nats } = requestCommands('sb_1.', request);
-    expect(shellWords(npx)).toEqual(['npx', 'pending-projector', 'sandbox', 'request', 'message.send', JSON.stringify(request.body), '--subject-prefix', 'sb_1.']);
+    expect(shellWords(npx)).toEqual([
+      'npx',
+      'pending-projector',
+      'sandbox',
+      'request',
+      'message.send',
+      JSON.stringify(request.body),
+      '--subject-prefix',
+      'sb_1.',
+    ]);
     expect(shellWords(nats)).toEqual(['nats', 'req', 'sb_1.pending_projector.v1.message.send', JSON.stringify(request.body)]);
     expect(shellWord('plain-word.1')).toBe('plain-word.1');
   });

@@ -22,7 +22,10 @@ function capturedLogger() {
 describe('credentials inside URLs', () => {
   it.each([
     [`postgres://app:${SECRET}@db.internal:5432/kandev`, 'postgres://app:[REDACTED]@db.internal:5432/kandev'],
-    [`nats://worker:${SECRET}@10.0.0.1:4222,nats://worker:${SECRET}@10.0.0.2:4222`, 'nats://worker:[REDACTED]@10.0.0.1:4222,nats://worker:[REDACTED]@10.0.0.2:4222'],
+    [
+      `nats://worker:${SECRET}@10.0.0.1:4222,nats://worker:${SECRET}@10.0.0.2:4222`,
+      'nats://worker:[REDACTED]@10.0.0.1:4222,nats://worker:[REDACTED]@10.0.0.2:4222',
+    ],
     [`tls://${SECRET}@nats:4222`, 'tls://[REDACTED]@nats:4222'],
     [`postgres://app@db/kandev?sslmode=verify-full&password=${SECRET}`, 'postgres://app@db/kandev?sslmode=verify-full&password=[REDACTED]'],
     [`connect to postgres://app:${SECRET}@db/k failed: ECONNREFUSED`, 'connect to postgres://app:[REDACTED]@db/k failed: ECONNREFUSED'],
@@ -32,11 +35,17 @@ describe('credentials inside URLs', () => {
 
   it.each([
     [`postgres://u@h/db?password=${SECRET}`, 'postgres://u@h/db?password=[REDACTED]'],
-    [`postgres://u@h/db?sslmode=require&sslpassword=${SECRET}&application_name=pp`, 'postgres://u@h/db?sslmode=require&sslpassword=[REDACTED]&application_name=pp'],
+    [
+      `postgres://u@h/db?sslmode=require&sslpassword=${SECRET}&application_name=pp`,
+      'postgres://u@h/db?sslmode=require&sslpassword=[REDACTED]&application_name=pp',
+    ],
     // pg-connection-string decodes parameter names: the driver reads this one as the password.
     [`postgres://u@h/db?pass%77ord=${SECRET}`, 'postgres://u@h/db?pass%77ord=[REDACTED]'],
     [`postgres://u@h/db?PASSWORD=${SECRET}#x`, 'postgres://u@h/db?PASSWORD=[REDACTED]#x'],
-    [`https://h/x?access_token=${SECRET}&client_secret=${SECRET}&api_key=${SECRET}&page=2`, 'https://h/x?access_token=[REDACTED]&client_secret=[REDACTED]&api_key=[REDACTED]&page=2'],
+    [
+      `https://h/x?access_token=${SECRET}&client_secret=${SECRET}&api_key=${SECRET}&page=2`,
+      'https://h/x?access_token=[REDACTED]&client_secret=[REDACTED]&api_key=[REDACTED]&page=2',
+    ],
     [`nats://h:4222?token=${SECRET}`, 'nats://h:4222?token=[REDACTED]'],
     [`mysql://app:${SECRET}@db/k?password=${SECRET}&sslmode=require`, 'mysql://app:[REDACTED]@db/k?password=[REDACTED]&sslmode=require'],
   ])('masks the query parameters of %s that carry a secret', (text, masked) => {
@@ -44,7 +53,26 @@ describe('credentials inside URLs', () => {
   });
 
   it('names as secret the parameters that hold one, and not the paths and settings beside them', () => {
-    for (const name of ['password', 'sslpassword', 'Password', 'pass%77ord', 'passwd', 'pwd', 'pass', 'token', 'access_token', 'auth_token', 'secret', 'client_secret', 'api_key', 'apikey', 'key', 'jwt', 'nkey', 'seed']) {
+    for (const name of [
+      'password',
+      'sslpassword',
+      'Password',
+      'pass%77ord',
+      'passwd',
+      'pwd',
+      'pass',
+      'token',
+      'access_token',
+      'auth_token',
+      'secret',
+      'client_secret',
+      'api_key',
+      'apikey',
+      'key',
+      'jwt',
+      'nkey',
+      'seed',
+    ]) {
       expect(isSecretParameter(name), name).toBe(true);
     }
     for (const name of ['sslmode', 'sslrootcert', 'sslkey', 'sslcert', 'passfile', 'application_name', 'user', 'passthrough', 'page', '%E0%A4%A']) {
@@ -82,7 +110,10 @@ describe('the logger', () => {
   it('never writes a secret setting, a password inside DATABASE_URL or NATS_URL, or a secret in an error', () => {
     const { logger, text } = capturedLogger();
     const child = logger.child({ component: 'test', databaseUrl: `postgres://app:${SECRET}@db/kandev` });
-    child.info({ natsPassword: SECRET, natsToken: SECRET, config: { natsPassword: SECRET, password: SECRET, natsUrl: `nats://worker:${SECRET}@nats:4222` } }, 'settings');
+    child.info(
+      { natsPassword: SECRET, natsToken: SECRET, config: { natsPassword: SECRET, password: SECRET, natsUrl: `nats://worker:${SECRET}@nats:4222` } },
+      'settings',
+    );
     child.warn(`could not reach nats://worker:${SECRET}@nats:4222`);
     child.error({ err: new Error(`password authentication failed for postgres://app:${SECRET}@db/kandev`) }, 'database failed');
     child.error({ err: new AggregateError([new Error(`nats://${SECRET}@nats:4222 refused`)], 'several') }, 'nested');

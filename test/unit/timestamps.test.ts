@@ -34,7 +34,13 @@ describe('toCanonicalTimestamp', () => {
   });
 
   it('makes text order equal time order, so SQLite orders canonical text as PostgreSQL orders instants', () => {
-    const inputs = ['2026-08-20T10:00:00.5Z', '2026-08-20T10:00:00Z', '2026-08-20T10:00:00.000002Z', '2026-08-20T10:00:00.000001Z', '2026-08-20T09:59:59.999999Z'];
+    const inputs = [
+      '2026-08-20T10:00:00.5Z',
+      '2026-08-20T10:00:00Z',
+      '2026-08-20T10:00:00.000002Z',
+      '2026-08-20T10:00:00.000001Z',
+      '2026-08-20T09:59:59.999999Z',
+    ];
     const byText = inputs.map((v) => toCanonicalTimestamp(v)).sort();
     const byTime = [...byText].sort((a, b) => timestampToMicros(a) - timestampToMicros(b));
     expect(byText).toEqual(byTime);
@@ -80,7 +86,12 @@ describe('toCanonicalTimestamp', () => {
 
 describe('microsecond conversions', () => {
   it('round-trips canonical timestamps through microseconds since the epoch', () => {
-    for (const value of ['2026-08-20T10:00:00.000001000Z', '1970-01-01T00:00:00.000000000Z', '1969-12-31T23:59:59.999999000Z', '2099-12-31T23:59:59.999999000Z']) {
+    for (const value of [
+      '2026-08-20T10:00:00.000001000Z',
+      '1970-01-01T00:00:00.000000000Z',
+      '1969-12-31T23:59:59.999999000Z',
+      '2099-12-31T23:59:59.999999000Z',
+    ]) {
       expect(microsToTimestamp(timestampToMicros(value))).toBe(value);
     }
   });
@@ -96,11 +107,7 @@ describe('createMonotonicClock', () => {
 
   it('never repeats a timestamp when the wall clock stands still', () => {
     const clock = createMonotonicClock(() => Date.parse('2026-08-20T10:00:00Z'));
-    expect([clock(), clock(), clock()]).toEqual([
-      '2026-08-20T10:00:00.000000000Z',
-      '2026-08-20T10:00:00.000001000Z',
-      '2026-08-20T10:00:00.000002000Z',
-    ]);
+    expect([clock(), clock(), clock()]).toEqual(['2026-08-20T10:00:00.000000000Z', '2026-08-20T10:00:00.000001000Z', '2026-08-20T10:00:00.000002000Z']);
   });
 
   it('never goes backwards when the wall clock does', () => {
@@ -160,7 +167,15 @@ describe("Kandev's SQLite timestamp text", () => {
   });
 
   it('makes text order equal time order within the form, whole seconds, trimmed fractions and nanoseconds alike', () => {
-    const instants = ['2026-08-20T10:00:00Z', '2026-08-20T10:00:00.000001Z', '2026-08-20T10:00:00.0005Z', '2026-08-20T10:00:00.05Z', '2026-08-20T10:00:00.45Z', '2026-08-20T10:00:00.5Z', '2026-08-20T10:00:01Z'];
+    const instants = [
+      '2026-08-20T10:00:00Z',
+      '2026-08-20T10:00:00.000001Z',
+      '2026-08-20T10:00:00.0005Z',
+      '2026-08-20T10:00:00.05Z',
+      '2026-08-20T10:00:00.45Z',
+      '2026-08-20T10:00:00.5Z',
+      '2026-08-20T10:00:01Z',
+    ];
     const texts = instants.map((v) => toKandevTimestamp(v));
     expect([...texts].reverse().sort()).toEqual(texts);
     // Kandev's own rows carry nanoseconds; they still sort among the microsecond rows this service writes.
@@ -211,7 +226,7 @@ describe('readStoredTimestamp', () => {
     expect(readStoredTimestamp(text)).toBe(text);
   });
 
-  it('round-trips every canonical instant through Kandev\'s text', () => {
+  it("round-trips every canonical instant through Kandev's text", () => {
     for (const micros of [0, 1, 999, 1_000, 450_000, 500_000, 999_999, 1_000_000, 1_787_214_400_123_456]) {
       const canonical = microsToTimestamp(micros);
       expect(readStoredTimestamp(toKandevTimestamp(canonical))).toBe(canonical);

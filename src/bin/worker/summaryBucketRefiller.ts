@@ -90,7 +90,10 @@ export function startBucketRefiller(deps: BucketRefillerDeps): BucketRefiller {
     try {
       const [status, stored] = await Promise.all([deps.bucket.status(), deps.summaries.countStatusSummaries()]);
       if (deps.expectedStorage && status.storage !== deps.expectedStorage) {
-        log.warn({ storage: status.storage }, `the summary bucket exists with ${status.storage} storage; keeping it (delete the bucket to change it: the worker refills it)`);
+        log.warn(
+          { storage: status.storage },
+          `the summary bucket exists with ${status.storage} storage; keeping it (delete the bucket to change it: the worker refills it)`,
+        );
       }
       if (status.values < stored) refill(`the bucket holds ${status.values} keys for ${stored} stored summaries`);
     } catch (err) {
@@ -101,7 +104,8 @@ export function startBucketRefiller(deps: BucketRefillerDeps): BucketRefiller {
     // A restarted server comes back without a memory bucket; recreate it now rather than at the next put.
     for await (const status of deps.nc.status()) {
       if (stopped.signal.aborted) break;
-      if (status.type === 'reconnect') deps.bucket.restoreIfLost().catch((err: Error) => log.warn({ err }, 'could not check the summary bucket after reconnecting'));
+      if (status.type === 'reconnect')
+        deps.bucket.restoreIfLost().catch((err: Error) => log.warn({ err }, 'could not check the summary bucket after reconnecting'));
     }
   })();
 

@@ -90,7 +90,13 @@ export class NatsClarificationDelivery implements ClarificationDelivery {
     try {
       // No stream captures the subject (yet): it may be re-created; retried every 200 ms until the
       // deadline. Any other refusal is final at once; a timeout used the whole deadline.
-      const ack = await pRetry(attempt, { retries: Infinity, factor: 1, minTimeout: 200, maxRetryTime: Math.max(0, deadlineMs), shouldRetry: ({ error }) => isNoResponders(error) });
+      const ack = await pRetry(attempt, {
+        retries: Infinity,
+        factor: 1,
+        minTimeout: 200,
+        maxRetryTime: Math.max(0, deadlineMs),
+        shouldRetry: ({ error }) => isNoResponders(error),
+      });
       return { accepted: true, duplicate: ack.duplicate };
     } catch (err) {
       if (err !== noAttempt && !isNoResponders(err) && !(err instanceof errors.TimeoutError)) return { accepted: false, reason: (err as Error).message };

@@ -21,7 +21,8 @@ export class NatsTurnStartHook implements TurnStartHook {
     try {
       reply = await this.nc.request(this.subject, encoder.encode(JSON.stringify(request)), { timeout: this.timeoutMs });
     } catch (err) {
-      if (err instanceof RequestError && err.isNoResponders()) return { ok: false, reason: 'no_responders', detail: `nobody serves the turn-start hook subject ${this.subject}` };
+      if (err instanceof RequestError && err.isNoResponders())
+        return { ok: false, reason: 'no_responders', detail: `nobody serves the turn-start hook subject ${this.subject}` };
       if (err instanceof errors.TimeoutError) return { ok: false, reason: 'timeout', detail: `the turn-start hook did not reply within ${this.timeoutMs} ms` };
       return { ok: false, reason: 'transport', detail: (err as Error).message };
     }

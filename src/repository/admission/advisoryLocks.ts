@@ -95,7 +95,9 @@ export async function unlockSessionKeys(connection: ReservedConnection, keys: re
  * transaction is aborted and must roll back.
  */
 export async function lockTransactionKey(tx: RepositoryContext, key: string, deadline: number): Promise<'locked' | 'timeout'> {
-  const tried = (await tx.dialect.rawResultRows<{ locked: boolean }>(await tx.knex.raw('SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)) AS locked', [key])))[0];
+  const tried = (
+    await tx.dialect.rawResultRows<{ locked: boolean }>(await tx.knex.raw('SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)) AS locked', [key]))
+  )[0];
   if (tried?.locked) return 'locked';
   const timeout = remainingTimeout(deadline);
   if (timeout === undefined) return 'timeout';

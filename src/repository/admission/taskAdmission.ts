@@ -173,7 +173,9 @@ export function createTaskAdmission(db: Database, options: TaskAdmissionOptions)
     if (problem === undefined) return;
     // It may still hold the lock: closed, so the server drops it, and never lent out again.
     await connection.dispose(new Error(`admission unlock ${problem}`));
-    options.onWarning?.(`admission lease of task ${JSON.stringify(taskId)}: advisory unlock ${problem}; its lock connection was closed and will not be lent out again`);
+    options.onWarning?.(
+      `admission lease of task ${JSON.stringify(taskId)}: advisory unlock ${problem}; its lock connection was closed and will not be lent out again`,
+    );
   }
 
   /** PostgreSQL: the server-side part of a lease, on a reserved connection. */
@@ -202,7 +204,12 @@ export function createTaskAdmission(db: Database, options: TaskAdmissionOptions)
   }
 
   /** PostgreSQL: a mutation's transaction, its first statement the task's transaction-level lock. */
-  async function mutationOnServer<T>(ctx: RepositoryContext, key: string, deadline: number, fn: (tx: RepositoryContext) => Promise<T>): Promise<AdmissionOutcome<T>> {
+  async function mutationOnServer<T>(
+    ctx: RepositoryContext,
+    key: string,
+    deadline: number,
+    fn: (tx: RepositoryContext) => Promise<T>,
+  ): Promise<AdmissionOutcome<T>> {
     let lockWaitEnded = false;
     try {
       const value = await withTransaction(ctx, async (tx) => {
@@ -246,7 +253,9 @@ export function createTaskAdmission(db: Database, options: TaskAdmissionOptions)
       const deadline = performance.now() + lockTimeoutMs;
       if (!(await mutex.acquire(key, deadline))) return timedOut();
       try {
-        return await runHolding([key], () => (serverLocks ? mutationOnServer(ctx, key, deadline, fn) : withTransaction(ctx, fn).then((value) => ({ ok: true as const, value }))));
+        return await runHolding([key], () =>
+          serverLocks ? mutationOnServer(ctx, key, deadline, fn) : withTransaction(ctx, fn).then((value) => ({ ok: true as const, value })),
+        );
       } finally {
         mutex.release(key);
       }

@@ -3,7 +3,6 @@ import { unavailable, type Unavailable } from '../planComments/planCommentOutcom
 import type { PlanCommentSchema } from '../schema/planCommentTables.js';
 import { stageAttachment, type StageAttachmentInput, type StageAttachmentResult } from './attachments.js';
 
-;
 export type { AttachmentRecord } from '../planComments/planCommentRows.js';
 
 /** The attachment service's port: staging an attachment's metadata before a prompt claims it. */

@@ -30,8 +30,7 @@ export interface StageAttachmentInput {
 
 export type StageAttachmentResult =
   /** `replayed`: the same id was staged before with the same metadata; the stored row is returned as it is. */
-  | { ok: true; replayed: boolean; attachment: AttachmentRecord }
-  | Extract<Conflict, { reason: 'attachment_id_conflict' }>;
+  { ok: true; replayed: boolean; attachment: AttachmentRecord } | Extract<Conflict, { reason: 'attachment_id_conflict' }>;
 
 function sameMetadata(row: AttachmentRecord, input: StageAttachmentInput): boolean {
   return (
@@ -101,12 +100,16 @@ export interface ClaimAttachmentsInput {
  * claimed rows in the order of `ids`, or the ids that could not be claimed (the caller then rolls
  * the whole transaction back: some of the others were claimed by this very transaction).
  */
-export async function claimAttachments(tx: RepositoryContext, input: ClaimAttachmentsInput): Promise<{ ok: true; claimed: AttachmentRecord[] } | { ok: false; unavailable: string[] }> {
+export async function claimAttachments(
+  tx: RepositoryContext,
+  input: ClaimAttachmentsInput,
+): Promise<{ ok: true; claimed: AttachmentRecord[] } | { ok: false; unavailable: string[] }> {
   const now = tx.clock();
   const unavailable: string[] = [];
   const claimed: AttachmentRecord[] = [];
   for (const id of input.ids) {
-    const rows = await tx.knex('task_message_attachments')
+    const rows = await tx
+      .knex('task_message_attachments')
       .where({ id, owner_id: input.ownerId, workspace_id: input.workspaceId, state: 'staged' })
       .whereRaw(`${instantColumn(tx, 'expires_at')} > ?`, [now])
       .whereIn('task_id', ['', input.taskId])

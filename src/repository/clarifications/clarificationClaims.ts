@@ -22,9 +22,7 @@ interface ClarificationAnswer {
   custom_text: string;
 }
 
-export type ClaimOutcome =
-  | { status: 'answered'; answers: ReadonlyMap<string, ClarificationAnswer> }
-  | { status: 'rejected'; reason?: string };
+export type ClaimOutcome = { status: 'answered'; answers: ReadonlyMap<string, ClarificationAnswer> } | { status: 'rejected'; reason?: string };
 
 export type ClaimResult = { claimed: true; rows: MessageRecord[] } | { claimed: false; reason: 'NOT_CLAIMABLE' };
 

@@ -76,28 +76,12 @@ async function updateCurrentTurnPendingRows(
  * is current. Rows already detached are not touched, so a repeat writes and returns nothing.
  */
 export function detachActiveClarifications(ctx: RepositoryContext, sessionId: string): Promise<MessageRecord[]> {
-  return updateCurrentTurnPendingRows(
-    ctx,
-    sessionId,
-    { agent_disconnected: true },
-    `AND NOT ${ctx.dialect.jsonFlag('m.metadata', 'agent_disconnected')}`,
-    [],
-  );
+  return updateCurrentTurnPendingRows(ctx, sessionId, { agent_disconnected: true }, `AND NOT ${ctx.dialect.jsonFlag('m.metadata', 'agent_disconnected')}`, []);
 }
 
 /** Expires the pending rows of one current-turn bundle (session going terminal). */
-export function expireActiveClarificationBundle(
-  ctx: RepositoryContext,
-  sessionId: string,
-  pendingId: string,
-): Promise<MessageRecord[]> {
-  return updateCurrentTurnPendingRows(
-    ctx,
-    sessionId,
-    { agent_disconnected: true, status: 'expired' },
-    `AND ${pendingIdOf(ctx.dialect, 'm')} = ?`,
-    [pendingId],
-  );
+export function expireActiveClarificationBundle(ctx: RepositoryContext, sessionId: string, pendingId: string): Promise<MessageRecord[]> {
+  return updateCurrentTurnPendingRows(ctx, sessionId, { agent_disconnected: true, status: 'expired' }, `AND ${pendingIdOf(ctx.dialect, 'm')} = ?`, [pendingId]);
 }
 
 /** Every row carrying `pendingId`, on any turn or session (identity lookup; not authority). */
@@ -242,9 +226,7 @@ async function loadBundleRows(ctx: RepositoryContext, keys: Row[]): Promise<Unre
     )
   ).map(toMessageRecord);
   return keys.map((key) => {
-    const own = rows.filter(
-      (r) => r.metadata.pending_id === key.pending_id && r.sessionId === key.task_session_id && r.turnId === key.turn_id,
-    );
+    const own = rows.filter((r) => r.metadata.pending_id === key.pending_id && r.sessionId === key.task_session_id && r.turnId === key.turn_id);
     own.sort((a, b) => Number(a.metadata.question_index ?? 0) - Number(b.metadata.question_index ?? 0));
     return {
       pendingId: String(key.pending_id),

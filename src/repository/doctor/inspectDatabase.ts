@@ -37,8 +37,7 @@ export interface DatabaseInspection {
 }
 
 export type InspectionProgress =
-  | { readonly check: 'schema' | 'indexes' | 'timestamps' | 'open_turns' }
-  | ({ readonly check: 'metadata' } & MetadataScanProgress);
+  { readonly check: 'schema' | 'indexes' | 'timestamps' | 'open_turns' } | ({ readonly check: 'metadata' } & MetadataScanProgress);
 
 export interface InspectionOptions {
   readonly schemaMode: SchemaModeSetting;

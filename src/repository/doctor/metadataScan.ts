@@ -34,7 +34,10 @@ function jsonbRefuses(value: unknown): boolean {
 }
 
 /** How the service reads one stored metadata value on `dialect`; the parsed object when it has keys. */
-export function classifyMetadata(raw: unknown, dialect: Pick<SqlDialect, 'jsonRefusesNulEscapes'>): { state: MetadataState; metadata?: Record<string, unknown> } {
+export function classifyMetadata(
+  raw: unknown,
+  dialect: Pick<SqlDialect, 'jsonRefusesNulEscapes'>,
+): { state: MetadataState; metadata?: Record<string, unknown> } {
   if (raw === null || raw === undefined) return { state: 'null' };
   if (typeof raw !== 'string') return { state: 'malformed' };
   let parsed: unknown;

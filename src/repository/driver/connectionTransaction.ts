@@ -26,11 +26,7 @@ const ended = () => new TransactionEndedError('query through a transaction handl
  * A connection whose ROLLBACK fails may still hold the open transaction, so it is marked the way
  * knex marks a broken connection, and the pool destroys it instead of lending it out again.
  */
-export async function connectionTransaction<T>(
-  knex: Knex,
-  dialect: SqlDialect,
-  fn: (trx: Knex.Transaction) => Promise<T>,
-): Promise<T> {
+export async function connectionTransaction<T>(knex: Knex, dialect: SqlDialect, fn: (trx: Knex.Transaction) => Promise<T>): Promise<T> {
   const client = knex.client as PooledClient;
   const connection = await client.acquireConnection();
   try {

@@ -78,7 +78,14 @@ export function importLegacyPlanComments(ctx: RepositoryContext, input: { taskId
     const present = await tx.knex('task_plan_comments').where({ task_id: input.taskId, plan_id: plan.id }).count<{ n: number | string }[]>({ n: '*' }).first();
     const limit = PLAN_COMMENT_LIMITS.commentsPerPlan;
     if (Number(present?.n ?? 0) + accepted.length > limit) {
-      return { ok: false, code: 'conflict', reason: 'plan_comments_full', message: `importing ${accepted.length} drafts would exceed ${limit} pending comments`, limit, snapshot: await snapshotIn(tx, input.taskId) };
+      return {
+        ok: false,
+        code: 'conflict',
+        reason: 'plan_comments_full',
+        message: `importing ${accepted.length} drafts would exceed ${limit} pending comments`,
+        limit,
+        snapshot: await snapshotIn(tx, input.taskId),
+      };
     }
     const now = writtenNow(tx);
     for (const { draft, commentId, createdAt } of accepted) {

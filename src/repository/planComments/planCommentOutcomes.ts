@@ -74,7 +74,11 @@ export function unavailable(feature: string, missing: readonly string[]): Unavai
 }
 
 /** A conflict of `reason` with its details. */
-export function conflict<R extends ConflictReason>(reason: R, message: string, details: Omit<Extract<Conflict, { reason: R }>, 'ok' | 'code' | 'reason' | 'message'>): Conflict {
+export function conflict<R extends ConflictReason>(
+  reason: R,
+  message: string,
+  details: Omit<Extract<Conflict, { reason: R }>, 'ok' | 'code' | 'reason' | 'message'>,
+): Conflict {
   return { ok: false, code: 'conflict', reason, message, ...details } as Conflict;
 }
 

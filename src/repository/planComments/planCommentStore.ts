@@ -18,10 +18,9 @@ import type { PlanCommentSnapshot } from './planCommentRows.js';
 import { detectPlanCommentSchema, type PlanCommentSchema } from '../schema/planCommentTables.js';
 import { readPlanCommentSnapshot } from './taskPlans.js';
 
-;
-export type {  LegacyPlanDraft,  } from './legacyPlanCommentImport.js';
+export type { LegacyPlanDraft } from './legacyPlanCommentImport.js';
 export type { PlanCommentRecord, PlanCommentSnapshot } from './planCommentRows.js';
-export type {       StoreFailure,  } from './planCommentOutcomes.js';
+export type { StoreFailure } from './planCommentOutcomes.js';
 export type { PlanCommentSchema } from '../schema/planCommentTables.js';
 
 type SnapshotResult = { ok: true; snapshot: PlanCommentSnapshot } | NotFound | Unavailable;

@@ -41,9 +41,7 @@ export interface UpdatePlanCommentInput {
 }
 
 export type UpdatePlanCommentResult =
-  | { ok: true; comment: PlanCommentRecord; snapshot: PlanCommentSnapshot }
-  | NotFound
-  | Extract<Conflict, { reason: 'plan_comments_changed' }>;
+  { ok: true; comment: PlanCommentRecord; snapshot: PlanCommentSnapshot } | NotFound | Extract<Conflict, { reason: 'plan_comments_changed' }>;
 
 export interface DeletePlanCommentInput {
   taskId: string;
@@ -54,14 +52,11 @@ export interface DeletePlanCommentInput {
 
 export type DeletePlanCommentResult =
   /** `deleted: false`: the comment was already gone (idempotent). */
-  | { ok: true; deleted: boolean; snapshot: PlanCommentSnapshot }
-  | NotFound
-  | Extract<Conflict, { reason: 'plan_comments_changed' }>;
+  { ok: true; deleted: boolean; snapshot: PlanCommentSnapshot } | NotFound | Extract<Conflict, { reason: 'plan_comments_changed' }>;
 
 export type DeletePlanResult =
   /** `deleted: false`: the task has no plan of that id (already deleted). `snapshot` is the task's collection afterwards. */
-  | { ok: true; deleted: boolean; snapshot: PlanCommentSnapshot }
-  | NotFound;
+  { ok: true; deleted: boolean; snapshot: PlanCommentSnapshot } | NotFound;
 
 /** The task's plan under lock, or why there is none to write (task or plan not found). */
 export async function lockedPlanOf(tx: RepositoryContext, taskId: string, planId: string | undefined): Promise<TaskPlanRecord | NotFound> {
@@ -110,7 +105,14 @@ export function createPlanComment(ctx: RepositoryContext, input: CreatePlanComme
     }
     if ((await countComments(tx, target)) >= PLAN_COMMENT_LIMITS.commentsPerPlan) {
       const limit = PLAN_COMMENT_LIMITS.commentsPerPlan;
-      return { ok: false, code: 'conflict', reason: 'plan_comments_full', message: `the plan already has ${limit} pending comments`, limit, snapshot: await snapshotIn(tx, input.taskId) };
+      return {
+        ok: false,
+        code: 'conflict',
+        reason: 'plan_comments_full',
+        message: `the plan already has ${limit} pending comments`,
+        limit,
+        snapshot: await snapshotIn(tx, input.taskId),
+      };
     }
     const now = writtenNow(tx);
     const row = {
@@ -126,7 +128,9 @@ export function createPlanComment(ctx: RepositoryContext, input: CreatePlanComme
       updated_at: now,
     };
     await tx.knex('task_plan_comments').insert(row);
-    await tx.knex('task_plan_comment_admissions').insert({ id: input.commentId, task_id: input.taskId, plan_id: target.id, request_fingerprint: fingerprint, created_at: now });
+    await tx
+      .knex('task_plan_comment_admissions')
+      .insert({ id: input.commentId, task_id: input.taskId, plan_id: target.id, request_fingerprint: fingerprint, created_at: now });
     await bumpCommentsRevision(tx, target);
     return { ok: true, replayed: false, comment: toPlanCommentRecord(row), snapshot: await snapshotIn(tx, input.taskId) };
   });
@@ -158,7 +162,8 @@ export function deletePlanComment(ctx: RepositoryContext, input: DeletePlanComme
     const deleted = await tx.knex('task_plan_comments').where({ id: input.commentId, task_id: input.taskId, plan_id: plan.id, version: input.version }).del();
     if (deleted === 0) {
       const still = await tx.knex('task_plan_comments').where({ id: input.commentId, task_id: input.taskId, plan_id: plan.id }).first();
-      if (still) return commentsChanged(await snapshotIn(tx, input.taskId), `comment ${input.commentId} is at version ${String(still.version)}, not ${input.version}`);
+      if (still)
+        return commentsChanged(await snapshotIn(tx, input.taskId), `comment ${input.commentId} is at version ${String(still.version)}, not ${input.version}`);
       return { ok: true, deleted: false, snapshot: await snapshotIn(tx, input.taskId) };
     }
     await bumpCommentsRevision(tx, plan);

@@ -1,7 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { rawRows, type RepositoryContext } from '../context.js';
 import { PlanCommentIntegrityError } from './planCommentOutcomes.js';
-import { instantColumn, toPlanCommentRecord, toTaskPlanRecord, writtenNow, type PlanCommentRecord, type PlanCommentSnapshot, type TaskPlanRecord } from './planCommentRows.js';
+import {
+  instantColumn,
+  toPlanCommentRecord,
+  toTaskPlanRecord,
+  writtenNow,
+  type PlanCommentRecord,
+  type PlanCommentSnapshot,
+  type TaskPlanRecord,
+} from './planCommentRows.js';
 
 /**
  * A task's plan and the snapshot of its comment collection. Plan writes are Kandev's; this service

@@ -60,10 +60,7 @@ export function pendingActionsStatement(dialect: SqlDialect, sessionIds: readonl
  * within a session; only the newest permission row of the current turn counts; terminal sessions
  * and sessions without a current turn have none (absent from the map).
  */
-export async function getPendingActionsBySessionIds(
-  ctx: RepositoryContext,
-  sessionIds: readonly string[],
-): Promise<Map<string, PendingAction>> {
+export async function getPendingActionsBySessionIds(ctx: RepositoryContext, sessionIds: readonly string[]): Promise<Map<string, PendingAction>> {
   const result = new Map<string, PendingAction>();
   if (sessionIds.length === 0) return result;
   const { sql, bindings } = pendingActionsStatement(ctx.dialect, sessionIds);

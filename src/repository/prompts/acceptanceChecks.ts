@@ -74,7 +74,8 @@ export async function taskOfTarget(tx: RepositoryContext, target: AcceptPromptIn
   const session = await tx.knex('task_sessions').select('task_id').where({ id: target.sessionId }).first();
   if (!session) return notFound('session_not_found', `session ${target.sessionId} does not exist`);
   const taskId = String(session.task_id);
-  if (target.taskId !== undefined && target.taskId !== taskId) return badRequest('session_not_in_task', `session ${target.sessionId} is not a session of task ${target.taskId}`);
+  if (target.taskId !== undefined && target.taskId !== taskId)
+    return badRequest('session_not_in_task', `session ${target.sessionId} is not a session of task ${target.taskId}`);
   return { taskId };
 }
 
@@ -111,7 +112,8 @@ async function targetSessionId(tx: RepositoryContext, target: AcceptPromptInput[
   if (target.kind !== 'primary') return { sessionId: target.sessionId };
   const primary = await primaryOf(tx, taskId);
   if (primary === undefined) {
-    if (target.expectedSessionId !== undefined) return conflict('primary_session_changed', `task ${taskId} has no primary session any more`, { primarySessionId: null });
+    if (target.expectedSessionId !== undefined)
+      return conflict('primary_session_changed', `task ${taskId} has no primary session any more`, { primarySessionId: null });
     return notFound('primary_session_not_found', `task ${taskId} has no primary session`);
   }
   if (target.expectedSessionId !== undefined && primary !== target.expectedSessionId) {
@@ -150,8 +152,15 @@ async function lockReferencedComments(tx: RepositoryContext, refs: readonly Plan
   const planRow = (await rawRows<Row>(tx, `SELECT id FROM task_plans WHERE task_id = ?${forUpdate(tx)}`, [taskId]))[0];
   if (!planRow) return commentsChanged(await snapshotIn(tx, taskId), `task ${taskId} has no plan, so none of its comments`);
   const plan = { id: String(planRow.id), taskId };
-  const ids = tx.dialect.inList('id', refs.map((r) => r.id));
-  const rows = await rawRows<Row>(tx, `SELECT * FROM task_plan_comments WHERE task_id = ? AND plan_id = ? AND ${ids.sql}${forUpdate(tx)}`, [taskId, plan.id, ...ids.bindings]);
+  const ids = tx.dialect.inList(
+    'id',
+    refs.map((r) => r.id),
+  );
+  const rows = await rawRows<Row>(tx, `SELECT * FROM task_plan_comments WHERE task_id = ? AND plan_id = ? AND ${ids.sql}${forUpdate(tx)}`, [
+    taskId,
+    plan.id,
+    ...ids.bindings,
+  ]);
   const comments = rows.map(toPlanCommentRecord);
   const byId = new Map(comments.map((c) => [c.id, c]));
   const stale = refs.filter((r) => byId.get(r.id)?.version !== r.version);

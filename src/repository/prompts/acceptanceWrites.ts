@@ -47,11 +47,11 @@ async function underCallerId<T>(callerId: string, write: () => Promise<T>): Prom
  */
 async function consumeComments(tx: RepositoryContext, plan: { id: string; taskId: string }, refs: readonly PlanCommentRef[]): Promise<number> {
   const pairs = refs.map(() => '(id = ? AND version = ?)').join(' OR ');
-  const deleted = await rawRows<{ id: string }>(
-    tx,
-    `DELETE FROM task_plan_comments WHERE task_id = ? AND plan_id = ? AND (${pairs}) RETURNING id`,
-    [plan.taskId, plan.id, ...refs.flatMap((r) => [r.id, r.version])],
-  );
+  const deleted = await rawRows<{ id: string }>(tx, `DELETE FROM task_plan_comments WHERE task_id = ? AND plan_id = ? AND (${pairs}) RETURNING id`, [
+    plan.taskId,
+    plan.id,
+    ...refs.flatMap((r) => [r.id, r.version]),
+  ]);
   if (deleted.length !== refs.length) throw new AcceptanceRefused(commentsChanged({ taskId: plan.taskId, planId: plan.id, revision: 0, comments: [] }));
   return bumpCommentsRevision(tx, plan);
 }
@@ -70,7 +70,9 @@ async function claimNamedAttachments(tx: RepositoryContext, req: AcceptanceReque
     queueId: req.kind === 'queued' ? req.input.callerId : '',
   });
   if (!claim.ok) {
-    throw new AcceptanceRefused(conflict('attachments_unavailable', `attachments ${claim.unavailable.join(', ')} cannot be claimed`, { attachmentIds: claim.unavailable }));
+    throw new AcceptanceRefused(
+      conflict('attachments_unavailable', `attachments ${claim.unavailable.join(', ')} cannot be claimed`, { attachmentIds: claim.unavailable }),
+    );
   }
   return claim.claimed;
 }
@@ -111,7 +113,14 @@ function acceptedFields(req: AcceptanceRequest, a: Admitted, claimed: readonly A
 const refList = (req: AcceptanceRequest) => req.refs.map((r) => ({ id: r.id, version: r.version }));
 
 /** A queued prompt writes only its receipt, which is its queue entry. */
-async function writeQueuedReceipt(tx: RepositoryContext, schema: PlanCommentSchema, req: AcceptanceRequest, a: Admitted, claimed: AttachmentRecord[], revision: number | undefined): Promise<Outcome> {
+async function writeQueuedReceipt(
+  tx: RepositoryContext,
+  schema: PlanCommentSchema,
+  req: AcceptanceRequest,
+  a: Admitted,
+  claimed: AttachmentRecord[],
+  revision: number | undefined,
+): Promise<Outcome> {
   const { callerId } = req.input;
   const receipt = await underCallerId(callerId, () =>
     insertPromptReceipt(tx, req.receiptTable, {
@@ -141,7 +150,14 @@ async function writeQueuedReceipt(tx: RepositoryContext, schema: PlanCommentSche
 }
 
 /** A direct prompt writes its reserved turn and user message (id = caller id), then its receipt linked to them. */
-async function writeDirectPrompt(tx: RepositoryContext, schema: PlanCommentSchema, req: AcceptanceRequest, a: Admitted, claimed: AttachmentRecord[], revision: number | undefined): Promise<Outcome> {
+async function writeDirectPrompt(
+  tx: RepositoryContext,
+  schema: PlanCommentSchema,
+  req: AcceptanceRequest,
+  a: Admitted,
+  claimed: AttachmentRecord[],
+  revision: number | undefined,
+): Promise<Outcome> {
   const { callerId } = req.input;
   const messageMetadata: Record<string, unknown> = {
     client_message_id: callerId,
@@ -152,7 +168,14 @@ async function writeDirectPrompt(tx: RepositoryContext, schema: PlanCommentSchem
     ...(claimed.length > 0 ? { attachments: attachmentSummaries(claimed) } : {}),
   };
   const { turnId, promptSeq } = await underCallerId(callerId, async () => {
-    const transcript = await insertPromptTranscript(tx, { id: callerId, sessionId: a.sessionId, taskId: a.taskId, content: a.prompt, authorId: req.input.authorId ?? '', metadata: messageMetadata });
+    const transcript = await insertPromptTranscript(tx, {
+      id: callerId,
+      sessionId: a.sessionId,
+      taskId: a.taskId,
+      content: a.prompt,
+      authorId: req.input.authorId ?? '',
+      metadata: messageMetadata,
+    });
     await insertPromptReceipt(tx, req.receiptTable, {
       id: callerId,
       deliveryKind: 'direct',

@@ -58,7 +58,13 @@ export type TranscriptResult = ({ ok: true } & PromptTranscript) | ReservationLo
 async function readTranscript(tx: RepositoryContext, messageId: string, written: boolean): Promise<TranscriptResult> {
   const row = (await rawRows<Row>(tx, `SELECT * FROM task_session_messages WHERE id = ?`, [messageId]))[0];
   if (!row) return { ok: false, reason: 'transcript_missing' };
-  return { ok: true, message: toMessageRecord(row), turnId: String(row.turn_id), promptSeq: row.prompt_seq === null || row.prompt_seq === undefined ? null : Number(row.prompt_seq), written };
+  return {
+    ok: true,
+    message: toMessageRecord(row),
+    turnId: String(row.turn_id),
+    promptSeq: row.prompt_seq === null || row.prompt_seq === undefined ? null : Number(row.prompt_seq),
+    written,
+  };
 }
 
 /**
@@ -69,7 +75,13 @@ async function readTranscript(tx: RepositoryContext, messageId: string, written:
  * second row), its `prompt_seq`, and the claimed attachments' `message_id`. `attachments`: whether
  * the database has the attachment table.
  */
-export function persistPromptTranscript(ctx: RepositoryContext, table: ReceiptTable, id: string, token: string, attachments: boolean): Promise<TranscriptResult> {
+export function persistPromptTranscript(
+  ctx: RepositoryContext,
+  table: ReceiptTable,
+  id: string,
+  token: string,
+  attachments: boolean,
+): Promise<TranscriptResult> {
   return withTransaction(ctx, async (tx) => {
     const sessionId = await sessionOfReceipt(tx, table, id);
     if (sessionId === undefined) return RESERVATION_LOST;
@@ -89,7 +101,14 @@ export function persistPromptTranscript(ctx: RepositoryContext, table: ReceiptTa
       ...carried('client_queue_id'),
       ...(receipt.attachments.length > 0 ? { attachments: receipt.attachments } : {}),
     };
-    const { turnId } = await insertPromptTranscript(tx, { id: receipt.id, sessionId, taskId: receipt.taskId, content: receipt.content, authorId: '', metadata });
+    const { turnId } = await insertPromptTranscript(tx, {
+      id: receipt.id,
+      sessionId,
+      taskId: receipt.taskId,
+      content: receipt.content,
+      authorId: '',
+      metadata,
+    });
     const linked = await rawRows(
       tx,
       `UPDATE ${table} SET durable_transcript_message_id = ?, durable_transcript_turn_id = ?
@@ -99,7 +118,10 @@ export function persistPromptTranscript(ctx: RepositoryContext, table: ReceiptTa
     // Locked and checked above in this transaction; a miss here is a broken invariant, and the throw rolls the transcript back.
     if (linked.length !== 1) throw new Error(`receipt ${receipt.id} changed under its own row lock`);
     if (attachments) {
-      await tx.knex('task_message_attachments').where({ queue_id: receipt.id, state: 'claimed' }).update({ message_id: receipt.id, updated_at: writtenNow(tx) });
+      await tx
+        .knex('task_message_attachments')
+        .where({ queue_id: receipt.id, state: 'claimed' })
+        .update({ message_id: receipt.id, updated_at: writtenNow(tx) });
     }
     return readTranscript(tx, receipt.id, true);
   });
@@ -120,7 +142,8 @@ export type Eligibility = { ok: true; state: string; passthrough: boolean } | { 
 async function promptEligibility(ctx: RepositoryContext, taskId: string, sessionId: string, deliveryKind: string): Promise<Eligibility> {
   const task = (await rawRows<Row>(ctx, `SELECT archived_at FROM tasks WHERE id = ?${forUpdate(ctx)}`, [taskId]))[0];
   if (!task || (task.archived_at !== null && task.archived_at !== undefined)) return { ok: false, reason: 'task_inactive' };
-  if (deliveryKind !== 'direct' && (await findActiveClarificationMessages(ctx, sessionId)).some(isLiveClarification)) return { ok: false, reason: 'live_clarification' };
+  if (deliveryKind !== 'direct' && (await findActiveClarificationMessages(ctx, sessionId)).some(isLiveClarification))
+    return { ok: false, reason: 'live_clarification' };
   const session = (await rawRows<Row>(ctx, `SELECT state, is_passthrough FROM task_sessions WHERE id = ? AND task_id = ?`, [sessionId, taskId]))[0];
   const state = session ? String(session.state) : '';
   if (!session || !PROMPTABLE_SESSION_STATES.includes(state)) return { ok: false, reason: 'session_unavailable', state };
@@ -216,22 +239,32 @@ export function markPromptDeliveryAttempted(ctx: RepositoryContext, table: Recei
  * Sets the transcript's `prompt_delivery` label, never downgrading `acknowledged`; with
  * `onlyFrom`, only a message currently labelled so (the upgrade of a late settlement).
  */
-async function labelTranscript(tx: RepositoryContext, messageId: string, label: PromptDeliveryLabel, onlyFrom?: PromptDeliveryLabel): Promise<MessageRecord | undefined> {
+async function labelTranscript(
+  tx: RepositoryContext,
+  messageId: string,
+  label: PromptDeliveryLabel,
+  onlyFrom?: PromptDeliveryLabel,
+): Promise<MessageRecord | undefined> {
   const patch = tx.dialect.jsonPatch('metadata', { prompt_delivery: label });
   const current = `COALESCE(${tx.dialect.jsonString('metadata', 'prompt_delivery')}, '')`;
   const guard = onlyFrom !== undefined ? `${current} = ?` : `${current} NOT IN ('acknowledged', ?)`;
-  const rows = await rawRows<Row>(
-    tx,
-    `UPDATE task_session_messages SET metadata = ${patch.sql}, updated_at = ? WHERE id = ? AND ${guard} RETURNING *`,
-    [...patch.bindings, storedNow(tx), messageId, onlyFrom ?? label],
-  );
+  const rows = await rawRows<Row>(tx, `UPDATE task_session_messages SET metadata = ${patch.sql}, updated_at = ? WHERE id = ? AND ${guard} RETURNING *`, [
+    ...patch.bindings,
+    storedNow(tx),
+    messageId,
+    onlyFrom ?? label,
+  ]);
   return rows[0] ? toMessageRecord(rows[0]) : undefined;
 }
 
 async function clearDispatchKeys(tx: RepositoryContext, turnId: string | null): Promise<void> {
   if (turnId === null) return;
   const patch = tx.dialect.jsonPatch('metadata', {}, [TURN_META_PROMPT_DISPATCH_PENDING, TURN_META_PROMPT_DISPATCH_ATTEMPTED]);
-  await tx.knex.raw(`UPDATE task_session_turns SET metadata = ${patch.sql}, updated_at = ? WHERE id = ?`, [...patch.bindings, storedNow(tx), turnId] as never[]);
+  await tx.knex.raw(`UPDATE task_session_turns SET metadata = ${patch.sql}, updated_at = ? WHERE id = ?`, [
+    ...patch.bindings,
+    storedNow(tx),
+    turnId,
+  ] as never[]);
 }
 
 export interface SettledPrompt {
@@ -248,12 +281,23 @@ export type SettleResult = ({ ok: true } & SettledPrompt) | (ReservationLost & {
  * owner's reservation expired), only an `acknowledged` outcome is written, as an upgrade of
  * `unconfirmed`: a late owner may know better, never worse.
  */
-export function settlePromptReceipt(ctx: RepositoryContext, table: ReceiptTable, id: string, token: string, label: PromptDeliveryLabel, transcriptMessageId: string): Promise<SettleResult> {
+export function settlePromptReceipt(
+  ctx: RepositoryContext,
+  table: ReceiptTable,
+  id: string,
+  token: string,
+  label: PromptDeliveryLabel,
+  transcriptMessageId: string,
+): Promise<SettleResult> {
   return withTransaction(ctx, async (tx): Promise<SettleResult> => {
     const sessionId = await sessionOfReceipt(tx, table, id);
     if (sessionId !== undefined) {
       await lockSessionTurnWrites(tx, [sessionId]);
-      const deleted = await rawRows<Row>(tx, `DELETE FROM ${table} WHERE id = ? AND delivery_reservation_token = ? AND delivery_attempted_at IS NOT NULL RETURNING *`, [id, token]);
+      const deleted = await rawRows<Row>(
+        tx,
+        `DELETE FROM ${table} WHERE id = ? AND delivery_reservation_token = ? AND delivery_attempted_at IS NOT NULL RETURNING *`,
+        [id, token],
+      );
       if (deleted[0]) {
         const receipt = toPromptReceiptRecord(deleted[0]);
         const message = await labelTranscript(tx, receipt.transcriptMessageId ?? transcriptMessageId, label);
@@ -271,7 +315,12 @@ export function settlePromptReceipt(ctx: RepositoryContext, table: ReceiptTable,
  * dispatch, its transcript labelled from what the prompt stream holds, its turn's keys cleared.
  * Undefined when the row is no longer such (its owner renewed or settled it meanwhile).
  */
-export function removeAttemptedPromptReceipt(ctx: RepositoryContext, table: ReceiptTable, id: string, label: PromptDeliveryLabel): Promise<SettledPrompt | undefined> {
+export function removeAttemptedPromptReceipt(
+  ctx: RepositoryContext,
+  table: ReceiptTable,
+  id: string,
+  label: PromptDeliveryLabel,
+): Promise<SettledPrompt | undefined> {
   return withTransaction(ctx, async (tx) => {
     const sessionId = await sessionOfReceipt(tx, table, id);
     if (sessionId === undefined) return undefined;

@@ -34,10 +34,9 @@ import {
 import type { PlanCommentSchema, ReceiptTable } from '../schema/planCommentTables.js';
 import type { CanonicalTimestamp } from '../../timestamps.js';
 
-export type {    MarkResult, PromptDeliveryLabel, PromptTranscript,    } from './promptDeliveryWrites.js';
-;
+export type { MarkResult, PromptDeliveryLabel, PromptTranscript } from './promptDeliveryWrites.js';
 export type { PromptReceiptRecord } from '../planComments/planCommentRows.js';
-export type { PromptReceiptCount,   } from './promptReceiptCounts.js';
+export type { PromptReceiptCount } from './promptReceiptCounts.js';
 
 /**
  * The prompt dispatcher's and reconciliation's port onto durable prompt receipts:

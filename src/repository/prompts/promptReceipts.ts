@@ -30,7 +30,15 @@ export interface ReceiptInput {
 
 /** The attachment list a receipt and its transcript carry: what a dispatcher needs to send them. */
 export function attachmentSummaries(attachments: readonly AttachmentRecord[]): Array<Record<string, unknown>> {
-  return attachments.map((a) => ({ id: a.id, name: a.name, mime_type: a.mimeType, size_bytes: a.sizeBytes, storage_key: a.storageKey, kind: a.kind, delivery_mode: a.deliveryMode }));
+  return attachments.map((a) => ({
+    id: a.id,
+    name: a.name,
+    mime_type: a.mimeType,
+    size_bytes: a.sizeBytes,
+    storage_key: a.storageKey,
+    kind: a.kind,
+    delivery_mode: a.deliveryMode,
+  }));
 }
 
 /**

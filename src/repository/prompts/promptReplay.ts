@@ -59,7 +59,9 @@ export async function acceptanceRecorded(ctx: RepositoryContext, schema: PlanCom
 
 export async function priorAcceptance(tx: RepositoryContext, schema: PlanCommentSchema, callerId: string): Promise<PriorAcceptance | undefined> {
   const receipt = schema.receiptTable ? await getPromptReceipt(tx, schema.receiptTable, callerId) : undefined;
-  const messageRow = (await rawRows<Row>(tx, `SELECT id, task_session_id, task_id, turn_id, content, metadata, prompt_seq FROM task_session_messages WHERE id = ?`, [callerId]))[0];
+  const messageRow = (
+    await rawRows<Row>(tx, `SELECT id, task_session_id, task_id, turn_id, content, metadata, prompt_seq FROM task_session_messages WHERE id = ?`, [callerId])
+  )[0];
   if (!receipt && !messageRow) return undefined;
   const message = messageRow ? parseMetadata(messageRow.metadata).metadata : {};
   const fingerprintOf = (metadata: Record<string, unknown>) =>
@@ -90,7 +92,13 @@ export async function priorAcceptance(tx: RepositoryContext, schema: PlanComment
   };
 }
 
-export async function replayOutcome(tx: RepositoryContext, schema: PlanCommentSchema, input: AcceptPromptInput, prior: PriorAcceptance, fingerprint: string): Promise<AcceptedPrompt | Conflict> {
+export async function replayOutcome(
+  tx: RepositoryContext,
+  schema: PlanCommentSchema,
+  input: AcceptPromptInput,
+  prior: PriorAcceptance,
+  fingerprint: string,
+): Promise<AcceptedPrompt | Conflict> {
   if (prior.fingerprint !== fingerprint) {
     return conflict('caller_id_conflict', `caller id ${input.callerId} was accepted before for another request`, {});
   }
@@ -115,4 +123,3 @@ export async function replayOutcome(tx: RepositoryContext, schema: PlanCommentSc
     snapshot: schema.missingForComments.length === 0 && prior.taskId !== '' ? await snapshotIn(tx, prior.taskId) : null,
   };
 }
-

@@ -76,7 +76,13 @@ export function reserveHead(ctx: RepositoryContext, table: ReceiptTable, session
  * too, so reconciliation leaves a live owner's attempted receipt alone. An expired token is lost
  * even if nobody took over yet: its owner must not go on as if it still held the row.
  */
-export async function renewReservation(ctx: RepositoryContext, table: ReceiptTable, id: string, token: string, ttlMs: number): Promise<{ ok: true } | ReservationLost> {
+export async function renewReservation(
+  ctx: RepositoryContext,
+  table: ReceiptTable,
+  id: string,
+  token: string,
+  ttlMs: number,
+): Promise<{ ok: true } | ReservationLost> {
   const now = ctx.clock();
   const rows = await rawRows(
     ctx,
@@ -106,7 +112,13 @@ export interface ReleaseInput {
  * still hand its row back as long as nobody took it over. If the release itself fails, the TTL
  * makes the row available anyway.
  */
-export async function releaseReservation(ctx: RepositoryContext, table: ReceiptTable, id: string, token: string, input: ReleaseInput): Promise<{ ok: true } | ReservationLost> {
+export async function releaseReservation(
+  ctx: RepositoryContext,
+  table: ReceiptTable,
+  id: string,
+  token: string,
+  input: ReleaseInput,
+): Promise<{ ok: true } | ReservationLost> {
   const now = ctx.clock();
   const rows = await rawRows(
     ctx,
@@ -194,6 +206,8 @@ export async function clearExpiredReservation(ctx: RepositoryContext, table: Rec
 
 /** Deletes the receipt of a task that no longer exists. */
 export async function removeOrphanReceipt(ctx: RepositoryContext, table: ReceiptTable, id: string): Promise<boolean> {
-  const rows = await rawRows(ctx, `DELETE FROM ${table} WHERE id = ? AND NOT EXISTS (SELECT 1 FROM tasks tk WHERE tk.id = ${table}.task_id) RETURNING id`, [id]);
+  const rows = await rawRows(ctx, `DELETE FROM ${table} WHERE id = ? AND NOT EXISTS (SELECT 1 FROM tasks tk WHERE tk.id = ${table}.task_id) RETURNING id`, [
+    id,
+  ]);
   return rows.length > 0;
 }

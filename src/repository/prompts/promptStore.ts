@@ -5,7 +5,7 @@ import { detectPlanCommentSchema, type PlanCommentSchema } from '../schema/planC
 import { acceptPrompt, type AcceptPromptInput, type AcceptPromptResult } from './promptAcceptance.js';
 import { listWaitingQueuedPrompts } from './queuedPrompts.js';
 
-export type { AcceptedPrompt, AcceptPromptInput, AcceptPromptResult,  PlanCommentRef,  PromptTarget } from './promptAcceptance.js';
+export type { AcceptedPrompt, AcceptPromptInput, AcceptPromptResult, PlanCommentRef, PromptTarget } from './promptAcceptance.js';
 export type { PromptReceiptRecord } from '../planComments/planCommentRows.js';
 
 /** A session's waiting queued prompts (queuedPrompts.ts), in queue order. */

@@ -37,7 +37,11 @@ function waitingKandevQueuePredicate(dialect: SqlDialect, alias: string): string
 
 /** Waiting rows of one session in this service's receipt table: the queue it drains and limits. */
 export async function countWaitingQueuedPrompts(ctx: RepositoryContext, table: ReceiptTable, sessionId: string): Promise<number> {
-  const rows = await rawRows<{ n: number | string }>(ctx, `SELECT COUNT(*) AS n FROM ${table} q WHERE q.session_id = ? AND ${waitingReceiptPredicate(ctx.dialect, 'q')}`, [sessionId]);
+  const rows = await rawRows<{ n: number | string }>(
+    ctx,
+    `SELECT COUNT(*) AS n FROM ${table} q WHERE q.session_id = ? AND ${waitingReceiptPredicate(ctx.dialect, 'q')}`,
+    [sessionId],
+  );
   return Number(rows[0]?.n ?? 0);
 }
 
@@ -60,7 +64,9 @@ export async function listWaitingQueuedPrompts(ctx: RepositoryContext, table: Re
  */
 export function waitingQueuedPromptsOfSession(dialect: SqlDialect, tables: QueuedPromptTables, sessionColumn: string): string {
   const parts: string[] = [];
-  if (tables.receiptTable) parts.push(`(SELECT COUNT(*) FROM ${tables.receiptTable} q WHERE q.session_id = ${sessionColumn} AND ${waitingReceiptPredicate(dialect, 'q')})`);
-  if (tables.kandevQueue) parts.push(`(SELECT COUNT(*) FROM queued_messages k WHERE k.session_id = ${sessionColumn} AND ${waitingKandevQueuePredicate(dialect, 'k')})`);
+  if (tables.receiptTable)
+    parts.push(`(SELECT COUNT(*) FROM ${tables.receiptTable} q WHERE q.session_id = ${sessionColumn} AND ${waitingReceiptPredicate(dialect, 'q')})`);
+  if (tables.kandevQueue)
+    parts.push(`(SELECT COUNT(*) FROM queued_messages k WHERE k.session_id = ${sessionColumn} AND ${waitingKandevQueuePredicate(dialect, 'k')})`);
   return parts.length > 0 ? parts.join(' + ') : '0';
 }

@@ -90,7 +90,11 @@ async function seedPlan(ctx: RepositoryContext, workspaceId: string): Promise<Sa
   const turn = await startTurn(ctx, session.id);
   await createMessage(ctx, { sessionId: session.id, turnId: turn.id, content: 'Here is my plan for the release notes.' });
   await completeTurn(ctx, turn.id);
-  const plan = await upsertTaskPlan(ctx, { taskId: task.id, title: 'Release notes', content: '# Plan\n\n1. Collect the merged changes.\n2. Group them by area.\n3. Write one line each.\n' });
+  const plan = await upsertTaskPlan(ctx, {
+    taskId: task.id,
+    title: 'Release notes',
+    content: '# Plan\n\n1. Collect the merged changes.\n2. Group them by area.\n3. Write one line each.\n',
+  });
   const store = await openPlanCommentStore(ctx);
   const comments: Array<{ id: string; version: number }> = [];
   for (const [body, selectedText] of [
@@ -113,7 +117,13 @@ async function seedQueue(ctx: RepositoryContext, workspaceId: string): Promise<S
   const store = await openPromptStore(ctx);
   const queuedIds: string[] = [];
   for (const content of ['When that is done, also check the logout test.', 'Then open a pull request.']) {
-    const accepted = await store.acceptPrompt({ callerId: randomUUID(), target: { kind: 'session', sessionId: session.id }, content, deliveryKind: 'queued', queueMaxPerSession: 10 });
+    const accepted = await store.acceptPrompt({
+      callerId: randomUUID(),
+      target: { kind: 'session', sessionId: session.id },
+      content,
+      deliveryKind: 'queued',
+      queueMaxPerSession: 10,
+    });
     if (!accepted.ok) throw new Error(`seeding a queued prompt: ${JSON.stringify(accepted)}`);
     queuedIds.push(accepted.receiptId);
   }
@@ -124,7 +134,13 @@ async function seedCompleted(ctx: RepositoryContext, workspaceId: string): Promi
   const task = await createTask(ctx, { workspaceId, title: 'Rename the config flag', state: 'COMPLETED' });
   const session = await createSession(ctx, { taskId: task.id, state: 'COMPLETED', isPrimary: true });
   const turn = await startTurn(ctx, session.id);
-  await createMessage(ctx, { sessionId: session.id, turnId: turn.id, type: 'clarification_request', content: 'Keep the old name as an alias?', metadata: clarification(randomUUID(), 'answered') });
+  await createMessage(ctx, {
+    sessionId: session.id,
+    turnId: turn.id,
+    type: 'clarification_request',
+    content: 'Keep the old name as an alias?',
+    metadata: clarification(randomUUID(), 'answered'),
+  });
   await completeTurn(ctx, turn.id);
   return { taskId: task.id, sessionId: session.id };
 }

@@ -34,7 +34,10 @@ async function sqliteTableColumns(target: SchemaTarget, tables: readonly string[
     const exists = await catalogRows(target, `SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name = ? COLLATE NOCASE`, [table]);
     if (exists.length === 0) continue;
     const columns = await catalogRows<{ name: string; type: string }>(target, 'SELECT name, type FROM pragma_table_info(?) ORDER BY cid', [table]);
-    found.set(table, columns.map((c) => ({ name: c.name, type: c.type })));
+    found.set(
+      table,
+      columns.map((c) => ({ name: c.name, type: c.type })),
+    );
   }
   return found;
 }
@@ -81,7 +84,11 @@ export function relationNamed(target: SchemaTarget, name: string, table: string)
 }
 
 async function sqliteRelationNamed(target: SchemaTarget, name: string): Promise<NamedRelation | undefined> {
-  const rows = await catalogRows<{ type: string; tbl_name: string; sql: string | null }>(target, 'SELECT type, tbl_name, sql FROM sqlite_master WHERE name = ? COLLATE NOCASE', [name]);
+  const rows = await catalogRows<{ type: string; tbl_name: string; sql: string | null }>(
+    target,
+    'SELECT type, tbl_name, sql FROM sqlite_master WHERE name = ? COLLATE NOCASE',
+    [name],
+  );
   const row = rows[0];
   if (!row) return undefined;
   return { kind: row.type, table: row.type === 'index' ? row.tbl_name : null, definition: row.type === 'index' ? row.sql : null, valid: true, schema: null };

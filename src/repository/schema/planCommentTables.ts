@@ -22,8 +22,23 @@ const PLAN_COMMENT_COLUMNS = {
 
 const ATTACHMENT_COLUMNS = {
   task_message_attachments: [
-    'id', 'owner_id', 'workspace_id', 'task_id', 'session_id', 'message_id', 'queue_id', 'name', 'mime_type', 'kind',
-    'delivery_mode', 'size_bytes', 'storage_key', 'state', 'expires_at', 'created_at', 'updated_at',
+    'id',
+    'owner_id',
+    'workspace_id',
+    'task_id',
+    'session_id',
+    'message_id',
+    'queue_id',
+    'name',
+    'mime_type',
+    'kind',
+    'delivery_mode',
+    'size_bytes',
+    'storage_key',
+    'state',
+    'expires_at',
+    'created_at',
+    'updated_at',
   ],
 } as const;
 
@@ -31,9 +46,26 @@ const PROMPT_SEQ_COLUMNS = { task_session_prompt_seq: ['task_session_id', 'last_
 
 /** Every column a receipt statement names, in both receipt tables. */
 const RECEIPT_COLUMNS = [
-  'id', 'session_id', 'task_id', 'position', 'content', 'model', 'plan_mode', 'attachments_json', 'metadata_json', 'queued_at',
-  'queued_by', 'delivery_kind', 'delivery_reservation_token', 'delivery_reservation_owner', 'delivery_reservation_expires_at',
-  'delivery_attempted_at', 'delivery_attempts', 'next_attempt_at', 'last_error', 'durable_transcript_message_id',
+  'id',
+  'session_id',
+  'task_id',
+  'position',
+  'content',
+  'model',
+  'plan_mode',
+  'attachments_json',
+  'metadata_json',
+  'queued_at',
+  'queued_by',
+  'delivery_kind',
+  'delivery_reservation_token',
+  'delivery_reservation_owner',
+  'delivery_reservation_expires_at',
+  'delivery_attempted_at',
+  'delivery_attempts',
+  'next_attempt_at',
+  'last_error',
+  'durable_transcript_message_id',
   'durable_transcript_turn_id',
 ] as const;
 

@@ -90,7 +90,11 @@ export async function detectSchema(target: SchemaTarget): Promise<SchemaDetectio
 
 export type SchemaModeDecision =
   | { readonly ok: true; readonly mode: SchemaMode; /** Why, for a person. */ readonly because: string }
-  | { readonly ok: false; readonly headline: string; /** Every missing table and column, and what a forced mode would do. */ readonly problems: readonly string[] };
+  | {
+      readonly ok: false;
+      readonly headline: string;
+      /** Every missing table and column, and what a forced mode would do. */ readonly problems: readonly string[];
+    };
 
 function missingProblems(detection: SchemaDetection): string[] {
   return [
@@ -110,10 +114,14 @@ export function decideSchemaMode(detection: SchemaDetection, setting: SchemaMode
   switch (detection.shape) {
     case 'empty':
       if (setting === 'kandev') return refuse("SCHEMA_MODE=kandev, but it has none of Kandev's tables", missing);
-      return { ok: true, mode: 'owned', because: setting === 'owned' ? 'SCHEMA_MODE=owned on an empty database' : 'the database has none of Kandev\'s tables: this service creates them' };
+      return {
+        ok: true,
+        mode: 'owned',
+        because: setting === 'owned' ? 'SCHEMA_MODE=owned on an empty database' : "the database has none of Kandev's tables: this service creates them",
+      };
     case 'owned':
       if (setting === 'kandev') {
-        return refuse("SCHEMA_MODE=kandev, but this service created its tables (owned mode)", [
+        return refuse('SCHEMA_MODE=kandev, but this service created its tables (owned mode)', [
           `owned-mode migrations recorded in ${MIGRATIONS_TABLE}: ${detection.ownedMigrations.join(', ')}; use SCHEMA_MODE=auto or owned`,
         ]);
       }
@@ -153,7 +161,10 @@ export class SchemaRefusedError extends PendingProjectorError {
  * and SearchPathSchemaMissingError (a configuration error) when PostgreSQL's search_path selects no
  * schema, where the database would only look empty.
  */
-export async function resolveSchemaMode(target: SchemaTarget, setting: SchemaModeSetting): Promise<{ mode: SchemaMode; because: string; detection: SchemaDetection }> {
+export async function resolveSchemaMode(
+  target: SchemaTarget,
+  setting: SchemaModeSetting,
+): Promise<{ mode: SchemaMode; because: string; detection: SchemaDetection }> {
   const missing = await missingSearchPathSchema(target);
   if (missing) throw new SearchPathSchemaMissingError(missing);
   const detection = await detectSchema(target);

@@ -30,7 +30,10 @@ function quoteIdentifier(name: string): string {
 /** Undefined when the search path selects a schema (always on SQLite, which has none). */
 export async function missingSearchPathSchema(target: SchemaTarget): Promise<MissingSearchPathSchema | undefined> {
   if (target.dialect.name !== 'postgres') return undefined;
-  const [row] = await catalogRows<{ current: string | null; search_path: string }>(target, "SELECT current_schema() AS current, current_setting('search_path') AS search_path");
+  const [row] = await catalogRows<{ current: string | null; search_path: string }>(
+    target,
+    "SELECT current_schema() AS current, current_setting('search_path') AS search_path",
+  );
   if (!row || row.current !== null) return undefined;
   const first = schemaNames(row.search_path)[0];
   return { searchPath: row.search_path, createSchema: first === undefined ? null : `CREATE SCHEMA ${quoteIdentifier(first)}` };

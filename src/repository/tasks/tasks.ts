@@ -60,7 +60,10 @@ export async function getSession(ctx: RepositoryContext, sessionId: string): Pro
 
 /** Moves a session to `state`; returns false when the session does not exist. */
 export async function setSessionState(ctx: RepositoryContext, sessionId: string, state: string): Promise<boolean> {
-  const changed = await ctx.knex('task_sessions').where({ id: sessionId }).update({ state, updated_at: storedNow(ctx) });
+  const changed = await ctx
+    .knex('task_sessions')
+    .where({ id: sessionId })
+    .update({ state, updated_at: storedNow(ctx) });
   return changed > 0;
 }
 
@@ -87,11 +90,6 @@ export async function taskIdOfSession(ctx: RepositoryContext, sessionId: string)
  * database hold several): what Run's preflight addresses before the accepting transaction checks it.
  */
 export async function getPrimarySession(ctx: RepositoryContext, taskId: string): Promise<SessionRecord | undefined> {
-  const row = await ctx
-    .knex('task_sessions')
-    .where({ task_id: taskId, is_primary: 1 })
-    .orderBy('started_at')
-    .orderByRaw(ctx.dialect.binaryText('id'))
-    .first();
+  const row = await ctx.knex('task_sessions').where({ task_id: taskId, is_primary: 1 }).orderBy('started_at').orderByRaw(ctx.dialect.binaryText('id')).first();
   return row ? toSessionRecord(row) : undefined;
 }

@@ -28,11 +28,7 @@ async function sessionTaskId(tx: RepositoryContext, sessionId: string): Promise<
   return String(row.task_id);
 }
 
-async function insertTurn(
-  tx: RepositoryContext,
-  sessionId: string,
-  options: StartTurnOptions & { completed: boolean },
-): Promise<TurnRecord> {
+async function insertTurn(tx: RepositoryContext, sessionId: string, options: StartTurnOptions & { completed: boolean }): Promise<TurnRecord> {
   await lockSessionTurnWrites(tx, [sessionId]);
   const taskId = options.taskId ?? (await sessionTaskId(tx, sessionId));
   const now = storedNow(tx);
@@ -60,11 +56,7 @@ export function startTurn(ctx: RepositoryContext, sessionId: string, options: St
  * Persists a lifecycle turn: born completed, and marked `lifecycle_only: true` in the same INSERT
  * (spec AC-1), so no reader can ever see it unmarked and no retry needs a dedupe (D7).
  */
-export function createLifecycleTurn(
-  ctx: RepositoryContext,
-  sessionId: string,
-  options: StartTurnOptions = {},
-): Promise<TurnRecord> {
+export function createLifecycleTurn(ctx: RepositoryContext, sessionId: string, options: StartTurnOptions = {}): Promise<TurnRecord> {
   const metadata = { ...(options.metadata ?? {}), [TURN_META_LIFECYCLE_ONLY]: true };
   return withTransaction(ctx, (tx) => insertTurn(tx, sessionId, { ...options, metadata, completed: true }));
 }

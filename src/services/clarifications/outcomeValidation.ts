@@ -29,9 +29,7 @@ export interface BundleQuestionView {
 
 export type BundleInspection = { ok: true; questions: BundleQuestionView[] } | { ok: false; reason: string };
 
-export type NormalizedOutcome =
-  | { status: 'answered'; answers: ClarificationAnswerPayload[] }
-  | { status: 'rejected'; reason: string };
+export type NormalizedOutcome = { status: 'answered'; answers: ClarificationAnswerPayload[] } | { status: 'rejected'; reason: string };
 
 export type OutcomeValidation = { ok: true; outcome: NormalizedOutcome } | { ok: false; message: string };
 
@@ -67,7 +65,8 @@ function questionIndexOf(row: BundleRow): number {
 export function inspectBundle(rows: readonly BundleRow[]): BundleInspection {
   if (rows.length === 0) return { ok: false, reason: 'the bundle has no questions' };
   const first = rows[0]!;
-  if (rows.some((r) => r.type !== 'clarification_request')) return { ok: false, reason: 'the bundle id is shared with rows that are not clarification requests' };
+  if (rows.some((r) => r.type !== 'clarification_request'))
+    return { ok: false, reason: 'the bundle id is shared with rows that are not clarification requests' };
   if (rows.some((r) => r.sessionId !== first.sessionId || r.turnId !== first.turnId)) {
     return { ok: false, reason: 'the bundle spans several sessions or turns' };
   }
@@ -102,7 +101,10 @@ export function validateOutcome(questions: readonly BundleQuestionView[], reques
   for (const [i, answer] of answers.entries()) {
     const question = byId.get(answer.question_id);
     if (!question) {
-      return { ok: false, message: `answer ${i + 1} names unknown question_id ${JSON.stringify(answer.question_id)}; the bundle's questions are ${quoteList(known)}` };
+      return {
+        ok: false,
+        message: `answer ${i + 1} names unknown question_id ${JSON.stringify(answer.question_id)}; the bundle's questions are ${quoteList(known)}`,
+      };
     }
     if (given.has(answer.question_id)) return { ok: false, message: `answer ${i + 1} repeats question_id ${JSON.stringify(answer.question_id)}` };
     given.set(answer.question_id, answer);
@@ -125,7 +127,11 @@ export function validateOutcome(questions: readonly BundleQuestionView[], reques
       answers: questions.map((q) => {
         const answer = given.get(q.questionId)!;
         const selected = new Set(answer.selected_options);
-        return { question_id: q.questionId, selected_options: [...new Set(q.optionIds)].filter((o) => selected.has(o)), custom_text: answer.custom_text.trim() };
+        return {
+          question_id: q.questionId,
+          selected_options: [...new Set(q.optionIds)].filter((o) => selected.has(o)),
+          custom_text: answer.custom_text.trim(),
+        };
       }),
     },
   };

@@ -35,26 +35,23 @@ function sameAnswer(a: ClarificationAnswerPayload, b: ClarificationAnswerPayload
   return a.custom_text === b.custom_text && left.length === right.length && left.every((o, i) => o === right[i]);
 }
 
-export function recordedOutcome(
-  rows: readonly RecordedRow[],
-  questions: readonly BundleQuestionView[],
-  outcome: NormalizedOutcome,
-): RecordedOutcome {
+export function recordedOutcome(rows: readonly RecordedRow[], questions: readonly BundleQuestionView[], outcome: NormalizedOutcome): RecordedOutcome {
   if (rows.some((r) => isPendingStatus(r.metadata))) {
     return { replay: false, reason: 'the clarification is no longer active (its turn was superseded, its session is terminal, or the bundle is malformed)' };
   }
   if (rows.some((r) => isTruthyFlag(r.metadata.response_delivery_pending))) {
     return { replay: false, reason: 'another response to this clarification is being delivered' };
   }
-  const decided = rows.filter(
-    (r) => (r.metadata.status === 'answered' || r.metadata.status === 'rejected') && !isTruthyFlag(r.metadata.response_undelivered),
-  );
+  const decided = rows.filter((r) => (r.metadata.status === 'answered' || r.metadata.status === 'rejected') && !isTruthyFlag(r.metadata.response_undelivered));
   if (decided.length === 0) return { replay: false, reason: 'the clarification is no longer active (expired, cancelled, or never delivered)' };
   const statuses = new Set(decided.map((r) => r.metadata.status as 'answered' | 'rejected'));
   if (statuses.size !== 1) return { replay: false, reason: 'the clarification holds both answered and rejected rows' };
   const [status] = [...statuses] as ['answered' | 'rejected'];
   if (status !== outcome.status) return { replay: false, reason: `the clarification was already ${status} by another response` };
-  const respondedAt = decided.map((r) => r.updatedAt).sort().at(-1)!;
+  const respondedAt = decided
+    .map((r) => r.updatedAt)
+    .sort()
+    .at(-1)!;
   if (outcome.status === 'rejected') {
     const reasons = new Set(decided.map((r) => (typeof r.metadata.reject_reason === 'string' ? r.metadata.reject_reason : '')));
     if (reasons.size !== 1 || !reasons.has(outcome.reason)) return { replay: false, reason: 'the clarification was already rejected with another reason' };

@@ -190,9 +190,15 @@ async function finishDelivered(
   const events = messageUpdatedEvents(finalized);
   const turnId = payload.clarification_turn_id;
   if (delivery === 'live') {
-    events.push({ type: CLARIFICATION_PRIMARY_ANSWERED, data: { pending_id: pendingId, session_id: sessionId, task_id: taskId, clarification_turn_id: turnId, status: payload.status } });
+    events.push({
+      type: CLARIFICATION_PRIMARY_ANSWERED,
+      data: { pending_id: pendingId, session_id: sessionId, task_id: taskId, clarification_turn_id: turnId, status: payload.status },
+    });
   } else if (delivery === 'none') {
-    events.push({ type: CLARIFICATION_STALE_DISMISSED, data: { pending_id: pendingId, session_id: sessionId, task_id: taskId, clarification_turn_id: turnId, reject_reason: payload.reject_reason } });
+    events.push({
+      type: CLARIFICATION_STALE_DISMISSED,
+      data: { pending_id: pendingId, session_id: sessionId, task_id: taskId, clarification_turn_id: turnId, reject_reason: payload.reject_reason },
+    });
   }
   await publishOrRefresh(deps, log, taskId, events);
   log.info({ pendingId, sessionId, delivery, status: payload.status }, 'clarification response delivered');
@@ -230,7 +236,10 @@ async function restoreAfterFailure(deps: RespondDeps, log: Logger, claimed: Clai
     }
     await publishOrRefresh(deps, log, taskId, messageUpdatedEvents(abandoned));
     log.warn({ pendingId, reason }, 'delivery failed after the clarification stopped being active');
-    return failure('conflict', `${reason}; meanwhile the clarification stopped being active (superseded turn or terminal session), so the response was not delivered`);
+    return failure(
+      'conflict',
+      `${reason}; meanwhile the clarification stopped being active (superseded turn or terminal session), so the response was not delivered`,
+    );
   }
   // Retryability is acknowledged only once the summary shows the restored question again.
   const refresh = await refreshThenPublish(deps, log, taskId, messageUpdatedEvents(restore.rows));

@@ -34,7 +34,10 @@ export function createPlanCommentPublisher(events: PlanCommentEvents, logger: Lo
     publish(payload, msgId = commentsMsgId(payload)) {
       const published = events.publishComments(payload, msgId).catch((err: unknown) => {
         // Committed already: the database is the truth, and the next change republishes it all.
-        log.warn({ err, taskId: payload.task_id, planId: payload.plan_id, revision: payload.revision }, 'task_plan.comments_updated not published; the next change of the collection publishes it whole');
+        log.warn(
+          { err, taskId: payload.task_id, planId: payload.plan_id, revision: payload.revision },
+          'task_plan.comments_updated not published; the next change of the collection publishes it whole',
+        );
       });
       inFlight.add(published);
       void published.finally(() => inFlight.delete(published));

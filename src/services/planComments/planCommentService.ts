@@ -3,7 +3,14 @@ import type { AdmissionOutcome, TaskAdmission } from '../../repository/admission
 import type { RepositoryContext } from '../../repository/context.js';
 import type { PlanCommentSnapshot, PlanCommentStore, StoreFailure } from '../../repository/planComments/planCommentStore.js';
 import type { AnyReply } from '../../contract/replyErrorCodes.js';
-import type { importLegacySchema, planCommentCreateSchema, planCommentDeleteSchema, planCommentListSchema, planCommentUpdateSchema, planDeleteSchema } from '../../contract/planCommentRequests.js';
+import type {
+  importLegacySchema,
+  planCommentCreateSchema,
+  planCommentDeleteSchema,
+  planCommentListSchema,
+  planCommentUpdateSchema,
+  planDeleteSchema,
+} from '../../contract/planCommentRequests.js';
 import { commentPayload, lockTimeoutFailure, snapshotPayload, storeFailure } from '../planCommentWire.js';
 import type { PlanCommentsPayload } from '../../contract/planCommentPayloads.js';
 import type { PlanCommentPublisher } from './planCommentEvents.js';

@@ -2,7 +2,13 @@ import type { Logger } from 'pino';
 import { periodic, type Periodic } from '../../background/periodic.js';
 import type { KandevEvent } from '../../contract/kandevEvents.js';
 import type { Failpoints } from '../../failpoints.js';
-import type { MarkResult, PromptDeliveryLabel, PromptReceiptRecord, PromptReceiptStore, PromptTranscript } from '../../repository/prompts/promptReceiptStore.js';
+import type {
+  MarkResult,
+  PromptDeliveryLabel,
+  PromptReceiptRecord,
+  PromptReceiptStore,
+  PromptTranscript,
+} from '../../repository/prompts/promptReceiptStore.js';
 import type { AgentPromptDelivery, PromptAttachmentPayload, PromptPayload } from './agentPromptDelivery.js';
 import type { EventPublisher, RefreshSummary } from '../clarifications/clarificationPorts.js';
 import { queueStatusChanged, reservedTurnStarted, sessionClaimedRunning, transcriptAdded, transcriptLabelled } from './promptEvents.js';
@@ -289,7 +295,13 @@ function attachmentPayloads(attachments: readonly unknown[]): PromptAttachmentPa
     const r = a as Record<string, unknown>;
     if (typeof r.id !== 'string') return [];
     return [
-      { id: r.id, name: String(r.name ?? ''), mime_type: String(r.mime_type ?? ''), size_bytes: Number(r.size_bytes ?? 0), storage_key: String(r.storage_key ?? '') },
+      {
+        id: r.id,
+        name: String(r.name ?? ''),
+        mime_type: String(r.mime_type ?? ''),
+        size_bytes: Number(r.size_bytes ?? 0),
+        storage_key: String(r.storage_key ?? ''),
+      },
     ];
   });
 }

@@ -1,4 +1,11 @@
-import { MESSAGE_ADDED, MESSAGE_QUEUE_STATUS_CHANGED, MESSAGE_UPDATED, TASK_SESSION_STATE_CHANGED, TURN_STARTED, type KandevEvent } from '../../contract/kandevEvents.js';
+import {
+  MESSAGE_ADDED,
+  MESSAGE_QUEUE_STATUS_CHANGED,
+  MESSAGE_UPDATED,
+  TASK_SESSION_STATE_CHANGED,
+  TURN_STARTED,
+  type KandevEvent,
+} from '../../contract/kandevEvents.js';
 import type { PromptDeliveryLabel } from '../../repository/prompts/promptReceiptStore.js';
 import type { MessageRecord } from '../../repository/rowMapping.js';
 import { messageEvents } from '../messageUpdatedEvents.js';
@@ -25,7 +32,16 @@ export function reservedTurnStarted(message: MessageRecord, turn: { id: string; 
   return {
     type: TURN_STARTED,
     msgId: `turn.started:${turn.id}`,
-    data: { id: turn.id, turn_id: turn.id, session_id: message.sessionId, task_id: message.taskId, started_at: at, created_at: turn.createdAt ?? at, updated_at: message.updatedAt, metadata: {} },
+    data: {
+      id: turn.id,
+      turn_id: turn.id,
+      session_id: message.sessionId,
+      task_id: message.taskId,
+      started_at: at,
+      created_at: turn.createdAt ?? at,
+      updated_at: message.updatedAt,
+      metadata: {},
+    },
   };
 }
 

@@ -84,7 +84,9 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
         deps.dispatch.kick(accepted.sessionId);
         if (accepted.consumedCommentIds.length > 0 && reply.plan_comments) deps.publishComments(reply.plan_comments);
         const session = { sessionId: accepted.sessionId, taskId: accepted.taskId };
-        await publishOrRefresh(deps.queueEvents, log, accepted.taskId, [queueStatusChanged(session, accepted.queueCount ?? 0, max, `${accepted.receiptId}:enqueued`)]);
+        await publishOrRefresh(deps.queueEvents, log, accepted.taskId, [
+          queueStatusChanged(session, accepted.queueCount ?? 0, max, `${accepted.receiptId}:enqueued`),
+        ]);
       }
       return reply;
     },

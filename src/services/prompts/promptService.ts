@@ -117,7 +117,9 @@ function createPreflight(deps: PromptServiceDeps) {
     if (stale) return stale;
     const hook = await deps.hook.beforePrompt({ task_id: p.taskId, session_id: resolved.sessionId, caller_id: p.callerId, delivery_kind: 'direct' });
     if (!hook.ok) {
-      return reasoned('unavailable', 'turn_start_hook_failed', `the turn-start hook failed (${hook.reason}): ${hook.detail}; nothing was written`, { hook_reason: hook.reason });
+      return reasoned('unavailable', 'turn_start_hook_failed', `the turn-start hook failed (${hook.reason}): ${hook.detail}; nothing was written`, {
+        hook_reason: hook.reason,
+      });
     }
     return resolved;
   };

@@ -40,7 +40,10 @@ export interface PromptReconcileReport {
  * whose resume the stream lacks: a claim stays restorable until its acceptance, a prompt's marker
  * is written before its I/O. Returns the sessions to kick.
  */
-export async function reconcilePromptReceipts(deps: PromptReconcileDeps, options: { initial?: boolean } = {}): Promise<{ report: PromptReconcileReport; sessions: string[] }> {
+export async function reconcilePromptReceipts(
+  deps: PromptReconcileDeps,
+  options: { initial?: boolean } = {},
+): Promise<{ report: PromptReconcileReport; sessions: string[] }> {
   const log = deps.logger.child({ component: 'prompt-reconciliation' });
   const report: PromptReconcileReport = { resumed: 0, removed_acknowledged: 0, removed_unconfirmed: 0, deferred: 0, orphaned: 0, failed: 0 };
   const sessions = new Set<string>();
@@ -91,7 +94,8 @@ export async function reconcilePromptReceipts(deps: PromptReconcileDeps, options
   }
   for (const session of changed.values()) {
     const count = await store.countWaiting(session.sessionId).catch(() => undefined);
-    if (count !== undefined) await publishOrRefresh(deps, log, session.taskId, [queueStatusChanged(session, count, deps.queueMax, `${session.receiptId}:reconciled`)]);
+    if (count !== undefined)
+      await publishOrRefresh(deps, log, session.taskId, [queueStatusChanged(session, count, deps.queueMax, `${session.receiptId}:reconciled`)]);
   }
   // Every RESERVATION_TTL_MS: a pass that changed nothing (receipts merely waiting for a busy
   // session are handed over again each time) is not news.
