@@ -98,6 +98,11 @@ export interface SqlDialect {
    */
   readonly singleWriter: boolean;
   /**
+   * The row-lock clause a `SELECT` of rows about to be changed ends with: ` FOR UPDATE` where row
+   * locks serialise writers (PostgreSQL), nothing where the one writer already does (SQLite).
+   */
+  readonly forUpdate: string;
+  /**
    * Timestamp columns hold instants (PostgreSQL's `timestamp`), so nothing about their text form
    * needs detecting; SQLite's hold text, in whatever form the writer chose.
    */
@@ -196,6 +201,7 @@ export const sqliteDialect: SqlDialect = {
   storedTimestamp: (value) => value,
   timestampForms: { mixed: false, writes: 'canonical' },
   singleWriter: true,
+  forUpdate: '',
   timestampsAreInstants: false,
   jsonRefusesNulEscapes: false,
   advisoryLocks: false,
@@ -246,6 +252,7 @@ export const postgresDialect: SqlDialect = {
   storedTimestamp: (value) => value,
   timestampForms: { mixed: false, writes: 'canonical' },
   singleWriter: false,
+  forUpdate: ' FOR UPDATE',
   timestampsAreInstants: true,
   jsonRefusesNulEscapes: true,
   advisoryLocks: true,

@@ -17,11 +17,6 @@ import {
  * tests, the demo and the benchmarks.
  */
 
-/** `FOR UPDATE` where row locks serialise anything (PostgreSQL); SQLite's one writer already does. */
-export function forUpdate(ctx: RepositoryContext): string {
-  return ctx.dialect.singleWriter ? '' : ' FOR UPDATE';
-}
-
 async function getTaskPlan(ctx: RepositoryContext, taskId: string): Promise<TaskPlanRecord | undefined> {
   const row = await ctx.knex('task_plans').where({ task_id: taskId }).first();
   return row ? toTaskPlanRecord(row) : undefined;
@@ -33,7 +28,7 @@ async function getTaskPlan(ctx: RepositoryContext, taskId: string): Promise<Task
  * comment rows, and the revision bump they end with is never lost.
  */
 export async function lockTaskPlan(tx: RepositoryContext, taskId: string): Promise<TaskPlanRecord | undefined> {
-  const rows = await rawRows<Record<string, unknown>>(tx, `SELECT * FROM task_plans WHERE task_id = ?${forUpdate(tx)}`, [taskId]);
+  const rows = await rawRows<Record<string, unknown>>(tx, `SELECT * FROM task_plans WHERE task_id = ?${tx.dialect.forUpdate}`, [taskId]);
   return rows[0] ? toTaskPlanRecord(rows[0]) : undefined;
 }
 

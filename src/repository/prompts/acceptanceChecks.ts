@@ -2,7 +2,6 @@ import { rawRows, type RepositoryContext } from '../context.js';
 import { snapshotIn } from '../planComments/planComments.js';
 import { badRequest, commentsChanged, conflict, notFound } from '../planComments/planCommentOutcomes.js';
 import { toPlanCommentRecord, type PlanCommentRecord } from '../planComments/planCommentRows.js';
-import { forUpdate } from '../planComments/taskPlans.js';
 import type { PlanCommentSchema, ReceiptTable } from '../schema/planCommentTables.js';
 import { lockSessionTurnWrites } from '../sessionLocks.js';
 import { formatPlanCommentPrompt, PLAN_COMMENT_LIMITS, utf8Length } from '../../turns/planCommentPrompt.js';
@@ -81,7 +80,7 @@ export async function taskOfTarget(tx: RepositoryContext, target: AcceptPromptIn
 
 /** Step 1, the task row: every acceptance of this task queues here (Kandev's guardActiveTaskTx). */
 async function lockTask(tx: RepositoryContext, schema: PlanCommentSchema, req: AcceptanceRequest, taskId: string): Promise<Step<{ task: Row }>> {
-  const task = (await rawRows<Row>(tx, `SELECT id, workspace_id, archived_at FROM tasks WHERE id = ?${forUpdate(tx)}`, [taskId]))[0];
+  const task = (await rawRows<Row>(tx, `SELECT id, workspace_id, archived_at FROM tasks WHERE id = ?${tx.dialect.forUpdate}`, [taskId]))[0];
   if (!task) return notFound('task_not_found', `task ${taskId} does not exist`);
   // Again under the lock: a concurrent request with this caller id on this task has committed by
   // now. SQLite's one writer held the database since BEGIN, so nothing can have committed since
@@ -129,7 +128,7 @@ async function lockSession(tx: RepositoryContext, req: AcceptanceRequest, taskId
   if (ended(resolved)) return resolved;
   const { sessionId } = resolved;
   await lockSessionTurnWrites(tx, [sessionId]);
-  const session = (await rawRows<Row>(tx, `SELECT id, task_id, state, is_primary FROM task_sessions WHERE id = ?${forUpdate(tx)}`, [sessionId]))[0];
+  const session = (await rawRows<Row>(tx, `SELECT id, task_id, state, is_primary FROM task_sessions WHERE id = ?${tx.dialect.forUpdate}`, [sessionId]))[0];
   if (!session) return notFound('session_not_found', `session ${sessionId} does not exist`);
   if (String(session.task_id) !== taskId) return badRequest('session_not_in_task', `session ${sessionId} is not a session of task ${taskId}`);
   if (target.kind === 'primary' && Number(session.is_primary) !== 1) {
@@ -149,14 +148,14 @@ async function lockSession(tx: RepositoryContext, req: AcceptanceRequest, taskId
 /** Step 3, the referenced comments, read here and only here, under the plan row lock, each at its version. */
 async function lockReferencedComments(tx: RepositoryContext, refs: readonly PlanCommentRef[], taskId: string): Promise<Step<ReferencedComments>> {
   if (refs.length === 0) return { plan: undefined, comments: [] };
-  const planRow = (await rawRows<Row>(tx, `SELECT id FROM task_plans WHERE task_id = ?${forUpdate(tx)}`, [taskId]))[0];
+  const planRow = (await rawRows<Row>(tx, `SELECT id FROM task_plans WHERE task_id = ?${tx.dialect.forUpdate}`, [taskId]))[0];
   if (!planRow) return commentsChanged(await snapshotIn(tx, taskId), `task ${taskId} has no plan, so none of its comments`);
   const plan = { id: String(planRow.id), taskId };
   const ids = tx.dialect.inList(
     'id',
     refs.map((r) => r.id),
   );
-  const rows = await rawRows<Row>(tx, `SELECT * FROM task_plan_comments WHERE task_id = ? AND plan_id = ? AND ${ids.sql}${forUpdate(tx)}`, [
+  const rows = await rawRows<Row>(tx, `SELECT * FROM task_plan_comments WHERE task_id = ? AND plan_id = ? AND ${ids.sql}${tx.dialect.forUpdate}`, [
     taskId,
     plan.id,
     ...ids.bindings,

@@ -8,7 +8,6 @@ import { headOrder, RESERVATION_LOST, releaseReservation, type ReservationLost }
 import { toMessageRecord, type MessageRecord } from '../rowMapping.js';
 import type { ReceiptTable } from '../schema/planCommentTables.js';
 import { lockSessionTurnWrites } from '../sessionLocks.js';
-import { forUpdate } from '../planComments/taskPlans.js';
 import { patchTurnMetadata } from '../turns/turns.js';
 import { isLiveClarification } from '../../turns/liveClarification.js';
 
@@ -33,7 +32,7 @@ type Row = Record<string, unknown>;
 async function fencedReceipt(tx: RepositoryContext, table: ReceiptTable, id: string, token: string): Promise<PromptReceiptRecord | undefined> {
   const rows = await rawRows<Row>(
     tx,
-    `SELECT * FROM ${table} WHERE id = ? AND delivery_reservation_token = ? AND delivery_reservation_expires_at > ? AND delivery_attempted_at IS NULL${forUpdate(tx)}`,
+    `SELECT * FROM ${table} WHERE id = ? AND delivery_reservation_token = ? AND delivery_reservation_expires_at > ? AND delivery_attempted_at IS NULL${tx.dialect.forUpdate}`,
     [id, token, tx.clock()],
   );
   return rows[0] ? toPromptReceiptRecord(rows[0]) : undefined;
@@ -140,7 +139,7 @@ export type Eligibility = { ok: true; state: string; passthrough: boolean } | { 
  * row's transcript, so a busy session never gets a second prompt's turn while it works on one.
  */
 async function promptEligibility(ctx: RepositoryContext, taskId: string, sessionId: string, deliveryKind: string): Promise<Eligibility> {
-  const task = (await rawRows<Row>(ctx, `SELECT archived_at FROM tasks WHERE id = ?${forUpdate(ctx)}`, [taskId]))[0];
+  const task = (await rawRows<Row>(ctx, `SELECT archived_at FROM tasks WHERE id = ?${ctx.dialect.forUpdate}`, [taskId]))[0];
   if (!task || (task.archived_at !== null && task.archived_at !== undefined)) return { ok: false, reason: 'task_inactive' };
   if (deliveryKind !== 'direct' && (await findActiveClarificationMessages(ctx, sessionId)).some(isLiveClarification))
     return { ok: false, reason: 'live_clarification' };
@@ -205,7 +204,7 @@ export function markPromptDeliveryAttempted(ctx: RepositoryContext, table: Recei
     const taskId = String(head.task_id);
     const sessionId = String(head.session_id);
     // The task row first (the accepting transaction's order), locked by promptEligibility's read on PostgreSQL.
-    await rawRows(tx, `SELECT id FROM tasks WHERE id = ?${forUpdate(tx)}`, [taskId]);
+    await rawRows(tx, `SELECT id FROM tasks WHERE id = ?${tx.dialect.forUpdate}`, [taskId]);
     await lockSessionTurnWrites(tx, [sessionId]);
     const receipt = await fencedReceipt(tx, table, id, token);
     if (!receipt) return RESERVATION_LOST;
