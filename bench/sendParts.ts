@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { messageAdmissionKey, lockSessionKeys, taskAdmissionKey, unlockSessionKeys } from '../src/repository/admission/advisoryLocks.js';
 import type { TaskAdmission } from '../src/repository/admission/taskAdmission.js';
-import { rawRows, withTransaction, type RepositoryContext } from '../src/repository/context.js';
+import { rawRows, beginOrJoin, type RepositoryContext } from '../src/repository/context.js';
 import type { Database } from '../src/repository/database.js';
 import { withReservedConnection } from '../src/repository/driver/reservedConnection.js';
 import type { PromptStore } from '../src/repository/prompts/promptStore.js';
@@ -28,7 +28,7 @@ import type { SeededCommentedTask } from './seed/fixtures.js';
  */
 export async function bareAcceptance(ctx: RepositoryContext, receiptTable: ReceiptTable, task: SeededCommentedTask, prompt: string): Promise<void> {
   const callerId = randomUUID();
-  await withTransaction(ctx, async (tx) => {
+  await beginOrJoin(ctx, async (tx) => {
     const pairs = task.refs.map(() => '(id = ? AND version = ?)').join(' OR ');
     const deleted = await rawRows<{ id: string }>(tx, `DELETE FROM task_plan_comments WHERE task_id = ? AND plan_id = ? AND (${pairs}) RETURNING id`, [
       task.taskId,

@@ -25,13 +25,39 @@ export function storedNow(ctx: RepositoryContext): string {
   return ctx.dialect.storedTimestamp(ctx.clock());
 }
 
-/** Runs `fn` in one transaction (joining the caller's if `ctx` already is one). */
-export async function withTransaction<T>(ctx: RepositoryContext, fn: (tx: RepositoryContext) => Promise<T>): Promise<T> {
+/**
+ * The two ways a repository function runs its statements in a transaction; each names what it does
+ * when `ctx` already is one:
+ * - `beginOrJoin`: begins a transaction, or runs in the caller's. A throw inside rolls back only if
+ *   the caller lets it propagate; its earlier writes commit with the caller's if the caller catches it.
+ * - `beginOrNest`: begins a transaction, or takes a savepoint in the caller's, so a throw undoes
+ *   exactly what `fn` wrote whatever the caller does with it.
+ */
+export async function beginOrJoin<T>(ctx: RepositoryContext, fn: (tx: RepositoryContext) => Promise<T>): Promise<T> {
   if (isTransaction(ctx.knex)) return fn(ctx);
   return connectionTransaction(ctx.knex, ctx.dialect, (trx) => fn({ ...ctx, knex: trx }));
 }
 
-/** Whether `knex` is an open transaction (ours or knex's), which `withTransaction` joins. */
+let savepoints = 0;
+
+/** See `beginOrJoin`. */
+export async function beginOrNest<T>(ctx: RepositoryContext, fn: (tx: RepositoryContext) => Promise<T>): Promise<T> {
+  if (!isTransaction(ctx.knex)) return beginOrJoin(ctx, fn);
+  const name = `pp_nested_${++savepoints}`;
+  await ctx.knex.raw(`SAVEPOINT ${name}`);
+  let result: T;
+  try {
+    result = await fn(ctx);
+  } catch (err) {
+    await ctx.knex.raw(`ROLLBACK TO SAVEPOINT ${name}`);
+    await ctx.knex.raw(`RELEASE SAVEPOINT ${name}`);
+    throw err;
+  }
+  await ctx.knex.raw(`RELEASE SAVEPOINT ${name}`);
+  return result;
+}
+
+/** Whether `knex` is an open transaction (ours or knex's), which `beginOrJoin` joins and `beginOrNest` nests in. */
 export function isTransaction(knex: Knex | Knex.Transaction): knex is Knex.Transaction {
   return (knex as Knex.Transaction).isTransaction === true;
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { storedNow, withTransaction, type RepositoryContext } from './context.js';
+import { storedNow, beginOrJoin, type RepositoryContext } from './context.js';
 import { toMessageRecord, type MessageRecord } from './rowMapping.js';
 import { lockSessionTurnWrites } from './sessionLocks.js';
 import { SessionNotFoundError, createLifecycleTurn, getActiveTurn, startTurn } from './turns/turns.js';
@@ -25,7 +25,7 @@ export interface CreateMessageInput {
 }
 
 export function createMessage(ctx: RepositoryContext, input: CreateMessageInput): Promise<MessageRecord> {
-  return withTransaction(ctx, async (tx) => {
+  return beginOrJoin(ctx, async (tx) => {
     await lockSessionTurnWrites(tx, [input.sessionId]);
     const session = await tx.knex('task_sessions').select('task_id').where({ id: input.sessionId }).first();
     if (!session) throw new SessionNotFoundError(input.sessionId);

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
 import { MESSAGE_QUEUE_STATUS_CHANGED } from '../../src/contract/subjects.js';
 import { silentLogger } from '../../src/logger.js';
-import { rawRows, withTransaction, type RepositoryContext } from '../../src/repository/context.js';
+import { rawRows, beginOrJoin, type RepositoryContext } from '../../src/repository/context.js';
 import { createPromptStore, openPromptStore } from '../../src/repository/prompts/promptStore.js';
 import { instantAfter } from '../../src/timestamps.js';
 import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
@@ -139,7 +139,7 @@ describeEachSchemaAndDialect('queued_prompt_count in the task summary on %s', (d
     // worker's dispatcher never sees the session promptable, and the direct receipt waits.
     const direct = randomUUID();
     const schemaOfStore = (await openPromptStore(ctx)).schema;
-    const accepted = await withTransaction(ctx, async (tx) => {
+    const accepted = await beginOrJoin(ctx, async (tx) => {
       await rawRows(tx, `UPDATE task_sessions SET state = 'IDLE' WHERE id = ?`, [sessionId]);
       const outcome = await createPromptStore(tx, schemaOfStore).acceptPrompt({ callerId: direct, target: { kind: 'session', sessionId }, content: 'now' });
       await rawRows(tx, `UPDATE task_sessions SET state = 'RUNNING' WHERE id = ?`, [sessionId]);

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import Sqlite from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TransactionEndedError } from '../../src/repository/driver/connectionTransaction.js';
-import { createRepositoryContext, withTransaction } from '../../src/repository/context.js';
+import { createRepositoryContext, beginOrJoin } from '../../src/repository/context.js';
 import { createDatabase } from '../../src/repository/database.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 
@@ -20,7 +20,7 @@ describeEachDialect('transactions on %s', (dialect) => {
 
   it('commits what the function wrote and returns its result', async () => {
     const key = randomUUID();
-    const result = await withTransaction(t.ctx, async (tx) => {
+    const result = await beginOrJoin(t.ctx, async (tx) => {
       await insertMeta(tx.knex, key);
       return 42;
     });
@@ -33,9 +33,9 @@ describeEachDialect('transactions on %s', (dialect) => {
     const inner = randomUUID();
     const boom = new Error('boom');
     await expect(
-      withTransaction(t.ctx, async (tx) => {
+      beginOrJoin(t.ctx, async (tx) => {
         await insertMeta(tx.knex, outer);
-        await withTransaction(tx, (nested) => insertMeta(nested.knex, inner));
+        await beginOrJoin(tx, (nested) => insertMeta(nested.knex, inner));
         throw boom;
       }),
     ).rejects.toBe(boom);
@@ -45,7 +45,7 @@ describeEachDialect('transactions on %s', (dialect) => {
 
   it('refuses a query through the handle once its transaction ended, instead of running it outside', async () => {
     let handle: TestDatabase['ctx']['knex'] | undefined;
-    await withTransaction(t.ctx, async (tx) => {
+    await beginOrJoin(t.ctx, async (tx) => {
       handle = tx.knex;
     });
     const key = randomUUID();
@@ -57,7 +57,7 @@ describeEachDialect('transactions on %s', (dialect) => {
     const runs = t.db.maxConnections * 3;
     await Promise.all(
       Array.from({ length: runs }, async (_, i) => {
-        await withTransaction(t.ctx, async (tx) => {
+        await beginOrJoin(t.ctx, async (tx) => {
           await tx.knex.raw('SELECT 1');
           if (i % 2) throw new Error('rolled back');
         }).catch((err: Error) => expect(err.message).toBe('rolled back'));
@@ -65,7 +65,7 @@ describeEachDialect('transactions on %s', (dialect) => {
     );
     // Every connection came back: as many concurrent transactions as the pool holds still open.
     const key = randomUUID();
-    await Promise.all(Array.from({ length: t.db.maxConnections }, (_, i) => withTransaction(t.ctx, (tx) => insertMeta(tx.knex, `${key}-${i}`))));
+    await Promise.all(Array.from({ length: t.db.maxConnections }, (_, i) => beginOrJoin(t.ctx, (tx) => insertMeta(tx.knex, `${key}-${i}`))));
     expect(await t.ctx.knex('kandev_meta').where('key', 'like', `${key}-%`).count({ n: '*' })).toEqual([{ n: t.db.maxConnections }]);
   });
 
@@ -77,8 +77,8 @@ describeEachDialect('transactions on %s', (dialect) => {
     t.db.knex.on('query', onQuery);
     try {
       // Concurrent, so every pooled connection gets its handle.
-      await Promise.all(Array.from({ length: t.db.maxConnections * 2 }, () => withTransaction(t.ctx, async (tx) => void handles.add(tx.knex))));
-      for (let i = 0; i < 20; i++) await withTransaction(t.ctx, async (tx) => void (await tx.knex.raw('SELECT 1')));
+      await Promise.all(Array.from({ length: t.db.maxConnections * 2 }, () => beginOrJoin(t.ctx, async (tx) => void handles.add(tx.knex))));
+      for (let i = 0; i < 20; i++) await beginOrJoin(t.ctx, async (tx) => void (await tx.knex.raw('SELECT 1')));
       // Only the pool's own knex listens on its client (knex's passthrough of query events).
       expect(client.listenerCount('query')).toBe(1);
       // BEGIN, SELECT, COMMIT of each of the 20, seen by a listener on the pool's knex.
@@ -95,9 +95,9 @@ describeEachDialect('transactions on %s', (dialect) => {
     const other = createDatabase(t.url, { maxConnections: 1, walCheckpointer: false });
     try {
       if (dialect === 'sqlite') await other.knex.raw('PRAGMA busy_timeout = 0');
-      const outcome = await withTransaction(t.ctx, async (tx) => {
+      const outcome = await beginOrJoin(t.ctx, async (tx) => {
         await insertMeta(tx.knex, randomUUID());
-        return withTransaction(createRepositoryContext(other), (beside) => insertMeta(beside.knex, randomUUID())).then(
+        return beginOrJoin(createRepositoryContext(other), (beside) => insertMeta(beside.knex, randomUUID())).then(
           () => 'wrote beside it',
           (err: { code?: string }) => err.code,
         );
@@ -114,7 +114,7 @@ describeEachDialect('transactions on %s', (dialect) => {
         ((await knex.raw('SELECT txid_current()::text AS id')) as { rows: Array<{ id: string }> }).rows[0]!.id;
       const ids = await Promise.all(
         Array.from({ length: t.db.maxConnections * 2 }, () =>
-          withTransaction(t.ctx, async (tx) => {
+          beginOrJoin(t.ctx, async (tx) => {
             const first = await txid(tx.knex);
             expect(await txid(tx.knex)).toBe(first);
             return first;
@@ -128,13 +128,13 @@ describeEachDialect('transactions on %s', (dialect) => {
       const pid = async (knex: TestDatabase['ctx']['knex']) =>
         ((await knex.raw('SELECT pg_backend_pid() AS pid')) as { rows: Array<{ pid: number }> }).rows[0]!.pid;
       let killed = 0;
-      const failed = await withTransaction(t.ctx, async (tx) => {
+      const failed = await beginOrJoin(t.ctx, async (tx) => {
         killed = await pid(tx.knex);
         await tx.knex.raw('SELECT pg_terminate_backend(pg_backend_pid())');
       }).catch((err: Error) => err);
       expect(failed).toBeInstanceOf(Error);
       for (let i = 0; i < t.db.maxConnections + 1; i++) {
-        const used = await withTransaction(t.ctx, (tx) => pid(tx.knex));
+        const used = await beginOrJoin(t.ctx, (tx) => pid(tx.knex));
         expect(used).not.toBe(killed);
       }
     });
@@ -145,7 +145,7 @@ describeEachDialect('transactions on %s', (dialect) => {
       const other = new Sqlite(t.url.slice('sqlite:'.length));
       other.pragma('busy_timeout = 0');
       try {
-        await withTransaction(t.ctx, async (tx) => {
+        await beginOrJoin(t.ctx, async (tx) => {
           await tx.knex('kandev_meta').select('key').limit(1);
           expect(() => other.exec('BEGIN IMMEDIATE')).toThrow(/locked|busy/i);
         });

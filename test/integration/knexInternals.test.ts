@@ -192,7 +192,7 @@ describe.each(DIALECTS)('the knex internals the driver uses on %s', (dialect) =>
     ).toEqual(['BEGIN', 'SAVEPOINT', 'SELECT', 'RELEASE', 'COMMIT']);
   });
 
-  it("knex's own transaction handles carry isTransaction, which withTransaction joins on", async () => {
+  it("knex's own transaction handles carry isTransaction, which beginOrJoin joins on", async () => {
     await t.db.knex.transaction(async (trx) => {
       expect(trx.isTransaction, 'knex sets isTransaction on its transaction handles').toBe(true);
     });

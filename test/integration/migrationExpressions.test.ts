@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pendingIdOf } from '../../src/repository/clarifications/clarificationSql.js';
-import { rawRows, withTransaction, type RepositoryContext } from '../../src/repository/context.js';
+import { rawRows, beginOrJoin, type RepositoryContext } from '../../src/repository/context.js';
 import { currentTurnAuthority, currentTurnIdSubquery } from '../../src/repository/turns/currentTurnAuthority.js';
 import { postgresDialect, type DialectName } from '../../src/repository/dialect.js';
 import { describeEachDialect, isAvailable, openTestDatabase, type TestDatabase } from '../support/databases.js';
@@ -70,7 +70,7 @@ async function indexDefinitions(t: TestDatabase): Promise<Record<string, string>
  * takes a matching index by itself.
  */
 function plan(ctx: RepositoryContext, sql: string): Promise<string> {
-  return withTransaction(ctx, async (tx) => {
+  return beginOrJoin(ctx, async (tx) => {
     if (tx.dialect.name === 'sqlite') {
       return (await rawRows<{ detail: string }>(tx, `EXPLAIN QUERY PLAN ${sql}`)).map((row) => row.detail).join('\n');
     }

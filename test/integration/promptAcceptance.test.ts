@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRepositoryContext, withTransaction, type RepositoryContext } from '../../src/repository/context.js';
+import { createRepositoryContext, beginOrJoin, type RepositoryContext } from '../../src/repository/context.js';
 import type { AcceptPromptInput, PlanCommentRef } from '../../src/repository/prompts/promptStore.js';
 import { createSession } from '../../src/repository/tasks/tasks.js';
 import { startTurn } from '../../src/repository/turns/turns.js';
@@ -387,7 +387,7 @@ describeEachDialect('the accepting transaction on %s', (dialect) => {
       const ref = await comment(task, 'inside an outer scope');
       const before = await acceptanceState(t.ctx, task.taskId);
       const marker = randomUUID();
-      const outcome = await withTransaction(t.ctx, async (tx) => {
+      const outcome = await beginOrJoin(t.ctx, async (tx) => {
         await tx.knex('kandev_meta').insert({ key: marker, value: 'outer write' });
         // Consumes the comment, then fails to claim: the savepoint takes the consumption back.
         return ownedStore(tx).acceptPrompt(send(task, { planCommentRefs: [ref], attachmentIds: ['no-such-attachment'], attachmentOwnerId: 'user-1' }));

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createDatabase, type Database } from '../../src/repository/database.js';
 import { ReservationEndedError, withReservedConnection, type ReservedConnection } from '../../src/repository/driver/reservedConnection.js';
-import { withTransaction } from '../../src/repository/context.js';
+import { beginOrJoin } from '../../src/repository/context.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { advisoryLockHolder } from '../support/advisoryLocks.js';
 import { eventually } from '../support/nats.js';
@@ -41,11 +41,11 @@ describeEachDialect('a reserved connection on %s', (dialect) => {
       await connection.raw('SELECT 1');
       if (dialect === 'postgres') {
         // The others still serve transactions meanwhile.
-        await withTransaction(t.ctx, (tx) => tx.knex('kandev_meta').insert({ key: stored, value: 'v' }));
+        await beginOrJoin(t.ctx, (tx) => tx.knex('kandev_meta').insert({ key: stored, value: 'v' }));
       }
     });
     // SQLite has one connection: a transaction after the reservation proves it came back.
-    await withTransaction(t.ctx, (tx) => tx.knex('kandev_meta').insert({ key: `${stored}-after`, value: 'v' }));
+    await beginOrJoin(t.ctx, (tx) => tx.knex('kandev_meta').insert({ key: `${stored}-after`, value: 'v' }));
     expect(
       await t.ctx
         .knex('kandev_meta')

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { AdmissionLockOrderError, createTaskAdmission, type TaskAdmission } from '../../src/repository/admission/taskAdmission.js';
-import { withTransaction, type RepositoryContext } from '../../src/repository/context.js';
+import { beginOrJoin, type RepositoryContext } from '../../src/repository/context.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { createGate } from '../support/gate.js';
 import { eventually } from '../support/nats.js';
@@ -133,7 +133,7 @@ describeEachDialect('the task admission lease on %s', (dialect) => {
   it('refuses to take an admission lock that would not be the outermost one', async () => {
     const taskId = task();
     // Inside a transaction: it would wait for the lease holding a connection (SQLite: the writer).
-    await expect(withTransaction(t.ctx, (tx) => admission.withMutation(tx, taskId, async () => 'ran'))).rejects.toBeInstanceOf(AdmissionLockOrderError);
+    await expect(beginOrJoin(t.ctx, (tx) => admission.withMutation(tx, taskId, async () => 'ran'))).rejects.toBeInstanceOf(AdmissionLockOrderError);
     // Inside another task's lease, or with another caller id: leases do not nest.
     const nested = await admission.withLease(taskId, async () => ({
       otherTask: await admission.withLease(task(), async () => 'ran').catch((err: unknown) => err),

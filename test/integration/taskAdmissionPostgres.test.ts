@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdmissionPoolTooSmallError, createTaskAdmission, type TaskAdmission } from '../../src/repository/admission/taskAdmission.js';
-import { createRepositoryContext, withTransaction, type RepositoryContext } from '../../src/repository/context.js';
+import { createRepositoryContext, beginOrJoin, type RepositoryContext } from '../../src/repository/context.js';
 import { createDatabase, type Database } from '../../src/repository/database.js';
 import { withReservedConnection } from '../../src/repository/driver/reservedConnection.js';
 import { isAvailable, openTestDatabase, type TestDatabase } from '../support/databases.js';
@@ -217,7 +217,7 @@ describe.skipIf(!isAvailable('postgres'))('the task admission lease across Postg
         tasks.map((taskId, i) =>
           small.withLease(taskId, () =>
             // The hook's own transaction, on the pool's other connection.
-            withTransaction(ctx, async (tx) => {
+            beginOrJoin(ctx, async (tx) => {
               await write(tx, `${run}-${i}`);
               const [row] = (
                 await tx.knex.raw(

@@ -1,4 +1,4 @@
-import { storedNow, withTransaction, type RepositoryContext } from '../../src/repository/context.js';
+import { storedNow, beginOrJoin, type RepositoryContext } from '../../src/repository/context.js';
 import { lockSessionTurnWrites } from '../../src/repository/sessionLocks.js';
 
 // Turn writes the service itself never makes (Kandev's backend buries orphaned turns on resume):
@@ -9,7 +9,7 @@ import { lockSessionTurnWrites } from '../../src/repository/sessionLocks.js';
  * not count. Such a turn stays conversational: zero duration is never read as "lifecycle".
  */
 export function abandonTurn(ctx: RepositoryContext, turnId: string): Promise<boolean> {
-  return withTransaction(ctx, async (tx) => {
+  return beginOrJoin(ctx, async (tx) => {
     const turn = await tx.knex('task_session_turns').select('task_session_id').where({ id: turnId }).first();
     if (!turn) return false;
     await lockSessionTurnWrites(tx, [String(turn.task_session_id)]);
@@ -27,7 +27,7 @@ export function abandonTurn(ctx: RepositoryContext, turnId: string): Promise<boo
  * resume, however many there are. Returns the abandoned turn ids.
  */
 export function abandonOpenTurns(ctx: RepositoryContext, sessionId: string): Promise<string[]> {
-  return withTransaction(ctx, async (tx) => {
+  return beginOrJoin(ctx, async (tx) => {
     await lockSessionTurnWrites(tx, [sessionId]);
     const open = await tx.knex('task_session_turns').select('id').where({ task_session_id: sessionId }).whereNull('completed_at');
     if (open.length === 0) return [];

@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { isTransaction, withTransaction, type RepositoryContext } from '../context.js';
+import { isTransaction, beginOrJoin, type RepositoryContext } from '../context.js';
 import type { Database } from '../database.js';
 import { withReservedConnection, type ReservedConnection } from '../driver/reservedConnection.js';
 import { ERROR_CODES, PendingProjectorError } from '../../errors.js';
@@ -49,7 +49,7 @@ export interface TaskAdmission {
   /**
    * Runs `fn` in a new transaction that holds the task's admission lock, so it serializes with
    * leases and other mutations of the task. `ctx` must not be a transaction, unless this is called
-   * inside a lease or mutation holding the task, where it joins (`withTransaction(ctx, fn)`).
+   * inside a lease or mutation holding the task, where it joins (`beginOrJoin(ctx, fn)`).
    */
   withMutation<T>(ctx: RepositoryContext, taskId: string, fn: (tx: RepositoryContext) => Promise<T>): Promise<AdmissionOutcome<T>>;
   /**
@@ -212,7 +212,7 @@ export function createTaskAdmission(db: Database, options: TaskAdmissionOptions)
   ): Promise<AdmissionOutcome<T>> {
     let lockWaitEnded = false;
     try {
-      const value = await withTransaction(ctx, async (tx) => {
+      const value = await beginOrJoin(ctx, async (tx) => {
         if ((await lockTransactionKey(tx, key, deadline)) === 'timeout') {
           lockWaitEnded = true;
           throw new LockWaitEnded();
@@ -244,7 +244,7 @@ export function createTaskAdmission(db: Database, options: TaskAdmissionOptions)
 
     async withMutation(ctx, taskId, fn) {
       const key = taskAdmissionKey(taskId);
-      if (joinsHeld([key], 'a mutation')) return { ok: true, value: await withTransaction(ctx, fn) };
+      if (joinsHeld([key], 'a mutation')) return { ok: true, value: await beginOrJoin(ctx, fn) };
       if (isTransaction(ctx.knex)) {
         // Waiting for the lease while holding a connection (SQLite: the only writer) and whatever
         // the transaction locked already would break the lock order, and can deadlock.
@@ -254,7 +254,7 @@ export function createTaskAdmission(db: Database, options: TaskAdmissionOptions)
       if (!(await mutex.acquire(key, deadline))) return timedOut();
       try {
         return await runHolding([key], () =>
-          serverLocks ? mutationOnServer(ctx, key, deadline, fn) : withTransaction(ctx, fn).then((value) => ({ ok: true as const, value })),
+          serverLocks ? mutationOnServer(ctx, key, deadline, fn) : beginOrJoin(ctx, fn).then((value) => ({ ok: true as const, value })),
         );
       } finally {
         mutex.release(key);

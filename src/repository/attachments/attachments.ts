@@ -1,4 +1,4 @@
-import { withTransaction, type RepositoryContext } from '../context.js';
+import { beginOrJoin, type RepositoryContext } from '../context.js';
 import type { Conflict } from '../planComments/planCommentOutcomes.js';
 import { instantColumn, toAttachmentRecord, writtenInstant, writtenNow, type AttachmentRecord } from '../planComments/planCommentRows.js';
 import { instantAfter } from '../../timestamps.js';
@@ -49,7 +49,7 @@ function sameMetadata(row: AttachmentRecord, input: StageAttachmentInput): boole
 
 /** Records a staged attachment (metadata only), idempotent by id. */
 export function stageAttachment(ctx: RepositoryContext, input: StageAttachmentInput): Promise<StageAttachmentResult> {
-  return withTransaction(ctx, async (tx): Promise<StageAttachmentResult> => {
+  return beginOrJoin(ctx, async (tx): Promise<StageAttachmentResult> => {
     const existing = await tx.knex('task_message_attachments').where({ id: input.id }).first();
     if (existing) {
       const record = toAttachmentRecord(existing);

@@ -1,4 +1,4 @@
-import { rawRows, storedNow, withTransaction, type RepositoryContext } from '../context.js';
+import { rawRows, storedNow, beginOrJoin, type RepositoryContext } from '../context.js';
 import { toMessageRecord, type MessageRecord } from '../rowMapping.js';
 
 /**
@@ -9,7 +9,7 @@ import { toMessageRecord, type MessageRecord } from '../rowMapping.js';
  * never received. Only rows still carrying the marker change; returns them.
  */
 export function abandonClaimedClarifications(ctx: RepositoryContext, messageIds: readonly string[]): Promise<MessageRecord[]> {
-  return withTransaction(ctx, async (tx) => {
+  return beginOrJoin(ctx, async (tx) => {
     if (messageIds.length === 0) return [];
     const d = tx.dialect;
     const patch = d.jsonPatch('metadata', { response_undelivered: true }, ['response_delivery_pending']);

@@ -1,4 +1,4 @@
-import { rawRows, storedNow, withTransaction, type RepositoryContext } from '../context.js';
+import { rawRows, storedNow, beginOrJoin, type RepositoryContext } from '../context.js';
 import { currentTurnIdSubquery } from '../turns/currentTurnAuthority.js';
 import { CLARIFICATION_TYPE, isPending, nonTerminalSession, pendingIdOf, statusIs, wellFormedBundle } from './clarificationSql.js';
 import { toMessageRecord, type MessageRecord } from '../rowMapping.js';
@@ -59,7 +59,7 @@ function ownedByCurrentTurn(tx: RepositoryContext): string {
  * session, expired, cancelled or malformed bundle.
  */
 export function claimClarificationBundle(ctx: RepositoryContext, pendingId: string, outcome: ClaimOutcome): Promise<ClaimResult> {
-  return withTransaction(ctx, async (tx) => {
+  return beginOrJoin(ctx, async (tx) => {
     await lockBundle(tx, pendingId);
     const d = tx.dialect;
     const claim = d.jsonPatch('metadata', { status: 'responding' });
@@ -117,7 +117,7 @@ async function loadClaimedRows(tx: RepositoryContext, pendingId: string): Promis
  * `updated_at` as the answer time. Returns the rows it changed.
  */
 export function finalizeClarificationDelivery(ctx: RepositoryContext, messageIds: readonly string[]): Promise<MessageRecord[]> {
-  return withTransaction(ctx, async (tx) => {
+  return beginOrJoin(ctx, async (tx) => {
     if (messageIds.length === 0) return [];
     const d = tx.dialect;
     const patch = d.jsonPatch('metadata', {}, ['response_delivery_pending']);
@@ -145,7 +145,7 @@ export function restoreClaimedClarifications(
   terminalStatus: TerminalOutcome,
   claimedMessageIds: readonly string[],
 ): Promise<RestoreResult> {
-  return withTransaction(ctx, async (tx) => {
+  return beginOrJoin(ctx, async (tx) => {
     const ids = new Set(claimedMessageIds);
     if (ids.size === 0 || ids.size !== claimedMessageIds.length) throw new ClaimIntegrityError('claimed ids must be non-empty and distinct');
     await lockBundle(tx, pendingId);

@@ -1,4 +1,4 @@
-import { rawRows, storedNow, withTransaction, type RepositoryContext } from '../context.js';
+import { rawRows, storedNow, beginOrJoin, type RepositoryContext } from '../context.js';
 import { currentTurnAuthority, currentTurnIdSubquery } from '../turns/currentTurnAuthority.js';
 import {
   CLARIFICATION_TYPE,
@@ -54,7 +54,7 @@ async function updateCurrentTurnPendingRows(
   extraWhere: string,
   extraBindings: unknown[],
 ): Promise<MessageRecord[]> {
-  return withTransaction(ctx, async (tx) => {
+  return beginOrJoin(ctx, async (tx) => {
     await lockSessionTurnWrites(tx, [sessionId]);
     const d = tx.dialect;
     const patch = d.jsonPatch('metadata', set);

@@ -32,7 +32,7 @@ export interface ReservedConnection {
 /**
  * Runs `fn` with one connection taken from `knex`'s pool and held for it, outside a transaction,
  * then gives the connection back. Statements through it after `fn` settled are refused with
- * ReservationEndedError. It is not a transaction handle: `withTransaction` cannot join it, and the
+ * ReservationEndedError. It is not a transaction handle: `beginOrJoin` cannot join it, and the
  * caller must leave the session as it found it (or dispose the connection).
  */
 export async function withReservedConnection<T>(knex: Knex, dialect: SqlDialect, fn: (connection: ReservedConnection) => Promise<T>): Promise<T> {

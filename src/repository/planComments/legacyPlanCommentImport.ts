@@ -1,4 +1,4 @@
-import { withTransaction, type RepositoryContext } from '../context.js';
+import { beginOrJoin, type RepositoryContext } from '../context.js';
 import { lockedPlanOf, snapshotIn } from './planComments.js';
 import { badRequest, type BadRequest, type Conflict, type NotFound } from './planCommentOutcomes.js';
 import { writtenInstant, writtenNow, type PlanCommentSnapshot } from './planCommentRows.js';
@@ -57,7 +57,7 @@ export function importLegacyPlanComments(ctx: RepositoryContext, input: { taskId
       return Promise.resolve(badRequest('invalid_draft', `draft ${draft.id}: createdAt ${JSON.stringify(draft.createdAt)} is not a UTC timestamp`));
     }
   }
-  return withTransaction(ctx, async (tx): Promise<ImportLegacyResult> => {
+  return beginOrJoin(ctx, async (tx): Promise<ImportLegacyResult> => {
     const plan = await lockedPlanOf(tx, input.taskId, undefined);
     if ('ok' in plan) return plan;
     const skipped: Array<{ id: string; sessionId: string; reason: LegacySkipReason }> = [];

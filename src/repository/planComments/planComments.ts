@@ -1,4 +1,4 @@
-import { rawRows, withTransaction, type RepositoryContext } from '../context.js';
+import { rawRows, beginOrJoin, type RepositoryContext } from '../context.js';
 import { commentsChanged, notFound, type Conflict, type NotFound } from './planCommentOutcomes.js';
 import { toPlanCommentRecord, writtenNow, type PlanCommentRecord, type PlanCommentSnapshot, type TaskPlanRecord } from './planCommentRows.js';
 import { planCommentCreateFingerprint } from '../requestFingerprint.js';
@@ -85,7 +85,7 @@ export function createPlanComment(ctx: RepositoryContext, input: CreatePlanComme
   const anchorFrom = input.anchorFrom ?? null;
   const anchorTo = input.anchorTo ?? null;
   const fingerprint = planCommentCreateFingerprint({ taskId: input.taskId, planId: input.planId, body, selectedText, anchorFrom, anchorTo });
-  return withTransaction(ctx, async (tx): Promise<CreatePlanCommentResult> => {
+  return beginOrJoin(ctx, async (tx): Promise<CreatePlanCommentResult> => {
     // The lock first, so two creates of one id queue, and the second finds the first's admission.
     const plan = await lockTaskPlan(tx, input.taskId);
     const admission = await tx.knex('task_plan_comment_admissions').where({ id: input.commentId }).first();
@@ -138,7 +138,7 @@ export function createPlanComment(ctx: RepositoryContext, input: CreatePlanComme
 
 export function updatePlanComment(ctx: RepositoryContext, input: UpdatePlanCommentInput): Promise<UpdatePlanCommentResult> {
   const body = normalizeLineEndings(input.body);
-  return withTransaction(ctx, async (tx): Promise<UpdatePlanCommentResult> => {
+  return beginOrJoin(ctx, async (tx): Promise<UpdatePlanCommentResult> => {
     const plan = await lockedPlanOf(tx, input.taskId, input.planId);
     if (isNotFound(plan)) return plan;
     const updated = await rawRows<Row>(
@@ -156,7 +156,7 @@ export function updatePlanComment(ctx: RepositoryContext, input: UpdatePlanComme
 }
 
 export function deletePlanComment(ctx: RepositoryContext, input: DeletePlanCommentInput): Promise<DeletePlanCommentResult> {
-  return withTransaction(ctx, async (tx): Promise<DeletePlanCommentResult> => {
+  return beginOrJoin(ctx, async (tx): Promise<DeletePlanCommentResult> => {
     const plan = await lockedPlanOf(tx, input.taskId, input.planId);
     if (isNotFound(plan)) return plan;
     const deleted = await tx.knex('task_plan_comments').where({ id: input.commentId, task_id: input.taskId, plan_id: plan.id, version: input.version }).del();
@@ -177,7 +177,7 @@ export function deletePlanComment(ctx: RepositoryContext, input: DeletePlanComme
  * create replayed afterwards brings a comment back (a recreated plan starts at revision 0).
  */
 export function deleteTaskPlan(ctx: RepositoryContext, input: { taskId: string; planId: string }): Promise<DeletePlanResult> {
-  return withTransaction(ctx, async (tx): Promise<DeletePlanResult> => {
+  return beginOrJoin(ctx, async (tx): Promise<DeletePlanResult> => {
     const plan = await lockedPlanOf(tx, input.taskId, input.planId);
     if (isNotFound(plan)) {
       if (plan.reason === 'task_not_found') return plan;

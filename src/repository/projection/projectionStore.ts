@@ -1,4 +1,4 @@
-import { withTransaction, type RepositoryContext } from '../context.js';
+import { beginOrJoin, type RepositoryContext } from '../context.js';
 import { loadTaskPendingStates, type TaskPendingState } from './pendingActions.js';
 import {
   compareAndSetStatusSummaries,
@@ -80,7 +80,7 @@ export function createProjectionStore(ctx: RepositoryContext, options: Projectio
   const pendingStates = async (on: RepositoryContext, taskIds: readonly string[]) => loadTaskPendingStates(on, taskIds, await queueTables(on));
   return {
     capabilities: { singleWriter: ctx.dialect.singleWriter, releasesSlotBeforeCommit: ctx.dialect.releasesSlotBeforeCommit },
-    withTransaction: (fn) => withTransaction(ctx, (tx) => fn(projectionTransaction(tx, pendingStates))),
+    withTransaction: (fn) => beginOrJoin(ctx, (tx) => fn(projectionTransaction(tx, pendingStates))),
     taskIdOfSession: (sessionId) => taskIdOfSession(ctx, sessionId),
     listTaskIdsAfter: (afterTaskId, limit) => listTaskIdsAfter(ctx, afterTaskId, limit),
     loadPendingStates: (taskIds) => pendingStates(ctx, taskIds),

@@ -1,5 +1,4 @@
-import { atomically } from '../atomically.js';
-import type { RepositoryContext } from '../context.js';
+import { beginOrNest, type RepositoryContext } from '../context.js';
 import { snapshotIn } from '../planComments/planComments.js';
 import { badRequest, unavailable, type BadRequest, type Unavailable } from '../planComments/planCommentOutcomes.js';
 import { promptRequestFingerprint } from '../requestFingerprint.js';
@@ -62,7 +61,7 @@ export async function acceptPrompt(ctx: RepositoryContext, schema: PlanCommentSc
   if (ended(req)) return req;
   let refusedTaskId: string | undefined;
   try {
-    return await atomically(ctx, async (tx): Promise<AcceptPromptResult> => {
+    return await beginOrNest(ctx, async (tx): Promise<AcceptPromptResult> => {
       // A replay needs no lock: the rows an acceptance wrote under this caller id keep their identity.
       const replay = await replayOf(tx, schema, req);
       if (replay) return replay;

@@ -1,6 +1,6 @@
 import { insertPromptTranscript } from './promptTranscript.js';
 import { findActiveClarificationMessages } from '../clarifications/clarifications.js';
-import { rawRows, storedNow, withTransaction, type RepositoryContext } from '../context.js';
+import { rawRows, storedNow, beginOrJoin, type RepositoryContext } from '../context.js';
 import { TURN_META_PROMPT_DISPATCH_ATTEMPTED, TURN_META_PROMPT_DISPATCH_PENDING } from '../turns/currentTurnAuthority.js';
 import { toPromptReceiptRecord, writtenNow, type PromptReceiptRecord } from '../planComments/planCommentRows.js';
 import { PROMPTABLE_SESSION_STATES } from './acceptedPrompt.js';
@@ -81,7 +81,7 @@ export function persistPromptTranscript(
   token: string,
   attachments: boolean,
 ): Promise<TranscriptResult> {
-  return withTransaction(ctx, async (tx) => {
+  return beginOrJoin(ctx, async (tx) => {
     const sessionId = await sessionOfReceipt(tx, table, id);
     if (sessionId === undefined) return RESERVATION_LOST;
     await lockSessionTurnWrites(tx, [sessionId]);
@@ -198,7 +198,7 @@ export interface MarkOptions {
  * `prompt_dispatch_attempted`. After it commits the receipt is never reserved again.
  */
 export function markPromptDeliveryAttempted(ctx: RepositoryContext, table: ReceiptTable, id: string, token: string, options: MarkOptions): Promise<MarkResult> {
-  return withTransaction(ctx, async (tx): Promise<MarkResult> => {
+  return beginOrJoin(ctx, async (tx): Promise<MarkResult> => {
     const head = (await rawRows<Row>(tx, `SELECT task_id, session_id FROM ${table} WHERE id = ?`, [id]))[0];
     if (!head) return RESERVATION_LOST;
     const taskId = String(head.task_id);
@@ -288,7 +288,7 @@ export function settlePromptReceipt(
   label: PromptDeliveryLabel,
   transcriptMessageId: string,
 ): Promise<SettleResult> {
-  return withTransaction(ctx, async (tx): Promise<SettleResult> => {
+  return beginOrJoin(ctx, async (tx): Promise<SettleResult> => {
     const sessionId = await sessionOfReceipt(tx, table, id);
     if (sessionId !== undefined) {
       await lockSessionTurnWrites(tx, [sessionId]);
@@ -320,7 +320,7 @@ export function removeAttemptedPromptReceipt(
   id: string,
   label: PromptDeliveryLabel,
 ): Promise<SettledPrompt | undefined> {
-  return withTransaction(ctx, async (tx) => {
+  return beginOrJoin(ctx, async (tx) => {
     const sessionId = await sessionOfReceipt(tx, table, id);
     if (sessionId === undefined) return undefined;
     await lockSessionTurnWrites(tx, [sessionId]);

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { rawRows, withTransaction, type RepositoryContext } from '../context.js';
+import { rawRows, beginOrJoin, type RepositoryContext } from '../context.js';
 import { toPromptReceiptRecord, type PromptReceiptRecord } from '../planComments/planCommentRows.js';
 import { PROMPTABLE_SESSION_STATES } from './acceptedPrompt.js';
 import type { SqlDialect } from '../dialect.js';
@@ -49,7 +49,7 @@ export function headOrder(dialect: SqlDialect): string {
  * the lock, the second sees the first's commit. SQLite's one writer needs no lock.
  */
 export function reserveHead(ctx: RepositoryContext, table: ReceiptTable, sessionId: string, owner: string, ttlMs: number): Promise<Reservation | undefined> {
-  return withTransaction(ctx, async (tx) => {
+  return beginOrJoin(ctx, async (tx) => {
     await lockSessionTurnWrites(tx, [sessionId]);
     const now = tx.clock();
     const token = randomUUID();

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { rawRows, storedNow, withTransaction, type RepositoryContext } from '../context.js';
+import { rawRows, storedNow, beginOrJoin, type RepositoryContext } from '../context.js';
 import { currentTurnAuthority, turnHistoryPredicate, TURN_META_LIFECYCLE_ONLY } from './currentTurnAuthority.js';
 import { toTurnRecord, type TurnRecord } from '../rowMapping.js';
 import { lockSessionTurnWrites } from '../sessionLocks.js';
@@ -49,7 +49,7 @@ async function insertTurn(tx: RepositoryContext, sessionId: string, options: Sta
 
 /** Opens a conversational turn. */
 export function startTurn(ctx: RepositoryContext, sessionId: string, options: StartTurnOptions = {}): Promise<TurnRecord> {
-  return withTransaction(ctx, (tx) => insertTurn(tx, sessionId, { ...options, completed: false }));
+  return beginOrJoin(ctx, (tx) => insertTurn(tx, sessionId, { ...options, completed: false }));
 }
 
 /**
@@ -58,12 +58,12 @@ export function startTurn(ctx: RepositoryContext, sessionId: string, options: St
  */
 export function createLifecycleTurn(ctx: RepositoryContext, sessionId: string, options: StartTurnOptions = {}): Promise<TurnRecord> {
   const metadata = { ...(options.metadata ?? {}), [TURN_META_LIFECYCLE_ONLY]: true };
-  return withTransaction(ctx, (tx) => insertTurn(tx, sessionId, { ...options, metadata, completed: true }));
+  return beginOrJoin(ctx, (tx) => insertTurn(tx, sessionId, { ...options, metadata, completed: true }));
 }
 
 /** Completes an open turn; returns false if it was already completed or does not exist. */
 export function completeTurn(ctx: RepositoryContext, turnId: string, completedAt?: string): Promise<boolean> {
-  return withTransaction(ctx, async (tx) => {
+  return beginOrJoin(ctx, async (tx) => {
     const turn = await tx.knex('task_session_turns').select('task_session_id').where({ id: turnId }).first();
     if (!turn) return false;
     await lockSessionTurnWrites(tx, [String(turn.task_session_id)]);
@@ -123,7 +123,7 @@ export async function listVisibleTurns(ctx: RepositoryContext, sessionId: string
 
 /** Patches top-level turn metadata keys (reservation flags in tests and recovery paths). */
 export function patchTurnMetadata(ctx: RepositoryContext, turnId: string, set: Record<string, unknown>): Promise<boolean> {
-  return withTransaction(ctx, async (tx) => {
+  return beginOrJoin(ctx, async (tx) => {
     const patch = tx.dialect.jsonPatch('metadata', set);
     const changed = await tx
       .knex('task_session_turns')
