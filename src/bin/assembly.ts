@@ -41,6 +41,7 @@ import { createPromptReceiptStore, type PromptReceiptCount } from '../repository
 import { createPromptDispatcher, type PromptDispatcher } from '../services/prompts/promptDispatcher.js';
 import { reconcilePromptReceipts, type PromptReconcileReport } from '../services/prompts/reconcilePromptReceipts.js';
 import type { TurnStartHook } from '../services/prompts/turnStartHook.js';
+import type { AdmittedWrites } from '../services/admittedWrites.js';
 import { createPlanCommentService, type PlanCommentService } from '../services/planComments/planCommentService.js';
 import { createPlanCommentPublisher, type PlanCommentPublisher } from '../services/planComments/planCommentEvents.js';
 import { createPromptService, type PromptService, type PromptTargets } from '../services/prompts/promptService.js';
@@ -285,17 +286,18 @@ export async function createPromptServices(
     onWarning: (message) => deps.logger.warn({ component: 'admission' }, message),
   });
   const commentEvents = createPlanCommentPublisher(new NatsPlanCommentPublisher(deps.nc, parts.topology, parts.clock), deps.logger);
+  // A store over the transaction of one admitted write: the services never see that transaction.
+  const admitted = <S>(storeIn: (tx: RepositoryContext) => S): AdmittedWrites<S> => ({
+    mutate: (taskId, fn) => admission.withMutation(ctx, taskId, (tx) => fn(storeIn(tx))),
+  });
   const planComments = createPlanCommentService({
-    ctx,
     store: comments,
-    storeIn: (tx) => createPlanCommentStore(tx, schema),
-    admission,
+    writes: admitted((tx) => createPlanCommentStore(tx, schema)),
     comments: commentEvents,
   });
   const prompts = createPromptService({
-    ctx,
     prompts: createPromptStore(ctx, schema),
-    promptsIn: (tx) => createPromptStore(tx, schema),
+    promptWrites: admitted((tx) => createPromptStore(tx, schema)),
     comments,
     commentEvents,
     admission,

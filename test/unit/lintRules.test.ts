@@ -30,6 +30,8 @@ describe('the import rules', () => {
     ['src/background/x.ts', "import type { Logger } from '../logger.js';"],
     ['src/services/x.ts', "import { startWorker } from '../bin/worker.js';"],
     ['src/x.ts', "import { startWorker } from './bin/worker.js';"],
+    ['src/services/prompts/x.ts', "import type { RepositoryContext } from '../../repository/context.js';"],
+    ['src/projectors/x.ts', "import type { RepositoryContext } from '../repository/context.js';"],
     ['src/config.ts', "import { DEFAULT_PG_MAX_CONNECTIONS } from './repository/database.js';"],
     ['src/config.ts', "import { startWorker } from './bin/worker.js';"],
     ['src/services/x.ts', "import { headers } from '@nats-io/nats-core';"],

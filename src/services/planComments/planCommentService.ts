@@ -1,6 +1,6 @@
 import type { z } from 'zod';
-import type { AdmissionOutcome, TaskAdmission } from '../../repository/admission/taskAdmission.js';
-import type { RepositoryContext } from '../../repository/context.js';
+import type { AdmissionOutcome } from '../../repository/admission/taskAdmission.js';
+import type { AdmittedWrites } from '../admittedWrites.js';
 import type { PlanCommentSnapshot, PlanCommentStore, StoreFailure } from '../../repository/planComments/planCommentStore.js';
 import type { AnyReply } from '../../contract/replyErrorCodes.js';
 import type {
@@ -17,7 +17,7 @@ import type { PlanCommentPublisher } from './planCommentEvents.js';
 
 /**
  * Task-owned plan comments (ADR 0002): the collection's endpoints (list, create, update, delete,
- * `plan.delete`, legacy import). Every change runs in `admission.withMutation`, so it waits while a
+ * `plan.delete`, legacy import). Every change runs in one admitted write (`AdmittedWrites`), so it waits while a
  * send on the task holds the lease, and then sees what that send committed; after every committed
  * change the full collection goes out on `task_plan.comments_updated`, deduplicated by
  * `task_id:plan_id:revision` (planCommentEvents.ts).
@@ -26,11 +26,9 @@ import type { PlanCommentPublisher } from './planCommentEvents.js';
 export type { PlanCommentEvents } from './planCommentEvents.js';
 
 export interface PlanCommentServiceDeps {
-  ctx: RepositoryContext;
   store: PlanCommentStore;
-  /** The store over a mutation's transaction. */
-  storeIn(tx: RepositoryContext): PlanCommentStore;
-  admission: TaskAdmission;
+  /** The store's writes, each in one transaction under the task's admission lock. */
+  writes: AdmittedWrites<PlanCommentStore>;
   comments: PlanCommentPublisher;
 }
 
@@ -55,7 +53,7 @@ function createMutation(deps: PlanCommentServiceDeps) {
     fn: (s: PlanCommentStore) => Promise<T>,
     reply: (ok: Extract<T, { ok: true }>, plan: PlanCommentsPayload) => ChangeReply,
   ): Promise<AnyReply> {
-    const outcome: AdmissionOutcome<T> = await deps.admission.withMutation(deps.ctx, taskId, (tx) => fn(deps.storeIn(tx)));
+    const outcome: AdmissionOutcome<T> = await deps.writes.mutate(taskId, fn);
     if (!outcome.ok) return lockTimeoutFailure(outcome, taskId);
     const result = outcome.value;
     if (!result.ok) return storeFailure(result as StoreFailure);

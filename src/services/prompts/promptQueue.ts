@@ -1,7 +1,6 @@
 import type { Logger } from 'pino';
 import type { z } from 'zod';
-import type { TaskAdmission } from '../../repository/admission/taskAdmission.js';
-import type { RepositoryContext } from '../../repository/context.js';
+import type { AdmittedWrites } from '../admittedWrites.js';
 import type { AcceptPromptInput, AcceptPromptResult, PromptStore } from '../../repository/prompts/promptStore.js';
 import type { AnyReply } from '../../contract/replyErrorCodes.js';
 import type { queueEnqueueSchema, queueListSchema } from '../../contract/planCommentRequests.js';
@@ -28,11 +27,9 @@ import type { PromptTargets } from './promptTargets.js';
  */
 
 export interface PromptQueueDeps {
-  ctx: RepositoryContext;
   prompts: PromptStore;
-  /** The prompt store over a mutation's transaction. */
-  promptsIn(tx: RepositoryContext): PromptStore;
-  admission: TaskAdmission;
+  /** The prompt store's writes under the task's admission lock (a queued prompt carrying refs). */
+  promptWrites: AdmittedWrites<PromptStore>;
   targets: PromptTargets;
   dispatch: PromptDispatch;
   /** Where `message.queue.status_changed` goes, and the summary refresh when the bus refuses it. */
@@ -49,7 +46,7 @@ export interface PromptQueue {
 }
 
 export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
-  const { prompts, admission, targets } = deps;
+  const { prompts, promptWrites, targets } = deps;
   const max = deps.queueMaxPerSession;
   const log = deps.logger.child({ component: 'prompt-queue' });
 
@@ -71,7 +68,7 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
       };
       let accepted: AcceptPromptResult;
       if ((r.plan_comment_refs ?? []).length > 0) {
-        const outcome = await admission.withMutation(deps.ctx, session.taskId, (tx) => deps.promptsIn(tx).acceptPrompt(input));
+        const outcome = await promptWrites.mutate(session.taskId, (store) => store.acceptPrompt(input));
         if (!outcome.ok) return lockTimeoutFailure(outcome, session.taskId);
         accepted = outcome.value;
       } else {

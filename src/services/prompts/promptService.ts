@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { TaskAdmission } from '../../repository/admission/taskAdmission.js';
-import type { RepositoryContext } from '../../repository/context.js';
+import type { AdmittedWrites } from '../admittedWrites.js';
 import type { PlanCommentStore } from '../../repository/planComments/planCommentStore.js';
 import type { AcceptPromptInput, AcceptPromptResult, PromptStore, PromptTarget } from '../../repository/prompts/promptStore.js';
 import type { Failpoints } from '../../failpoints.js';
@@ -31,10 +31,9 @@ import type { TurnStartHook } from './turnStartHook.js';
 export type { PromptTargets } from './promptTargets.js';
 
 export interface PromptServiceDeps {
-  ctx: RepositoryContext;
   prompts: PromptStore;
-  /** The prompt store over a mutation's transaction (a queued prompt carrying refs). */
-  promptsIn(tx: RepositoryContext): PromptStore;
+  /** The prompt store's writes under the task's admission lock (a queued prompt carrying refs). */
+  promptWrites: AdmittedWrites<PromptStore>;
   /** The collection read of the preflight's refs check. */
   comments: PlanCommentStore;
   commentEvents: PlanCommentPublisher;
