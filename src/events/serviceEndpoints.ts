@@ -1,7 +1,14 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
 import type { z } from 'zod';
-import { ENDPOINT_SPECS, type EndpointMethod, type EndpointName, type EndpointSpec, type ParsedEndpointRequestOf } from '../contract/endpoints.js';
+import {
+  ENDPOINT_SPECS,
+  type EndpointMethod,
+  type EndpointReplyOf,
+  type EndpointName,
+  type EndpointSpec,
+  type ParsedEndpointRequestOf,
+} from '../contract/endpoints.js';
 import type { AnyReply } from '../contract/replyErrorCodes.js';
 import type { Topology } from '../contract/subjects.js';
 import type { Metrics } from '../metrics.js';
@@ -14,7 +21,7 @@ import { NatsPermissionError, subscriptionDenial } from './natsPermissions.js';
 import { serveEndpoint, type ReplyCode } from './serveEndpoint.js';
 
 /** The handler of each endpoint of ENDPOINT_TABLE: its parsed body in, its reply value out. */
-type EndpointHandlers = { [M in EndpointMethod]: (request: ParsedEndpointRequestOf<M>) => Promise<AnyReply> };
+type EndpointHandlers = { [M in EndpointMethod]: (request: ParsedEndpointRequestOf<M>) => Promise<EndpointReplyOf<M>> };
 
 export interface ServiceEndpointsOptions {
   nc: NatsConnection;

@@ -1,12 +1,12 @@
 import type { z } from 'zod';
+import type { EndpointReplyOf } from '../../contract/endpoints.js';
 import type { AttachmentStore } from '../../repository/attachments/attachmentStore.js';
-import type { AnyReply } from '../../contract/replyErrorCodes.js';
 import type { attachmentStageSchema } from '../../contract/planCommentRequests.js';
 import { attachmentPayload, storeFailure } from '../planCommentWire.js';
 
 /** `attachment.stage`: records an attachment's metadata, idempotent by id, for a later prompt to claim. */
 export interface AttachmentService {
-  stageAttachment(request: z.output<typeof attachmentStageSchema>): Promise<AnyReply>;
+  stageAttachment(request: z.output<typeof attachmentStageSchema>): Promise<EndpointReplyOf<'stageAttachment'>>;
 }
 
 export function createAttachmentService(deps: { store: AttachmentStore }): AttachmentService {
@@ -27,7 +27,7 @@ export function createAttachmentService(deps: { store: AttachmentStore }): Attac
         ttlMs: r.ttl_ms,
       });
       if (!staged.ok) return storeFailure(staged);
-      return { ok: true, replayed: staged.replayed, attachment: attachmentPayload(staged.attachment) } as AnyReply;
+      return { ok: true, replayed: staged.replayed, attachment: attachmentPayload(staged.attachment) };
     },
   };
 }

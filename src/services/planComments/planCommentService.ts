@@ -1,8 +1,9 @@
 import type { z } from 'zod';
+import type { EndpointReplyOf } from '../../contract/endpoints.js';
+import type { PlanCommentsReply } from '../../contract/planCommentReplies.js';
 import type { AdmissionOutcome } from '../../repository/admission/taskAdmission.js';
 import type { AdmittedWrites } from '../admittedWrites.js';
 import type { PlanCommentSnapshot, PlanCommentStore, StoreFailure } from '../../repository/planComments/planCommentStore.js';
-import type { AnyReply } from '../../contract/replyErrorCodes.js';
 import type {
   importLegacySchema,
   planCommentCreateSchema,
@@ -35,24 +36,24 @@ export interface PlanCommentServiceDeps {
 type Req<S extends z.ZodType> = z.output<S>;
 
 export interface PlanCommentService {
-  list(request: Req<typeof planCommentListSchema>): Promise<AnyReply>;
-  create(request: Req<typeof planCommentCreateSchema>): Promise<AnyReply>;
-  update(request: Req<typeof planCommentUpdateSchema>): Promise<AnyReply>;
-  remove(request: Req<typeof planCommentDeleteSchema>): Promise<AnyReply>;
-  deletePlan(request: Req<typeof planDeleteSchema>): Promise<AnyReply>;
-  importLegacy(request: Req<typeof importLegacySchema>): Promise<AnyReply>;
+  list(request: Req<typeof planCommentListSchema>): Promise<EndpointReplyOf<'listPlanComments'>>;
+  create(request: Req<typeof planCommentCreateSchema>): Promise<EndpointReplyOf<'createPlanComment'>>;
+  update(request: Req<typeof planCommentUpdateSchema>): Promise<EndpointReplyOf<'updatePlanComment'>>;
+  remove(request: Req<typeof planCommentDeleteSchema>): Promise<EndpointReplyOf<'deletePlanComment'>>;
+  deletePlan(request: Req<typeof planDeleteSchema>): Promise<EndpointReplyOf<'deletePlan'>>;
+  importLegacy(request: Req<typeof importLegacySchema>): Promise<EndpointReplyOf<'importLegacyPlanComments'>>;
 }
 
 /** What a committed change replies beside the collection, and whether it publishes it. */
-type ChangeReply = { changed: boolean; msgId?: string; body: Record<string, unknown> };
+type ChangeReply<B extends object> = { changed: boolean; msgId?: string; body: B };
 
 /** One collection change under the task's mutation lock, then its event when it changed something. */
 function createMutation(deps: PlanCommentServiceDeps) {
-  return async function mutate<T extends { ok: true; snapshot: PlanCommentSnapshot } | StoreFailure>(
+  return async function mutate<T extends { ok: true; snapshot: PlanCommentSnapshot } | StoreFailure, B extends object>(
     taskId: string,
     fn: (s: PlanCommentStore) => Promise<T>,
-    reply: (ok: Extract<T, { ok: true }>, plan: PlanCommentsPayload) => ChangeReply,
-  ): Promise<AnyReply> {
+    reply: (ok: Extract<T, { ok: true }>, plan: PlanCommentsPayload) => ChangeReply<B>,
+  ): Promise<PlanCommentsReply<B>> {
     const outcome: AdmissionOutcome<T> = await deps.writes.mutate(taskId, fn);
     if (!outcome.ok) return lockTimeoutFailure(outcome, taskId);
     const result = outcome.value;
@@ -60,7 +61,7 @@ function createMutation(deps: PlanCommentServiceDeps) {
     const plan = snapshotPayload(result.snapshot);
     const { changed, msgId, body } = reply(result as Extract<T, { ok: true }>, plan);
     if (changed) deps.comments.publish(plan, msgId);
-    return { ok: true, plan_comments: plan, ...body } as AnyReply;
+    return { ok: true, plan_comments: plan, ...body };
   };
 }
 
@@ -69,7 +70,7 @@ export function createPlanCommentService(deps: PlanCommentServiceDeps): PlanComm
   return {
     async list({ task_id }) {
       const snap = await deps.store.getSnapshot(task_id);
-      return snap.ok ? ({ ok: true, plan_comments: snapshotPayload(snap.snapshot) } as AnyReply) : storeFailure(snap);
+      return snap.ok ? { ok: true, plan_comments: snapshotPayload(snap.snapshot) } : storeFailure(snap);
     },
 
     create: (r) =>

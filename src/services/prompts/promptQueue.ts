@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
+import type { EndpointReplyOf } from '../../contract/endpoints.js';
 import type { z } from 'zod';
 import type { AdmittedWrites } from '../admittedWrites.js';
 import type { AcceptPromptInput, AcceptPromptResult, PromptStore } from '../../repository/prompts/promptStore.js';
-import type { AnyReply } from '../../contract/replyErrorCodes.js';
 import type { queueEnqueueSchema, queueListSchema } from '../../contract/planCommentRequests.js';
 import { admissionPayload, lockTimeoutFailure, queueEntryPayload, reasoned, storeFailure } from '../planCommentWire.js';
 import type { PlanCommentsPayload } from '../../contract/planCommentPayloads.js';
@@ -41,8 +41,8 @@ export interface PromptQueueDeps {
 }
 
 export interface PromptQueue {
-  enqueue(request: z.output<typeof queueEnqueueSchema>): Promise<AnyReply>;
-  list(request: z.output<typeof queueListSchema>): Promise<AnyReply>;
+  enqueue(request: z.output<typeof queueEnqueueSchema>): Promise<EndpointReplyOf<'enqueue'>>;
+  list(request: z.output<typeof queueListSchema>): Promise<EndpointReplyOf<'listQueue'>>;
 }
 
 export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
@@ -91,7 +91,7 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
     async list({ session_id }) {
       const listed = await prompts.listQueue(session_id);
       if (!listed.ok) return storeFailure(listed);
-      return { ok: true, entries: listed.entries.map(queueEntryPayload), count: listed.entries.length, max } as AnyReply;
+      return { ok: true, entries: listed.entries.map(queueEntryPayload), count: listed.entries.length, max };
     },
   };
 }

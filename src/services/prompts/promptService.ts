@@ -1,11 +1,12 @@
 import type { Logger } from 'pino';
+import type { EndpointReplyOf } from '../../contract/endpoints.js';
+import type { PromptReply } from '../../contract/planCommentReplies.js';
 import type { z } from 'zod';
 import type { TaskAdmission } from '../../repository/admission/taskAdmission.js';
 import type { AdmittedWrites } from '../admittedWrites.js';
 import type { PlanCommentStore } from '../../repository/planComments/planCommentStore.js';
 import type { AcceptPromptInput, AcceptPromptResult, PromptStore, PromptTarget } from '../../repository/prompts/promptStore.js';
 import type { Failpoints } from '../../failpoints.js';
-import type { AnyReply } from '../../contract/replyErrorCodes.js';
 import type { messageSendSchema, planCommentRunSchema, queueEnqueueSchema, queueListSchema } from '../../contract/planCommentRequests.js';
 import { admissionPayload, lockTimeoutFailure, reasoned, snapshotPayload, storeFailure } from '../planCommentWire.js';
 import type { ReasonedFailure } from '../../contract/planCommentPayloads.js';
@@ -54,12 +55,12 @@ export interface PromptServiceDeps {
 type Req<S extends z.ZodType> = z.output<S>;
 
 export interface PromptService {
-  send(request: Req<typeof messageSendSchema>): Promise<AnyReply>;
-  run(request: Req<typeof planCommentRunSchema>): Promise<AnyReply>;
+  send(request: Req<typeof messageSendSchema>): Promise<EndpointReplyOf<'sendMessage'>>;
+  run(request: Req<typeof planCommentRunSchema>): Promise<EndpointReplyOf<'runPlanComments'>>;
   /** `queue.enqueue` (promptQueue.ts). */
-  enqueue(request: Req<typeof queueEnqueueSchema>): Promise<AnyReply>;
+  enqueue(request: Req<typeof queueEnqueueSchema>): Promise<EndpointReplyOf<'enqueue'>>;
   /** `queue.list` (promptQueue.ts). */
-  listQueue(request: Req<typeof queueListSchema>): Promise<AnyReply>;
+  listQueue(request: Req<typeof queueListSchema>): Promise<EndpointReplyOf<'listQueue'>>;
 }
 
 /** The session a direct prompt goes to, as the preflight resolved it. */
@@ -94,7 +95,7 @@ function acceptInput(p: DirectPrompt, target: PromptTarget, expectedSessionState
 
 /** The checks before a new direct prompt's transaction, in order: the target, its state, the refs, the hook. */
 function createPreflight(deps: PromptServiceDeps) {
-  async function staleRefs(p: DirectPrompt): Promise<AnyReply | undefined> {
+  async function staleRefs(p: DirectPrompt): Promise<PromptReply | undefined> {
     if (p.refs.length === 0) return undefined;
     const snap = await deps.comments.getSnapshot(p.taskId);
     if (!snap.ok) return storeFailure(snap);
@@ -106,7 +107,7 @@ function createPreflight(deps: PromptServiceDeps) {
     });
   }
 
-  return async function preflight(p: DirectPrompt): Promise<ResolvedTarget | AnyReply> {
+  return async function preflight(p: DirectPrompt): Promise<ResolvedTarget | PromptReply> {
     const resolved = await p.resolve();
     if ('ok' in resolved) return resolved;
     if (!resolved.promptable) {
@@ -129,14 +130,14 @@ function createDirectPrompts(deps: PromptServiceDeps) {
   const preflight = createPreflight(deps);
 
   /** A resend goes straight to the accepting transaction, which compares it with what was accepted (replayed or caller_id_conflict). */
-  async function accept(p: DirectPrompt): Promise<{ accepted: AcceptPromptResult } | { refused: AnyReply }> {
+  async function accept(p: DirectPrompt): Promise<{ accepted: AcceptPromptResult } | { refused: PromptReply }> {
     if (await deps.targets.callerIdUsed(p.callerId)) return { accepted: await deps.prompts.acceptPrompt(acceptInput(p, p.target())) };
     const resolved = await preflight(p);
     if ('ok' in resolved) return { refused: resolved };
     return { accepted: await deps.prompts.acceptPrompt(acceptInput(p, p.target(resolved.sessionId), resolved.state)) };
   }
 
-  async function afterAccept(accepted: AcceptPromptResult): Promise<AnyReply> {
+  async function afterAccept(accepted: AcceptPromptResult): Promise<PromptReply> {
     if (!accepted.ok) return storeFailure(accepted);
     const reply = admissionPayload(accepted);
     if (!accepted.replayed && accepted.consumedCommentIds.length > 0 && reply.plan_comments) deps.commentEvents.publish(reply.plan_comments);
@@ -144,16 +145,16 @@ function createDirectPrompts(deps: PromptServiceDeps) {
       await deps.failpoints?.reach('after_accept_commit');
       deps.dispatch.kick(accepted.sessionId);
     }
-    return reply as unknown as AnyReply;
+    return reply;
   }
 
-  async function admit(p: DirectPrompt): Promise<AnyReply> {
+  async function admit(p: DirectPrompt): Promise<PromptReply> {
     const outcome = await accept(p);
     return 'refused' in outcome ? outcome.refused : afterAccept(outcome.accepted);
   }
 
   /** Under the task's lease when the prompt carries refs; without refs there is nothing to keep valid. */
-  return async function directPrompt(p: DirectPrompt): Promise<AnyReply> {
+  return async function directPrompt(p: DirectPrompt): Promise<PromptReply> {
     if (p.refs.length === 0) return admit(p);
     const outcome = await deps.admission.withLease(p.taskId, () => admit(p), { callerId: p.callerId });
     return outcome.ok ? outcome.value : lockTimeoutFailure(outcome, p.taskId);
