@@ -193,7 +193,9 @@ export async function up(knex: Knex): Promise<void> {
     t.index(['task_id', 'author_type', 'created_at'], 'idx_messages_task_author_created');
     t.index(['task_session_id', 'updated_at'], 'idx_messages_session_updated');
   });
-  await knex.raw(`CREATE INDEX idx_messages_metadata_pending_id ON task_session_messages (${pendingIdExpression(dialect)})`);
+  await knex.raw(
+    `CREATE INDEX idx_messages_metadata_pending_id ON task_session_messages (${pendingIdExpression(dialect)})`,
+  );
 
   await knex.schema.createTable('task_status_summaries', (t) => {
     t.text('task_id').primary().references('id').inTable('tasks').onDelete('CASCADE');
@@ -211,7 +213,14 @@ export async function up(knex: Knex): Promise<void> {
 }
 
 export async function down(knex: Knex): Promise<void> {
-  for (const table of ['kandev_meta', 'task_status_summaries', 'task_session_messages', 'task_session_turns', 'task_sessions', 'tasks']) {
+  for (const table of [
+    'kandev_meta',
+    'task_status_summaries',
+    'task_session_messages',
+    'task_session_turns',
+    'task_sessions',
+    'tasks',
+  ]) {
     await knex.schema.dropTableIfExists(table);
   }
   if (dialectOf(knex) === 'postgres') {
