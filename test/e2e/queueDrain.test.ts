@@ -97,7 +97,8 @@ describeEachDialect('a queue drained through a worker on %s', (dialect) => {
       20_000,
       'a summary counting 3 queued prompts',
     );
-    expect(await storedCount(task.taskId)).toBe(3);
+    // The summary reaches the bus before its COMMIT (ADR 0004): the stored row follows a moment later.
+    await eventually(async () => ((await storedCount(task.taskId)) === 3 ? true : undefined), 10_000, 'the stored summary counting 3');
 
     // While the agent works, polls and kicks deliver nothing.
     await pause(DISPATCH_POLL_MS + 300);

@@ -132,7 +132,15 @@ describeEachSchemaAndDialect('queued_prompt_count in the task summary on %s', (d
       'a summary counting 4 queued prompts',
     );
     expect(published.status_summary.queued_prompt_count).toBe(4);
-    expect(await stored(taskId)).toMatchObject({ queued_prompt_count: 4 });
+    // The summary reaches the bus before its COMMIT (ADR 0004): the stored row follows a moment later.
+    await eventually(
+      async () => {
+        const reply = await client.getSummary({ task_id: taskId });
+        return reply.ok && (reply as unknown as { status_summary: Record<string, unknown> }).status_summary.queued_prompt_count === 4 ? true : undefined;
+      },
+      10_000,
+      'the stored summary counting 4',
+    );
 
     // A direct send accepted while the session was IDLE, and the agent started working before any
     // dispatcher delivered it: the real acceptance and the state change commit together, so the
