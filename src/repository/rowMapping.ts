@@ -69,7 +69,8 @@ export function parseMetadata(raw: unknown): { metadata: Record<string, unknown>
 }
 
 type Row = Record<string, unknown>;
-const str = (v: unknown): string => (v === null || v === undefined ? '' : String(v));
+/** A column's text, '' for SQL NULL: the one reading of a text column every row mapper shares. */
+export const str = (v: unknown): string => (v === null || v === undefined ? '' : String(v));
 const ts = (v: unknown): string => readStoredTimestamp(str(v));
 const tsOrNull = (v: unknown): string | null => (v === null || v === undefined ? null : readStoredTimestamp(String(v)));
 

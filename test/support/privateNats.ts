@@ -131,24 +131,7 @@ export function generateCertificates(): TestCertificates {
     ['server', '127.0.0.1'],
     ['client', 'worker'],
   ] as const) {
-    openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', `/CN=${cn}`, '-keyout', `${name}-key.pem`, '-out', `${name}.csr`);
-    openssl(
-      'x509',
-      '-req',
-      '-in',
-      `${name}.csr`,
-      '-CA',
-      'ca.pem',
-      '-CAkey',
-      'ca-key.pem',
-      '-CAcreateserial',
-      '-days',
-      '2',
-      '-extfile',
-      `${name}.ext`,
-      '-out',
-      `${name}.pem`,
-    );
+    signCertificate(dir, name, `/CN=${cn}`);
   }
   return {
     dir,
@@ -161,15 +144,10 @@ export function generateCertificates(): TestCertificates {
   };
 }
 
-/**
- * Another server certificate from the CA of `certs`, whose subjectAltName is `san` alone (e.g.
- * `IP:127.0.0.1` or `DNS:localhost`), written beside the others as `<name>.pem` and `<name>-key.pem`.
- * Its CN names nothing a client checks, so the SAN is all that identifies it.
- */
-export function generateServerCertificate(certs: TestCertificates, name: string, san: string): { certFile: string; keyFile: string } {
-  const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: certs.dir, stdio: 'pipe' });
-  writeFileSync(join(certs.dir, `${name}.ext`), `subjectAltName=${san}\nextendedKeyUsage=serverAuth\n`);
-  openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', `/CN=${name} test server`, '-keyout', `${name}-key.pem`, '-out', `${name}.csr`);
+/** A key and certificate `<name>-key.pem` / `<name>.pem` for `subject`, signed by the CA in `dir` with the extensions of `<name>.ext`. */
+function signCertificate(dir: string, name: string, subject: string): void {
+  const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
+  openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', subject, '-keyout', `${name}-key.pem`, '-out', `${name}.csr`);
   openssl(
     'x509',
     '-req',
@@ -187,5 +165,15 @@ export function generateServerCertificate(certs: TestCertificates, name: string,
     '-out',
     `${name}.pem`,
   );
+}
+
+/**
+ * Another server certificate from the CA of `certs`, whose subjectAltName is `san` alone (e.g.
+ * `IP:127.0.0.1` or `DNS:localhost`), written beside the others as `<name>.pem` and `<name>-key.pem`.
+ * Its CN names nothing a client checks, so the SAN is all that identifies it.
+ */
+export function generateServerCertificate(certs: TestCertificates, name: string, san: string): { certFile: string; keyFile: string } {
+  writeFileSync(join(certs.dir, `${name}.ext`), `subjectAltName=${san}\nextendedKeyUsage=serverAuth\n`);
+  signCertificate(certs.dir, name, `/CN=${name} test server`);
   return { certFile: join(certs.dir, `${name}.pem`), keyFile: join(certs.dir, `${name}-key.pem`) };
 }

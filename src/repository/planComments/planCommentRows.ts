@@ -1,5 +1,5 @@
 import type { RepositoryContext } from '../context.js';
-import { parseMetadata } from '../rowMapping.js';
+import { parseMetadata, str } from '../rowMapping.js';
 import { readStoredTimestamp, type CanonicalTimestamp } from '../../timestamps.js';
 
 /**
@@ -100,7 +100,6 @@ export interface PromptReceiptRecord {
 }
 
 type Row = Record<string, unknown>;
-const str = (v: unknown): string => (v === null || v === undefined ? '' : String(v));
 const strOrNull = (v: unknown): string | null => (v === null || v === undefined ? null : String(v));
 const intOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
 
