@@ -3,8 +3,10 @@ import * as kandevSchema from './0001_kandev_schema.js';
 import * as leases from './0002_pending_projector_leases.js';
 import * as indexNames from './0003_pp_index_names.js';
 import * as planComments from './0004_task_plan_comments_and_prompt_receipts.js';
+import * as queueManagement from './0005_queue_management.js';
 import * as kandevModeOwnObjects from './kandev_mode_0001_own_objects.js';
 import * as kandevModePromptReceipts from './kandev_mode_0002_prompt_receipts.js';
+import * as kandevModeQueueManagement from './kandev_mode_0003_queue_management.js';
 
 export interface Migration {
   name: string;
@@ -21,6 +23,7 @@ export const migrations: readonly Migration[] = [
   { name: '0002_pending_projector_leases', ...leases },
   { name: '0003_pp_index_names', ...indexNames },
   { name: '0004_task_plan_comments_and_prompt_receipts', ...planComments },
+  { name: '0005_queue_management', ...queueManagement },
 ];
 
 /**
@@ -31,4 +34,5 @@ export const migrations: readonly Migration[] = [
 export const kandevModeMigrations: readonly Migration[] = [
   { name: 'kandev_mode_0001_own_objects', ...kandevModeOwnObjects },
   { name: 'kandev_mode_0002_prompt_receipts', ...kandevModePromptReceipts },
+  { name: 'kandev_mode_0003_queue_management', ...kandevModeQueueManagement },
 ];

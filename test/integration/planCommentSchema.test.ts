@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, expect, it } from 'vitest';
 import * as migration0004 from '../../migrations/0004_task_plan_comments_and_prompt_receipts.js';
+import * as migration0005 from '../../migrations/0005_queue_management.js';
 import { rawRows } from '../../src/repository/context.js';
 import { migrateSchema } from '../../src/repository/migrate.js';
 import { COMPLETE_PLAN_COMMENT_SCHEMA, detectPlanCommentSchema } from '../../src/repository/schema/planCommentTables.js';
@@ -23,11 +24,14 @@ describeEachDialect('plan-comment tables by schema mode on %s', (dialect) => {
     await Promise.all(opened.splice(0).map((t) => t.close()));
   });
 
-  it('owned mode: 0004 gives every table, receipts on queued_messages, and its down() removes exactly what its up() made', async () => {
+  it('owned mode: 0004 and 0005 give every table, receipts on queued_messages, and their down() removes exactly what their up() made', async () => {
     const t = await open(openTestDatabase(dialect));
     expect(await detectPlanCommentSchema(t.db)).toEqual(COMPLETE_PLAN_COMMENT_SCHEMA);
     const withTables = await catalogSnapshot(t);
-    await t.db.knex.transaction(async (trx) => migration0004.down(trx));
+    await t.db.knex.transaction(async (trx) => {
+      await migration0005.down(trx);
+      await migration0004.down(trx);
+    });
     const without = await catalogSnapshot(t);
     const removed = catalogChanges(withTables, without);
     expect(removed.added).toEqual([]);
@@ -39,10 +43,15 @@ describeEachDialect('plan-comment tables by schema mode on %s', (dialect) => {
       'queue_session_state',
       'task_session_prompt_seq',
       'task_message_attachments',
+      'pending_projector_queue_revisions',
+      'pending_projector_prompt_outcomes',
     ]) {
       expect(await t.db.knex.schema.hasTable(table)).toBe(false);
     }
-    await t.db.knex.transaction(async (trx) => migration0004.up(trx));
+    await t.db.knex.transaction(async (trx) => {
+      await migration0004.up(trx);
+      await migration0005.up(trx);
+    });
     expect(catalogChanges(withTables, await catalogSnapshot(t))).toEqual({ added: [], changed: [], removed: [] });
   });
 

@@ -61,7 +61,10 @@ describeEachDialect('schema ownership modes on %s', (dialect) => {
     const t = await open(openKandevDatabase(dialect));
     const before = await catalogSnapshot(t);
     const outcome = await migrateSchema(t.db);
-    expect(outcome).toMatchObject({ mode: 'kandev', applied: ['kandev_mode_0001_own_objects', 'kandev_mode_0002_prompt_receipts'] });
+    expect(outcome).toMatchObject({
+      mode: 'kandev',
+      applied: ['kandev_mode_0001_own_objects', 'kandev_mode_0002_prompt_receipts', 'kandev_mode_0003_queue_management'],
+    });
     const after = await catalogSnapshot(t);
     const changes = catalogChanges(before, after);
     expect(changes.changed).toEqual([]);
@@ -165,7 +168,13 @@ describeEachDialect('schema ownership modes on %s', (dialect) => {
     const t = await open(openEmptyDatabase(dialect));
     expect(await migrateSchema(t.db, setting)).toMatchObject({
       mode: 'owned',
-      applied: ['0001_kandev_schema', '0002_pending_projector_leases', '0003_pp_index_names', '0004_task_plan_comments_and_prompt_receipts'],
+      applied: [
+        '0001_kandev_schema',
+        '0002_pending_projector_leases',
+        '0003_pp_index_names',
+        '0004_task_plan_comments_and_prompt_receipts',
+        '0005_queue_management',
+      ],
     });
     expect((await detectSchema(t.db)).shape).toBe('owned');
     expect(await migrateSchema(t.db, setting)).toMatchObject({ mode: 'owned', applied: [] });

@@ -97,6 +97,8 @@ export interface PromptReceiptRecord {
   lastError: string;
   transcriptMessageId: string | null;
   transcriptTurnId: string | null;
+  /** The entry's edit counter (`queue.update` compares it); 1 for a row written before it existed. */
+  version: number;
 }
 
 type Row = Record<string, unknown>;
@@ -227,5 +229,6 @@ export function toPromptReceiptRecord(row: Row): PromptReceiptRecord {
     lastError: str(row.last_error),
     transcriptMessageId: strOrNull(row.durable_transcript_message_id),
     transcriptTurnId: strOrNull(row.durable_transcript_turn_id),
+    version: Number(row.version ?? 1),
   };
 }

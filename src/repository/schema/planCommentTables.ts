@@ -67,7 +67,14 @@ const RECEIPT_COLUMNS = [
   'last_error',
   'durable_transcript_message_id',
   'durable_transcript_turn_id',
+  'version',
 ] as const;
+
+/** This service's own queue records, the same in both modes (migrations 0005, kandev_mode_0003). */
+const QUEUE_RECORD_COLUMNS = {
+  pending_projector_queue_revisions: ['session_id', 'revision'],
+  pending_projector_prompt_outcomes: ['id', 'session_id', 'task_id', 'delivery_kind', 'status', 'reason', 'request_fingerprint', 'detail_json', 'settled_at'],
+} as const;
 
 export const OWN_RECEIPT_TABLE = 'pending_projector_prompt_receipts';
 export type ReceiptTable = 'queued_messages' | typeof OWN_RECEIPT_TABLE;
@@ -78,7 +85,7 @@ export interface PlanCommentSchema {
   readonly missingForComments: readonly string[];
   /** Missing for staging attachments and for prompts carrying attachment ids. */
   readonly missingForAttachments: readonly string[];
-  /** Missing for accepting any prompt (the prompt-sequence counter, a receipt table). */
+  /** Missing for accepting any prompt (the prompt-sequence counter, a receipt table, the queue's revision and outcome records). */
   readonly missingForPrompts: readonly string[];
   /** Where receipts are written, or null when neither table can hold them. */
   readonly receiptTable: ReceiptTable | null;
@@ -112,6 +119,7 @@ export async function detectPlanCommentSchema(target: SchemaTarget): Promise<Pla
     ...Object.keys(PLAN_COMMENT_COLUMNS),
     ...Object.keys(ATTACHMENT_COLUMNS),
     ...Object.keys(PROMPT_SEQ_COLUMNS),
+    ...Object.keys(QUEUE_RECORD_COLUMNS),
     'queued_messages',
     OWN_RECEIPT_TABLE,
   ]);
@@ -130,7 +138,7 @@ export async function detectPlanCommentSchema(target: SchemaTarget): Promise<Pla
   return {
     missingForComments: missingOf(catalog, PLAN_COMMENT_COLUMNS),
     missingForAttachments: missingOf(catalog, ATTACHMENT_COLUMNS),
-    missingForPrompts: [...missingOf(catalog, PROMPT_SEQ_COLUMNS), ...missingReceipt],
+    missingForPrompts: [...missingOf(catalog, PROMPT_SEQ_COLUMNS), ...missingOf(catalog, QUEUE_RECORD_COLUMNS), ...missingReceipt],
     receiptTable,
   };
 }
