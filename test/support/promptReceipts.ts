@@ -43,11 +43,16 @@ export async function promptsOnStream(nc: NatsConnection, prefix: string, sessio
   const topology = topologyFor(prefix);
   const jsm = await jetstreamManager(nc);
   const subject = topology.agentPromptSubject(sessionId);
-  const info = await jsm.streams.info(topology.agentPromptStream, { subjects_filter: subject }).catch(() => undefined);
-  if (!info || info.state.messages === 0) return [];
+  // No catch: a missing stream is a failure of the test's setup, never "no prompts" (a zero-prompt check would pass vacuously).
+  const info = await jsm.streams.info(topology.agentPromptStream, { subjects_filter: subject });
+  if (info.state.messages === 0) return [];
   const out: StoredPrompt[] = [];
   for (let seq = info.state.first_seq; seq <= info.state.last_seq; seq++) {
-    const m = await jsm.streams.getMessage(topology.agentPromptStream, { seq }).catch(() => null);
+    // Only a sequence with no message (another subject's, removed by the stream's limits) is skipped; any other error fails.
+    const m = await jsm.streams.getMessage(topology.agentPromptStream, { seq }).catch((err: unknown) => {
+      if (/no message found/i.test(String((err as Error)?.message))) return null;
+      throw err;
+    });
     if (!m || m.subject !== subject) continue;
     out.push({ seq, receiptId: m.header?.get('Pending-Projector-Receipt-Id'), data: (m.json() as { data: Record<string, unknown> }).data });
   }
