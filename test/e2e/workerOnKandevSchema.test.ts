@@ -41,7 +41,11 @@ describeEachDialect('the worker on a database Kandev created, on %s', (dialect) 
   });
 
   it("starts on Kandev's tables, having added only its own objects, and warns once per index the queries lack", async () => {
-    expect(logs.find((line) => line.msg === 'applied migrations')?.applied).toEqual(['kandev_mode_0001_own_objects', 'kandev_mode_0002_prompt_receipts', 'kandev_mode_0003_queue_management']);
+    expect(logs.find((line) => line.msg === 'applied migrations')?.applied).toEqual([
+      'kandev_mode_0001_own_objects',
+      'kandev_mode_0002_prompt_receipts',
+      'kandev_mode_0003_queue_management',
+    ]);
     const warnings = logs.filter((line) => line.level === 40 && line.index !== undefined);
     expect(warnings.map((line) => [line.index, line.state])).toEqual([
       [dialect === 'sqlite' ? 'pp_turns_current_turn_order_key' : 'pp_turns_current_turn_order', 'missing'],
