@@ -121,6 +121,12 @@ export function exampleRequests(w: SandboxWorkspace): SandboxRequest[] {
       what: 'queue one more: "Fix the flaky login test" gets queued_prompt_count 3',
     },
     {
+      endpoint: 'queue.remove',
+      body: { session_id: w.queue.sessionId, queue_id: w.queue.queuedIds[0] },
+      what: 'take the first queued prompt back: queued_prompt_count 2 (run it twice: not_found)',
+    },
+    { endpoint: 'queue.clear', body: { session_id: w.queue.sessionId }, what: 'take every queued prompt back: queued_prompt_count 0' },
+    {
       endpoint: 'clarification.expire',
       body: { session_id: w.question.sessionId },
       what: 'a session going terminal expires its pending questions (none once answered)',

@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import type { PlanCommentPayload } from './planCommentPayloads.js';
-import type { AttachmentStageReply, ImportLegacyReply, PlanCommentsReply, PromptReply, QueueListReply } from './planCommentReplies.js';
+import type { AttachmentStageReply, ImportLegacyReply, PlanCommentsReply, PromptReply, QueueListReply, QueueWithdrawalReply } from './planCommentReplies.js';
 import {
   attachmentStageSchema,
   importLegacySchema,
@@ -12,7 +12,9 @@ import {
   planCommentUpdateSchema,
   planDeleteSchema,
   queueEnqueueSchema,
+  queueClearSchema,
   queueListSchema,
+  queueRemoveSchema,
 } from './planCommentRequests.js';
 import {
   GUARD_FAILURE_FIELDS,
@@ -102,6 +104,10 @@ export const ENDPOINT_TABLE = {
   enqueue: { key: 'queueEnqueue', name: 'queue.enqueue', request: queueEnqueueSchema, reply: replyType<PromptReply>() },
   /** The session's waiting queued prompts, in queue order. */
   listQueue: { key: 'queueList', name: 'queue.list', request: queueListSchema, reply: replyType<QueueListReply>() },
+  /** Removes one waiting entry; its consumed comments return to the collection, its attachments to staged. */
+  removeQueueEntry: { key: 'queueRemove', name: 'queue.remove', request: queueRemoveSchema, reply: replyType<QueueWithdrawalReply>() },
+  /** Removes every waiting entry of the session at once (entries being delivered stay). */
+  clearQueue: { key: 'queueClear', name: 'queue.clear', request: queueClearSchema, reply: replyType<QueueWithdrawalReply>() },
 } as const satisfies Record<string, EndpointSpec>;
 
 type Table = typeof ENDPOINT_TABLE;

@@ -62,16 +62,49 @@ export interface AdmissionPayload {
   delivery_kind: 'direct' | 'queued';
   replayed: boolean;
   delivery: 'pending' | 'acknowledged' | 'unconfirmed';
+  /**
+   * Where the prompt is now: `waiting` (queued), `in_flight` (being delivered), `delivered`,
+   * `removed` (by `queue.remove` or `queue.clear`) or `cancelled` (by the service; see `status_reason`).
+   */
+  status: 'waiting' | 'in_flight' | 'delivered' | 'removed' | 'cancelled';
+  /** Why a cancelled prompt was cancelled (`task_archived`, `session_completed`, ...); '' otherwise. */
+  status_reason: string;
   plan_comments: PlanCommentsPayload | null;
 }
 
-/** A waiting queue entry as `queue.list` shows it. */
+/** A waiting queue entry as `queue.list` shows it; `version` moves with every `queue.update`. */
 export interface QueueEntryPayload {
   id: string;
+  session_id: string;
+  task_id: string;
   position: number;
+  version: number;
   content: string;
+  model: string;
+  plan_mode: boolean;
   queued_at: string;
+  queued_by: string;
   attachments: unknown[];
+}
+
+/** What `queue.remove` and `queue.clear` did, in the one transaction that did it. */
+export interface QueueWithdrawalPayload {
+  ok: true;
+  session_id: string;
+  task_id: string;
+  /** The entries removed, in queue order (empty: a clear of an empty queue). */
+  removed: Array<{ queue_id: string; position: number }>;
+  /** Consumed plan comments back in the task's collection (same ids, bodies and anchors). */
+  returned_comment_ids: string[];
+  /** Consumed comments that could not come back: their plan was deleted or replaced. */
+  dropped_comment_ids: string[];
+  /** Claimed attachments staged again, for their uploader to attach elsewhere. */
+  released_attachment_ids: string[];
+  /** The collection after the return; null when no comment came back. */
+  plan_comments: PlanCommentsPayload | null;
+  /** The queue's revision and waiting count afterwards. */
+  revision: number;
+  count: number;
 }
 
 /** A failure reply with its machine-readable `reason` and details beside `error` (top level). */

@@ -1,4 +1,4 @@
-import type { AdmissionPayload, AttachmentPayload, PlanCommentsPayload, QueueEntryPayload } from './planCommentPayloads.js';
+import type { AdmissionPayload, AttachmentPayload, PlanCommentsPayload, QueueEntryPayload, QueueWithdrawalPayload } from './planCommentPayloads.js';
 import type { ReplyFailure } from './replyErrorCodes.js';
 
 /** Reply bodies of the plan-comment, message, queue and attachment endpoints. */
@@ -17,6 +17,8 @@ export type PlanCommentFailure = ReplyFailure & {
 export type PlanCommentsReply<T extends object = object> = ({ ok: true; plan_comments: PlanCommentsPayload } & T) | PlanCommentFailure;
 /** An accepted prompt (its admission); `queue_full` failures carry `count` and `max`. */
 export type PromptReply = AdmissionPayload | PlanCommentFailure;
-export type QueueListReply = { ok: true; entries: QueueEntryPayload[]; count: number; max: number } | PlanCommentFailure;
+/** The waiting entries in queue order, at the queue's `revision` (what `queue.reorder` compares). */
+export type QueueListReply = { ok: true; entries: QueueEntryPayload[]; count: number; max: number; revision: number } | PlanCommentFailure;
+export type QueueWithdrawalReply = QueueWithdrawalPayload | PlanCommentFailure;
 export type AttachmentStageReply = { ok: true; replayed: boolean; attachment: AttachmentPayload } | PlanCommentFailure;
 export type ImportLegacyReply = PlanCommentsReply<{ imported: string[]; skipped: Array<{ id: string; sessionId: string; reason: string }> }>;

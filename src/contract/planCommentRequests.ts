@@ -99,6 +99,8 @@ export const queueEnqueueSchema = z
   .strict();
 
 export const queueListSchema = z.object({ session_id: idSchema }).strict();
+export const queueRemoveSchema = z.object({ session_id: idSchema, queue_id: idSchema }).strict();
+export const queueClearSchema = z.object({ session_id: idSchema }).strict();
 
 export const planCommentRunSchema = z
   .object({
@@ -140,4 +142,6 @@ export type MessageSendRequest = z.input<typeof messageSendSchema>;
 export type PlanCommentRunRequest = z.input<typeof planCommentRunSchema>;
 export type QueueEnqueueRequest = z.input<typeof queueEnqueueSchema>;
 export type QueueListRequest = z.input<typeof queueListSchema>;
+export type QueueRemoveRequest = z.input<typeof queueRemoveSchema>;
+export type QueueClearRequest = z.input<typeof queueClearSchema>;
 export type AttachmentStageRequest = z.input<typeof attachmentStageSchema>;

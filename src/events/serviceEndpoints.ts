@@ -69,6 +69,8 @@ function endpointHandlers({ clarifications, tasks, planComments: plans, prompts,
         sendMessage: (request) => prompts.send(request),
         enqueue: (request) => prompts.enqueue(request),
         listQueue: (request) => prompts.listQueue(request),
+        removeQueueEntry: (request) => prompts.removeQueueEntry(request),
+        clearQueue: (request) => prompts.clearQueue(request),
       } satisfies Partial<EndpointHandlers>)
     : undefined;
   const attachmentHandlers = attachments

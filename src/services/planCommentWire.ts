@@ -66,12 +66,26 @@ export function admissionPayload(accepted: AcceptedPrompt): AdmissionPayload {
     delivery_kind: accepted.deliveryKind,
     replayed: accepted.replayed,
     delivery: accepted.delivery,
+    status: accepted.status,
+    status_reason: accepted.statusReason,
     plan_comments: accepted.snapshot ? snapshotPayload(accepted.snapshot) : null,
   };
 }
 
 export function queueEntryPayload(r: PromptReceiptRecord): QueueEntryPayload {
-  return { id: r.id, position: r.position, content: r.content, queued_at: r.queuedAt, attachments: r.attachments };
+  return {
+    id: r.id,
+    session_id: r.sessionId,
+    task_id: r.taskId,
+    position: r.position,
+    version: r.version,
+    content: r.content,
+    model: r.model,
+    plan_mode: r.planMode,
+    queued_at: r.queuedAt,
+    queued_by: r.queuedBy,
+    attachments: r.attachments,
+  };
 }
 
 const snake = (key: string) => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
@@ -82,6 +96,7 @@ export function storeFailure(outcome: StoreFailure): ReasonedFailure {
   const extra: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(details)) {
     if (key === 'snapshot') extra.plan_comments = snapshotPayload(value as PlanCommentSnapshot);
+    else if (key === 'entries') extra.entries = (value as PromptReceiptRecord[]).map(queueEntryPayload);
     else extra[snake(key)] = value;
   }
   return { ok: false, error: { code, message }, reason, ...extra };

@@ -231,14 +231,21 @@ describeEachDialect('queue endpoints over a real NATS on %s', (dialect) => {
       entries: [
         {
           id: callerId,
+          session_id: task.sessionId,
+          task_id: task.taskId,
           position: reply.position,
+          version: 1,
           content: receipt.content,
+          model: 'm-1',
+          plan_mode: true,
           queued_at: expect.any(String),
+          queued_by: 'user',
           attachments: [expect.objectContaining({ id: stage.attachment.id })],
         },
       ],
       count: 1,
       max: QUEUE_MAX,
+      revision: expect.any(Number),
     });
   });
 
@@ -260,6 +267,7 @@ describeEachDialect('queue endpoints over a real NATS on %s', (dialect) => {
       delivery_kind: 'queued',
       message_id: null,
       delivery: 'pending',
+      status: 'waiting',
     });
     expect(await client.listQueue({ session_id: task.sessionId })).toMatchObject({ count: 1 });
     expect(await queueState(task.taskId)).toEqual(state);
@@ -315,6 +323,7 @@ describeEachDialect('queue endpoints over a real NATS on %s', (dialect) => {
       position: null,
       delivery_kind: 'queued',
       delivery,
+      status: 'delivered',
     });
     expect(await client.enqueue({ ...request, content: 'other' })).toMatchObject({ ok: false, reason: 'caller_id_conflict' });
     expect(await t.ctx.knex('queued_messages').where({ id: callerId }).first()).toBeUndefined();

@@ -129,3 +129,15 @@ export async function claimAttachments(
   }
   return unavailable.length > 0 ? { ok: false, unavailable } : { ok: true, claimed };
 }
+
+/**
+ * Gives a queue entry's claimed attachments (all of them for a withdrawn entry, the named ones for
+ * an edit that dropped them) back to their uploader as staged, inside the transaction that changes it. They keep the task and session scope their claim narrowed them to, and
+ * their expiry: one that lapsed meanwhile is staged but no longer claimable, as any staged one.
+ */
+export async function releaseQueuedAttachments(tx: RepositoryContext, queueId: string, ids?: readonly string[]): Promise<string[]> {
+  const query = tx.knex('task_message_attachments').where({ queue_id: queueId, message_id: '', state: 'claimed' });
+  if (ids) query.whereIn('id', [...ids]);
+  const rows = await query.update({ state: 'staged', queue_id: '', updated_at: writtenNow(tx) }).returning('id');
+  return (rows as Array<{ id: string }>).map((r) => String(r.id)).sort();
+}

@@ -1,5 +1,5 @@
 import { ERROR_CODES, PendingProjectorError } from '../../errors.js';
-import type { PlanCommentSnapshot } from './planCommentRows.js';
+import type { PlanCommentSnapshot, PromptReceiptRecord } from './planCommentRows.js';
 
 /**
  * The expected failures of the plan-comment store, as values (never thrown). `code` is the reply
@@ -8,7 +8,7 @@ import type { PlanCommentSnapshot } from './planCommentRows.js';
  * failure of the database itself rejects.
  */
 
-export type NotFoundReason = 'task_not_found' | 'plan_not_found' | 'session_not_found' | 'primary_session_not_found';
+export type NotFoundReason = 'task_not_found' | 'plan_not_found' | 'session_not_found' | 'primary_session_not_found' | 'queue_entry_not_found';
 
 export type BadRequestReason =
   /** The session addressed belongs to another task than the one named. */
@@ -22,7 +22,9 @@ export type BadRequestReason =
   /** The expansion is larger than PLAN_COMMENT_LIMITS.promptMaxBytes. */
   | 'prompt_too_large'
   /** A legacy draft whose `createdAt` is not a UTC timestamp: the whole import is refused. */
-  | 'invalid_draft';
+  | 'invalid_draft'
+  /** `queue.update` of the text of an entry that keeps no readable copy of its consumed comments (another producer's row). */
+  | 'entry_not_editable';
 
 export type NotFound = { ok: false; code: 'not_found'; reason: NotFoundReason; message: string };
 export type BadRequest = { ok: false; code: 'bad_request'; reason: BadRequestReason; message: string };
@@ -50,6 +52,10 @@ export type Conflict =
   | { ok: false; code: 'conflict'; reason: 'attachment_id_conflict'; message: string }
   /** `queue.enqueue`: the session already has `max` waiting queued prompts (QUEUE_MAX_PER_SESSION). */
   | { ok: false; code: 'conflict'; reason: 'queue_full'; message: string; count: number; max: number }
+  /** A queue entry named is reserved or attempted by a dispatcher: it is being delivered and can no longer change. */
+  | { ok: false; code: 'conflict'; reason: 'entry_in_flight'; message: string; queueIds: string[] }
+  /** A queue change drawn from a stale view (an entry's version, the queue's revision, the waiting set): the queue as it is now. */
+  | { ok: false; code: 'conflict'; reason: 'queue_changed'; message: string; revision: number; entries: PromptReceiptRecord[] }
   /** The collection is at PLAN_COMMENT_LIMITS.commentsPerPlan. */
   | { ok: false; code: 'conflict'; reason: 'plan_comments_full'; message: string; limit: number; snapshot: PlanCommentSnapshot };
 

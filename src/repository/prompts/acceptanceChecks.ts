@@ -4,7 +4,6 @@ import { badRequest, commentsChanged, conflict, notFound } from '../planComments
 import { toPlanCommentRecord, type PlanCommentRecord } from '../planComments/planCommentRows.js';
 import type { PlanCommentSchema, ReceiptTable } from '../schema/planCommentTables.js';
 import { lockSessionTurnWrites } from '../sessionLocks.js';
-import { formatPlanCommentPrompt, PLAN_COMMENT_LIMITS, utf8Length } from '../../turns/planCommentPrompt.js';
 import {
   PROMPTABLE_SESSION_STATES,
   QUEUEABLE_SESSION_STATES,
@@ -15,6 +14,7 @@ import {
 } from './acceptedPrompt.js';
 import { countWaitingQueuedPrompts } from './queuedPrompts.js';
 import { priorAcceptance, replayOutcome } from './promptReplay.js';
+import { expandPrompt } from './promptExpansion.js';
 
 /**
  * The accepting transaction's checks, one step per lock in Kandev's order (the task row, the
@@ -167,19 +167,6 @@ async function lockReferencedComments(tx: RepositoryContext, refs: readonly Plan
     return commentsChanged(await snapshotIn(tx, taskId), `plan comments ${stale.map((r) => r.id).join(', ')} are gone or at another version`);
   }
   return { plan, comments };
-}
-
-/** Step 4, pure: the visible prompt, from those rows and the typed content. */
-function expandPrompt(comments: readonly PlanCommentRecord[], content: string): Step<{ prompt: string }> {
-  const prompt = formatPlanCommentPrompt(
-    comments.map((c) => ({ id: c.id, body: c.body, selected_text: c.selectedText, created_at: c.createdAt })),
-    content,
-  );
-  if (prompt.trim() === '') return badRequest('empty_prompt', 'nothing to send: no content and no plan comment');
-  if (utf8Length(prompt) > PLAN_COMMENT_LIMITS.promptMaxBytes) {
-    return badRequest('prompt_too_large', `the expanded prompt is over ${PLAN_COMMENT_LIMITS.promptMaxBytes} bytes`);
-  }
-  return { prompt };
 }
 
 /**

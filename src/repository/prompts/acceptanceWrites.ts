@@ -9,6 +9,8 @@ import type { PlanCommentRef } from './acceptedPrompt.js';
 import type { AcceptanceRequest, Admitted, Outcome } from './acceptanceChecks.js';
 import { attachmentSummaries, insertPromptReceipt } from './promptReceipts.js';
 import { insertPromptTranscript } from './promptTranscript.js';
+import { CONSUMED_COMMENTS_KEY, consumedCommentsMetadata, TYPED_CONTENT_KEY } from './consumedComments.js';
+import { bumpQueueRevision } from './queueRevision.js';
 
 /**
  * The accepting transaction's writes, after every check passed: consume the comments, claim the
@@ -104,6 +106,8 @@ function acceptedFields(req: AcceptanceRequest, a: Admitted, claimed: readonly A
     receiptId: req.input.callerId,
     deliveryKind: req.kind,
     delivery: 'pending' as const,
+    status: req.kind === 'queued' ? ('waiting' as const) : ('in_flight' as const),
+    statusReason: '',
     content: a.prompt,
     consumedCommentIds: req.refs.map((r) => r.id),
     attachmentIds: claimed.map((c) => c.id),
@@ -132,11 +136,20 @@ async function writeQueuedReceipt(
       model: req.model,
       planMode: req.planMode,
       attachments: claimed,
-      metadata: { client_queue_id: callerId, plan_comment_refs: refList(req), plan_comment_request_fingerprint: req.fingerprint },
+      metadata: {
+        client_queue_id: callerId,
+        plan_comment_refs: refList(req),
+        plan_comment_request_fingerprint: req.fingerprint,
+        // Kept so a removal or cancellation gives them back as they were (consumedComments.ts), and
+        // an edit of the typed text expands them again with the new text (queueEdits.ts).
+        [CONSUMED_COMMENTS_KEY]: consumedCommentsMetadata(a.comments),
+        [TYPED_CONTENT_KEY]: req.input.content,
+      },
       transcriptMessageId: null,
       transcriptTurnId: null,
     }),
   );
+  await bumpQueueRevision(tx, a.sessionId);
   return {
     ...acceptedFields(req, a, claimed),
     messageId: null,

@@ -49,6 +49,14 @@ export interface AcceptPromptInput {
 
 export type PromptDelivery = 'pending' | 'acknowledged' | 'unconfirmed';
 
+/**
+ * Where an accepted prompt is now: `waiting` in its session's queue; `in_flight` (a direct prompt
+ * not settled yet, or a queue entry a dispatcher reserved); `delivered` (settled: see `delivery`
+ * for whether the agent acknowledged it); `removed` by a user; `cancelled` by the service (with a
+ * reason). A replay answers with the current one.
+ */
+export type PromptStatus = 'waiting' | 'in_flight' | 'delivered' | 'removed' | 'cancelled';
+
 export interface AcceptedPrompt {
   ok: true;
   /** True when this caller id was accepted before for the same request: nothing was written now. */
@@ -70,6 +78,9 @@ export interface AcceptedPrompt {
   queueCount: number | null;
   /** `pending` until the dispatcher settles the receipt; a replay reports the current value. */
   delivery: PromptDelivery;
+  status: PromptStatus;
+  /** Why a `cancelled` prompt was cancelled (`task_archived`, `session_completed`, ...); '' otherwise. */
+  statusReason: string;
   /** The visible prompt as stored. */
   content: string;
   consumedCommentIds: string[];

@@ -1,8 +1,10 @@
 import { rawRows, type RepositoryContext } from '../context.js';
 import { snapshotIn } from '../planComments/planComments.js';
 import { conflict, type Conflict } from '../planComments/planCommentOutcomes.js';
-import type { AcceptedPrompt, AcceptPromptInput, DeliveryKind, PromptDelivery } from './acceptedPrompt.js';
+import type { AcceptedPrompt, AcceptPromptInput, DeliveryKind, PromptDelivery, PromptStatus } from './acceptedPrompt.js';
+import { getPromptOutcome, type PromptOutcome } from './promptOutcomes.js';
 import { getPromptReceipt } from './promptReceipts.js';
+import type { PromptReceiptRecord } from '../planComments/planCommentRows.js';
 import { parseMetadata } from '../rowMapping.js';
 import type { PlanCommentSchema } from '../schema/planCommentTables.js';
 
@@ -10,7 +12,8 @@ import type { PlanCommentSchema } from '../schema/planCommentTables.js';
  * Caller-id replay of an accepted prompt: the receipt is the replay record while it exists, and the
  * transcript message keeps the caller id afterwards, so a lost reply can still be answered. The receipt
  * and the transcript message both carry the caller id as their key and the request fingerprint in
- * their metadata; the receipt goes once delivered, the message stays.
+ * their metadata; the receipt goes once delivered, the message stays. A queue entry withdrawn before
+ * delivery (removed, cancelled) leaves neither: its outcome record (promptOutcomes.ts) answers instead.
  */
 
 type Row = Record<string, unknown>;
@@ -29,6 +32,8 @@ export interface PriorAcceptance {
   /** Whether the transcript message exists (a queued prompt has none until its reservation). */
   messagePresent: boolean;
   delivery: PromptDelivery;
+  status: PromptStatus;
+  statusReason: string;
   refs: string[];
   attachmentIds: string[];
 }
@@ -52,9 +57,44 @@ function stringList(value: unknown, pick: (item: Record<string, unknown>) => unk
  */
 export async function acceptanceRecorded(ctx: RepositoryContext, schema: PlanCommentSchema, callerId: string): Promise<boolean> {
   const receipt = schema.receiptTable ? `SELECT id FROM ${schema.receiptTable} WHERE id = ? UNION ALL ` : '';
-  const bindings = schema.receiptTable ? [callerId, callerId] : [callerId];
-  const rows = await rawRows<{ id: string }>(ctx, `SELECT id FROM (${receipt}SELECT id FROM task_session_messages WHERE id = ?) AS used LIMIT 1`, bindings);
+  const outcome = hasOutcomes(schema) ? `SELECT id FROM pending_projector_prompt_outcomes WHERE id = ? UNION ALL ` : '';
+  const bindings = [...(schema.receiptTable ? [callerId] : []), ...(outcome ? [callerId] : []), callerId];
+  const rows = await rawRows<{ id: string }>(
+    ctx,
+    `SELECT id FROM (${receipt}${outcome}SELECT id FROM task_session_messages WHERE id = ?) AS used LIMIT 1`,
+    bindings,
+  );
   return rows.length > 0;
+}
+
+/** The outcome table exists wherever the prompt tables are complete (migration 0005, kandev_mode_0003). */
+const hasOutcomes = (schema: PlanCommentSchema) => schema.receiptTable !== null && schema.missingForPrompts.length === 0;
+
+/** A withdrawn entry's replay record: neither its receipt nor a transcript message is left. */
+function withdrawnAcceptance(outcome: PromptOutcome): PriorAcceptance {
+  return {
+    sessionId: outcome.sessionId,
+    taskId: outcome.taskId,
+    fingerprint: outcome.fingerprint === '' ? undefined : outcome.fingerprint,
+    content: '',
+    turnId: null,
+    promptSeq: null,
+    receiptPresent: false,
+    deliveryKind: outcome.deliveryKind === 'direct' ? 'direct' : 'queued',
+    position: null,
+    messagePresent: false,
+    delivery: 'pending',
+    status: outcome.status,
+    statusReason: outcome.reason,
+    refs: Array.isArray(outcome.detail.consumed_comment_ids) ? outcome.detail.consumed_comment_ids.filter((id): id is string => typeof id === 'string') : [],
+    attachmentIds: [],
+  };
+}
+
+/** A receipt still present: waiting in its queue, or being delivered. */
+function receiptStatus(receipt: PromptReceiptRecord): PromptStatus {
+  const reserved = receipt.reservationToken !== null || receipt.deliveryAttemptedAt !== null;
+  return receipt.deliveryKind === 'queued' && !reserved ? 'waiting' : 'in_flight';
 }
 
 export async function priorAcceptance(tx: RepositoryContext, schema: PlanCommentSchema, callerId: string): Promise<PriorAcceptance | undefined> {
@@ -62,7 +102,10 @@ export async function priorAcceptance(tx: RepositoryContext, schema: PlanComment
   const messageRow = (
     await rawRows<Row>(tx, `SELECT id, task_session_id, task_id, turn_id, content, metadata, prompt_seq FROM task_session_messages WHERE id = ?`, [callerId])
   )[0];
-  if (!receipt && !messageRow) return undefined;
+  if (!receipt && !messageRow) {
+    const outcome = hasOutcomes(schema) ? await getPromptOutcome(tx, callerId) : undefined;
+    return outcome ? withdrawnAcceptance(outcome) : undefined;
+  }
   const message = messageRow ? parseMetadata(messageRow.metadata).metadata : {};
   const fingerprintOf = (metadata: Record<string, unknown>) =>
     typeof metadata.plan_comment_request_fingerprint === 'string' ? metadata.plan_comment_request_fingerprint : undefined;
@@ -87,6 +130,8 @@ export async function priorAcceptance(tx: RepositoryContext, schema: PlanComment
     position: receipt && kind === 'queued' ? receipt.position : null,
     messagePresent: messageRow !== undefined,
     delivery: receipt ? 'pending' : label === 'acknowledged' || label === 'unconfirmed' ? label : 'pending',
+    status: receipt ? receiptStatus(receipt) : 'delivered',
+    statusReason: '',
     refs: stringList(metadata.plan_comment_refs, (r) => r.id),
     attachmentIds: stringList(message.attachments ?? receipt?.attachments, (a) => a.id),
   };
@@ -117,6 +162,8 @@ export async function replayOutcome(
     position: prior.position,
     queueCount: null,
     delivery: prior.delivery,
+    status: prior.status,
+    statusReason: prior.statusReason,
     content: prior.content,
     consumedCommentIds: prior.refs,
     attachmentIds: prior.attachmentIds,

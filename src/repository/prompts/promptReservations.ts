@@ -5,6 +5,7 @@ import { PROMPTABLE_SESSION_STATES } from './acceptedPrompt.js';
 import type { SqlDialect } from '../dialect.js';
 import type { ReceiptTable } from '../schema/planCommentTables.js';
 import { lockSessionTurnWrites } from '../sessionLocks.js';
+import { bumpQueueRevision } from './queueRevision.js';
 import { instantAfter } from '../../timestamps.js';
 
 /**
@@ -23,6 +24,13 @@ import { instantAfter } from '../../timestamps.js';
  */
 
 export type ReservationLost = { ok: false; reason: 'reservation_lost' };
+
+/** A queued receipt that entered or left the waiting set moves its session's queue revision; a direct one is not in the queue. */
+async function queueLeft(tx: RepositoryContext, receipt: { deliveryKind: string; sessionId: string }): Promise<void> {
+  if (receipt.deliveryKind === 'queued') await bumpQueueRevision(tx, receipt.sessionId);
+}
+const queueChanged = (tx: RepositoryContext, row: Record<string, unknown> | undefined) =>
+  row ? queueLeft(tx, { deliveryKind: String(row.delivery_kind), sessionId: String(row.session_id) }) : Promise.resolve();
 export const RESERVATION_LOST: ReservationLost = { ok: false, reason: 'reservation_lost' };
 
 export interface Reservation {
@@ -67,7 +75,10 @@ export function reserveHead(ctx: RepositoryContext, table: ReceiptTable, session
         RETURNING *`,
       [token, owner, instantAfter(now, ttlMs), sessionId, now, now, now],
     );
-    return rows[0] ? { receipt: toPromptReceiptRecord(rows[0]), token } : undefined;
+    if (!rows[0]) return undefined;
+    const receipt = toPromptReceiptRecord(rows[0]);
+    await queueLeft(tx, receipt);
+    return { receipt, token };
   });
 }
 
@@ -119,17 +130,20 @@ export async function releaseReservation(
   token: string,
   input: ReleaseInput,
 ): Promise<{ ok: true } | ReservationLost> {
-  const now = ctx.clock();
-  const rows = await rawRows(
-    ctx,
-    `UPDATE ${table}
-        SET delivery_reservation_token = NULL, delivery_reservation_owner = NULL, delivery_reservation_expires_at = NULL,
-            next_attempt_at = ?, last_error = ?,
-            delivery_attempts = CASE WHEN ? = 1 OR delivery_attempts = 0 THEN delivery_attempts ELSE delivery_attempts - 1 END
-      WHERE id = ? AND delivery_reservation_token = ? AND delivery_attempted_at IS NULL RETURNING id`,
-    [input.retryAfterMs > 0 ? instantAfter(now, input.retryAfterMs) : null, input.error.slice(0, 2000), input.countsAsAttempt === false ? 0 : 1, id, token],
-  );
-  return rows.length > 0 ? { ok: true } : RESERVATION_LOST;
+  return beginOrJoin(ctx, async (tx) => {
+    const now = tx.clock();
+    const rows = await rawRows<Record<string, unknown>>(
+      tx,
+      `UPDATE ${table}
+          SET delivery_reservation_token = NULL, delivery_reservation_owner = NULL, delivery_reservation_expires_at = NULL,
+              next_attempt_at = ?, last_error = ?,
+              delivery_attempts = CASE WHEN ? = 1 OR delivery_attempts = 0 THEN delivery_attempts ELSE delivery_attempts - 1 END
+        WHERE id = ? AND delivery_reservation_token = ? AND delivery_attempted_at IS NULL RETURNING delivery_kind, session_id`,
+      [input.retryAfterMs > 0 ? instantAfter(now, input.retryAfterMs) : null, input.error.slice(0, 2000), input.countsAsAttempt === false ? 0 : 1, id, token],
+    );
+    await queueChanged(tx, rows[0]);
+    return rows.length > 0 ? { ok: true as const } : RESERVATION_LOST;
+  });
 }
 
 /**
@@ -193,15 +207,18 @@ export async function listReconcilableReceipts(ctx: RepositoryContext, table: Re
  * waiting and the next `reserveHead` takes it with a fresh token. Fenced by the dead token and the expiry: a
  * takeover in between keeps its own.
  */
-export async function clearExpiredReservation(ctx: RepositoryContext, table: ReceiptTable, id: string, token: string): Promise<boolean> {
-  const now = ctx.clock();
-  const rows = await rawRows(
-    ctx,
-    `UPDATE ${table} SET delivery_reservation_token = NULL, delivery_reservation_owner = NULL, delivery_reservation_expires_at = NULL
-      WHERE id = ? AND delivery_reservation_token = ? AND delivery_reservation_expires_at <= ? AND delivery_attempted_at IS NULL RETURNING id`,
-    [id, token, now],
-  );
-  return rows.length > 0;
+export function clearExpiredReservation(ctx: RepositoryContext, table: ReceiptTable, id: string, token: string): Promise<boolean> {
+  return beginOrJoin(ctx, async (tx) => {
+    const rows = await rawRows<Record<string, unknown>>(
+      tx,
+      `UPDATE ${table} SET delivery_reservation_token = NULL, delivery_reservation_owner = NULL, delivery_reservation_expires_at = NULL
+        WHERE id = ? AND delivery_reservation_token = ? AND delivery_reservation_expires_at <= ? AND delivery_attempted_at IS NULL
+        RETURNING delivery_kind, session_id`,
+      [id, token, tx.clock()],
+    );
+    await queueChanged(tx, rows[0]);
+    return rows.length > 0;
+  });
 }
 
 /** Deletes the receipt of a task that no longer exists. */

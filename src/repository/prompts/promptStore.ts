@@ -4,12 +4,15 @@ import type { PromptReceiptRecord } from '../planComments/planCommentRows.js';
 import { detectPlanCommentSchema, type PlanCommentSchema } from '../schema/planCommentTables.js';
 import { acceptPrompt, type AcceptPromptInput, type AcceptPromptResult } from './promptAcceptance.js';
 import { listWaitingQueuedPrompts } from './queuedPrompts.js';
+import { withdrawQueueEntries, type WithdrawInput, type WithdrawResult } from './queueWithdrawal.js';
+import { readQueueRevision } from './queueRevision.js';
 
 export type { AcceptedPrompt, AcceptPromptInput, AcceptPromptResult, PlanCommentRef, PromptTarget } from './promptAcceptance.js';
 export type { PromptReceiptRecord } from '../planComments/planCommentRows.js';
+export type { WithdrawInput } from './queueWithdrawal.js';
 
-/** A session's waiting queued prompts (queuedPrompts.ts), in queue order. */
-type QueueListResult = { ok: true; taskId: string; entries: PromptReceiptRecord[] } | NotFound | Unavailable;
+/** A session's waiting queued prompts (queuedPrompts.ts), in queue order, at the queue's revision. */
+type QueueListResult = { ok: true; taskId: string; entries: PromptReceiptRecord[]; revision: number } | NotFound | Unavailable;
 
 /**
  * The prompt services' port: accepting a prompt (`message.send`, `plan_comment.run`,
@@ -27,6 +30,8 @@ export interface PromptStore {
   acceptPrompt(input: AcceptPromptInput): Promise<AcceptPromptResult>;
   /** The session's waiting queued prompts; an unknown session is `session_not_found`. */
   listQueue(sessionId: string): Promise<QueueListResult>;
+  /** Removes or cancels waiting entries of a session, all or nothing (queueWithdrawal.ts). */
+  withdraw(input: WithdrawInput): Promise<WithdrawResult>;
 }
 
 /** The store over `ctx`, for a database whose tables `schema` describes (`detectPlanCommentSchema`). */
@@ -38,8 +43,13 @@ export function createPromptStore(ctx: RepositoryContext, schema: PlanCommentSch
       if (!schema.receiptTable) return unavailable('the prompt queue', schema.missingForPrompts);
       const session = await ctx.knex('task_sessions').select('task_id').where({ id: sessionId }).first();
       if (!session) return notFound('session_not_found', `session ${sessionId} does not exist`);
-      return { ok: true, taskId: String(session.task_id), entries: await listWaitingQueuedPrompts(ctx, schema.receiptTable, sessionId) };
+      const table = schema.receiptTable;
+      // The revision first: entries read after it are at least as new, and any change between the
+      // two reads moved the revision past the one returned, so a reorder drawn from them is refused.
+      const revision = await readQueueRevision(ctx, sessionId);
+      return { ok: true, taskId: String(session.task_id), entries: await listWaitingQueuedPrompts(ctx, table, sessionId), revision };
     },
+    withdraw: (input) => withdrawQueueEntries(ctx, schema, input),
   };
 }
 

@@ -3,8 +3,10 @@ import type { EndpointReplyOf } from '../../contract/endpoints.js';
 import type { z } from 'zod';
 import type { AdmittedWrites } from '../admittedWrites.js';
 import type { AcceptPromptInput, AcceptPromptResult, PromptStore } from '../../repository/prompts/promptStore.js';
-import type { queueEnqueueSchema, queueListSchema } from '../../contract/planCommentRequests.js';
-import { admissionPayload, lockTimeoutFailure, queueEntryPayload, reasoned, storeFailure } from '../planCommentWire.js';
+import type { queueClearSchema, queueEnqueueSchema, queueListSchema, queueRemoveSchema } from '../../contract/planCommentRequests.js';
+import type { QueueWithdrawalReply } from '../../contract/planCommentReplies.js';
+import type { WithdrawInput } from '../../repository/prompts/promptStore.js';
+import { admissionPayload, lockTimeoutFailure, queueEntryPayload, reasoned, snapshotPayload, storeFailure } from '../planCommentWire.js';
 import type { PlanCommentsPayload } from '../../contract/planCommentPayloads.js';
 import { queueStatusChanged } from './promptEvents.js';
 import type { PromptDispatch } from './promptDispatch.js';
@@ -12,7 +14,7 @@ import { publishOrRefresh, type SummaryPorts } from '../publishOrRefresh.js';
 import type { PromptTargets } from './promptTargets.js';
 
 /**
- * The prompt queue's endpoints: `queue.enqueue` and `queue.list`.
+ * The prompt queue's endpoints: `queue.enqueue`, `queue.list`, `queue.remove` and `queue.clear`.
  *
  * An enqueue is the accepting transaction with `deliveryKind: 'queued'`: it writes only the queue
  * entry (its receipt), and no turn-start hook runs (the dispatcher runs it at delivery). Carrying
@@ -24,6 +26,9 @@ import type { PromptTargets } from './promptTargets.js';
  * `message.queue.status_changed` (which the worker's events stream captures, so the task's
  * `queued_prompt_count` is reprojected), then kicks the dispatcher. If the bus refuses the status
  * event the summary is refreshed directly (`publishOrRefresh`), so the count converges anyway.
+ *
+ * A removal is one admission mutation of the task too (it may give comments back to the
+ * collection), and publishes the same two events once it committed anything.
  */
 
 export interface PromptQueueDeps {
@@ -43,6 +48,8 @@ export interface PromptQueueDeps {
 export interface PromptQueue {
   enqueue(request: z.output<typeof queueEnqueueSchema>): Promise<EndpointReplyOf<'enqueue'>>;
   list(request: z.output<typeof queueListSchema>): Promise<EndpointReplyOf<'listQueue'>>;
+  remove(request: z.output<typeof queueRemoveSchema>): Promise<EndpointReplyOf<'removeQueueEntry'>>;
+  clear(request: z.output<typeof queueClearSchema>): Promise<EndpointReplyOf<'clearQueue'>>;
 }
 
 export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
@@ -91,7 +98,36 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
     async list({ session_id }) {
       const listed = await prompts.listQueue(session_id);
       if (!listed.ok) return storeFailure(listed);
-      return { ok: true, entries: listed.entries.map(queueEntryPayload), count: listed.entries.length, max };
+      return { ok: true, entries: listed.entries.map(queueEntryPayload), count: listed.entries.length, max, revision: listed.revision };
     },
+
+    remove: ({ session_id, queue_id }) => withdraw({ sessionId: session_id, queueIds: [queue_id], status: 'removed', reason: '' }),
+    clear: ({ session_id }) => withdraw({ sessionId: session_id, status: 'removed', reason: '' }),
   };
+
+  async function withdraw(input: WithdrawInput): Promise<QueueWithdrawalReply> {
+    const session = await targets.session(input.sessionId);
+    if (!session) return reasoned('not_found', 'session_not_found', `session ${input.sessionId} does not exist`);
+    const outcome = await promptWrites.mutate(session.taskId, (store) => store.withdraw(input));
+    if (!outcome.ok) return lockTimeoutFailure(outcome, session.taskId);
+    const result = outcome.value;
+    if (!result.ok) return storeFailure(result);
+    const plan = result.snapshot ? snapshotPayload(result.snapshot) : null;
+    if (result.withdrawn.length > 0) {
+      if (plan) deps.publishComments(plan);
+      await publishOrRefresh(deps.queueEvents, log, result.taskId, [queueStatusChanged(result, result.count, max, `revision:${result.revision}`)]);
+    }
+    return {
+      ok: true,
+      session_id: result.sessionId,
+      task_id: result.taskId,
+      removed: result.withdrawn.map((w) => ({ queue_id: w.id, position: w.position })),
+      returned_comment_ids: result.returnedCommentIds,
+      dropped_comment_ids: result.droppedCommentIds,
+      released_attachment_ids: result.withdrawn.flatMap((w) => w.attachmentIds),
+      plan_comments: plan,
+      revision: result.revision,
+      count: result.count,
+    };
+  }
 }

@@ -7,7 +7,14 @@ import type { AdmittedWrites } from '../admittedWrites.js';
 import type { PlanCommentStore } from '../../repository/planComments/planCommentStore.js';
 import type { AcceptPromptInput, AcceptPromptResult, PromptStore, PromptTarget } from '../../repository/prompts/promptStore.js';
 import type { Failpoints } from '../../failpoints.js';
-import type { messageSendSchema, planCommentRunSchema, queueEnqueueSchema, queueListSchema } from '../../contract/planCommentRequests.js';
+import type {
+  messageSendSchema,
+  planCommentRunSchema,
+  queueClearSchema,
+  queueEnqueueSchema,
+  queueListSchema,
+  queueRemoveSchema,
+} from '../../contract/planCommentRequests.js';
 import { admissionPayload, lockTimeoutFailure, reasoned, snapshotPayload, storeFailure } from '../planCommentWire.js';
 import type { ReasonedFailure } from '../../contract/planCommentPayloads.js';
 import type { PlanCommentPublisher } from '../planComments/planCommentEvents.js';
@@ -61,6 +68,10 @@ export interface PromptService {
   enqueue(request: Req<typeof queueEnqueueSchema>): Promise<EndpointReplyOf<'enqueue'>>;
   /** `queue.list` (promptQueue.ts). */
   listQueue(request: Req<typeof queueListSchema>): Promise<EndpointReplyOf<'listQueue'>>;
+  /** `queue.remove` (promptQueue.ts). */
+  removeQueueEntry(request: Req<typeof queueRemoveSchema>): Promise<EndpointReplyOf<'removeQueueEntry'>>;
+  /** `queue.clear` (promptQueue.ts). */
+  clearQueue(request: Req<typeof queueClearSchema>): Promise<EndpointReplyOf<'clearQueue'>>;
 }
 
 /** The session a direct prompt goes to, as the preflight resolved it. */
@@ -169,6 +180,8 @@ export function createPromptService(deps: PromptServiceDeps): PromptService {
   return {
     enqueue: queue.enqueue,
     listQueue: queue.list,
+    removeQueueEntry: queue.remove,
+    clearQueue: queue.clear,
 
     async send(r) {
       const session = await targets.session(r.session_id);
