@@ -47,6 +47,8 @@ export function answerRequest(workspace: SandboxWorkspace): SandboxRequest {
 export function exampleRequests(w: SandboxWorkspace): SandboxRequest[] {
   const commentId = randomUUID();
   const attachmentId = randomUUID();
+  const queuedId = randomUUID();
+  const first = w.queue.queuedIds[0];
   const plan = { task_id: w.plan.taskId, plan_id: w.plan.planId };
   return [
     { endpoint: 'clarification.list_pending', body: { workspace_id: w.workspaceId, limit: 10 }, what: 'the questions still waiting for an answer' },
@@ -117,12 +119,22 @@ export function exampleRequests(w: SandboxWorkspace): SandboxRequest[] {
     { endpoint: 'queue.list', body: { session_id: w.queue.sessionId }, what: "the busy session's queued prompts" },
     {
       endpoint: 'queue.enqueue',
-      body: { session_id: w.queue.sessionId, caller_id: randomUUID(), content: 'And update the changelog.' },
+      body: { session_id: w.queue.sessionId, caller_id: queuedId, content: 'And update the changelog.' },
       what: 'queue one more: "Fix the flaky login test" gets queued_prompt_count 3',
     },
     {
+      endpoint: 'queue.update',
+      body: { session_id: w.queue.sessionId, queue_id: first, version: 1, content: 'When that is done, also check the signup test.' },
+      what: 'edit the first queued prompt at version 1 (a second run is queue_changed: it is at version 2)',
+    },
+    {
+      endpoint: 'queue.reorder',
+      body: { session_id: w.queue.sessionId, queue_ids: [queuedId, ...[...w.queue.queuedIds].reverse()], revision: w.queue.revision + 1 },
+      what: 'put the new one first and swap the others, at the revision queue.list shows (queue_changed once it moved)',
+    },
+    {
       endpoint: 'queue.remove',
-      body: { session_id: w.queue.sessionId, queue_id: w.queue.queuedIds[0] },
+      body: { session_id: w.queue.sessionId, queue_id: first },
       what: 'take the first queued prompt back: queued_prompt_count 2 (run it twice: not_found)',
     },
     { endpoint: 'queue.clear', body: { session_id: w.queue.sessionId }, what: 'take every queued prompt back: queued_prompt_count 0' },

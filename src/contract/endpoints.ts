@@ -1,6 +1,15 @@
 import type { z } from 'zod';
 import type { PlanCommentPayload } from './planCommentPayloads.js';
-import type { AttachmentStageReply, ImportLegacyReply, PlanCommentsReply, PromptReply, QueueListReply, QueueWithdrawalReply } from './planCommentReplies.js';
+import type {
+  AttachmentStageReply,
+  ImportLegacyReply,
+  PlanCommentsReply,
+  PromptReply,
+  QueueListReply,
+  QueueReorderReply,
+  QueueUpdateReply,
+  QueueWithdrawalReply,
+} from './planCommentReplies.js';
 import {
   attachmentStageSchema,
   importLegacySchema,
@@ -15,6 +24,8 @@ import {
   queueClearSchema,
   queueListSchema,
   queueRemoveSchema,
+  queueReorderSchema,
+  queueUpdateSchema,
 } from './planCommentRequests.js';
 import {
   GUARD_FAILURE_FIELDS,
@@ -108,6 +119,10 @@ export const ENDPOINT_TABLE = {
   removeQueueEntry: { key: 'queueRemove', name: 'queue.remove', request: queueRemoveSchema, reply: replyType<QueueWithdrawalReply>() },
   /** Removes every waiting entry of the session at once (entries being delivered stay). */
   clearQueue: { key: 'queueClear', name: 'queue.clear', request: queueClearSchema, reply: replyType<QueueWithdrawalReply>() },
+  /** Edits one waiting entry at the `version` `listQueue` showed; never its consumed comments. */
+  updateQueueEntry: { key: 'queueUpdate', name: 'queue.update', request: queueUpdateSchema, reply: replyType<QueueUpdateReply>() },
+  /** Rewrites the waiting order at the `revision` `listQueue` showed; `queue_ids` names every waiting entry once. */
+  reorderQueue: { key: 'queueReorder', name: 'queue.reorder', request: queueReorderSchema, reply: replyType<QueueReorderReply>() },
 } as const satisfies Record<string, EndpointSpec>;
 
 type Table = typeof ENDPOINT_TABLE;

@@ -20,5 +20,9 @@ export type PromptReply = AdmissionPayload | PlanCommentFailure;
 /** The waiting entries in queue order, at the queue's `revision` (what `queue.reorder` compares). */
 export type QueueListReply = { ok: true; entries: QueueEntryPayload[]; count: number; max: number; revision: number } | PlanCommentFailure;
 export type QueueWithdrawalReply = QueueWithdrawalPayload | PlanCommentFailure;
+/** The edited entry at its new version; `released_attachment_ids`: attachments it no longer carries, staged again. */
+export type QueueUpdateReply = { ok: true; entry: QueueEntryPayload; released_attachment_ids: string[] } | PlanCommentFailure;
+/** The waiting entries in their new order, at the queue's new revision. */
+export type QueueReorderReply = { ok: true; entries: QueueEntryPayload[]; revision: number } | PlanCommentFailure;
 export type AttachmentStageReply = { ok: true; replayed: boolean; attachment: AttachmentPayload } | PlanCommentFailure;
 export type ImportLegacyReply = PlanCommentsReply<{ imported: string[]; skipped: Array<{ id: string; sessionId: string; reason: string }> }>;

@@ -89,11 +89,13 @@ const sendShape = {
 
 export const messageSendSchema = z.object(sendShape).strict();
 
+const model = storableTextSchema.refine((s) => s.length <= 256, { message: 'model must be at most 256 characters' });
+
 /** `queue.enqueue`: a send's body, plus the model and plan mode the dispatcher delivers the prompt with. */
 export const queueEnqueueSchema = z
   .object({
     ...sendShape,
-    model: storableTextSchema.refine((s) => s.length <= 256, { message: 'model must be at most 256 characters' }).optional(),
+    model: model.optional(),
     plan_mode: z.boolean().optional(),
   })
   .strict();
@@ -101,6 +103,32 @@ export const queueEnqueueSchema = z
 export const queueListSchema = z.object({ session_id: idSchema }).strict();
 export const queueRemoveSchema = z.object({ session_id: idSchema, queue_id: idSchema }).strict();
 export const queueClearSchema = z.object({ session_id: idSchema }).strict();
+
+/** `queue.update`: the fields to change of one waiting entry, at the `version` its author saw; at least one. */
+export const queueUpdateSchema = z
+  .object({
+    session_id: idSchema,
+    queue_id: idSchema,
+    version,
+    content: content.optional(),
+    model: model.optional(),
+    plan_mode: z.boolean().optional(),
+    attachment_ids: attachmentIds.optional(),
+    attachment_owner_id: idSchema.optional(),
+  })
+  .strict()
+  .refine((r) => r.content !== undefined || r.model !== undefined || r.plan_mode !== undefined || r.attachment_ids !== undefined, {
+    message: 'name at least one of content, model, plan_mode, attachment_ids',
+  });
+
+/** `queue.reorder`: every waiting entry in the new order, at the queue `revision` its author saw. */
+export const queueReorderSchema = z
+  .object({
+    session_id: idSchema,
+    queue_ids: z.array(idSchema).max(1000, { message: 'at most 1000 queue ids' }),
+    revision: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+  })
+  .strict();
 
 export const planCommentRunSchema = z
   .object({
@@ -144,4 +172,6 @@ export type QueueEnqueueRequest = z.input<typeof queueEnqueueSchema>;
 export type QueueListRequest = z.input<typeof queueListSchema>;
 export type QueueRemoveRequest = z.input<typeof queueRemoveSchema>;
 export type QueueClearRequest = z.input<typeof queueClearSchema>;
+export type QueueUpdateRequest = z.input<typeof queueUpdateSchema>;
+export type QueueReorderRequest = z.input<typeof queueReorderSchema>;
 export type AttachmentStageRequest = z.input<typeof attachmentStageSchema>;

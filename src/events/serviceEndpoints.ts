@@ -71,6 +71,8 @@ function endpointHandlers({ clarifications, tasks, planComments: plans, prompts,
         listQueue: (request) => prompts.listQueue(request),
         removeQueueEntry: (request) => prompts.removeQueueEntry(request),
         clearQueue: (request) => prompts.clearQueue(request),
+        updateQueueEntry: (request) => prompts.updateQueueEntry(request),
+        reorderQueue: (request) => prompts.reorderQueue(request),
       } satisfies Partial<EndpointHandlers>)
     : undefined;
   const attachmentHandlers = attachments

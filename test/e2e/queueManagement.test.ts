@@ -218,6 +218,93 @@ describeEachDialect('queue management over a real NATS on %s', (dialect) => {
     expect(outcomes.map((o) => o.id).sort()).toEqual([...removedIds].sort());
   });
 
+  it('queue.update edits a waiting entry at its version and queue.reorder rewrites the order at its revision; each publishes the queue status', async () => {
+    const task = await seedPlanTask(t.ctx, { sessionState: 'RUNNING' });
+    const a = (await enqueue(task.sessionId)).reply.queue_id!;
+    const b = (await enqueue(task.sessionId)).reply.queue_id!;
+    const c = (await enqueue(task.sessionId)).reply.queue_id!;
+
+    const updated = await client.updateQueueEntry({ session_id: task.sessionId, queue_id: b, version: 1, content: 'edited', plan_mode: true });
+    expect(updated).toMatchObject({ ok: true, entry: { id: b, version: 2, content: 'edited', plan_mode: true }, released_attachment_ids: [] });
+    expect(await client.updateQueueEntry({ session_id: task.sessionId, queue_id: b, version: 1, content: 'stale' })).toMatchObject({
+      ok: false,
+      error: { code: 'conflict' },
+      reason: 'queue_changed',
+      entries: [{ id: a }, { id: b, version: 2, content: 'edited' }, { id: c }],
+    });
+    expect(await client.updateQueueEntry({ session_id: task.sessionId, queue_id: b, version: 2 } as never)).toMatchObject({
+      ok: false,
+      error: { code: 'bad_request' },
+    });
+    await eventually(
+      () => bus.ofType(MESSAGE_QUEUE_STATUS_CHANGED).find((e) => e.data.session_id === task.sessionId && e.data.count === 3),
+      10_000,
+      'the queue status after the edit',
+    );
+
+    const listed = await client.listQueue({ session_id: task.sessionId });
+    if (!listed.ok) throw new Error(JSON.stringify(listed));
+    const reordered = await client.reorderQueue({ session_id: task.sessionId, queue_ids: [c, a, b], revision: listed.revision });
+    expect(reordered).toMatchObject({ ok: true, revision: listed.revision + 1, entries: [{ id: c }, { id: a }, { id: b }] });
+    expect(await client.reorderQueue({ session_id: task.sessionId, queue_ids: [a, b, c], revision: listed.revision })).toMatchObject({
+      ok: false,
+      reason: 'queue_changed',
+      revision: listed.revision + 1,
+    });
+    const jsm = await jetstreamManager(nc);
+    await eventually(
+      async () => {
+        const stored = await jsm.streams.getMessage(worker.topology.eventsStream, { last_by_subj: `${prefix}${MESSAGE_QUEUE_STATUS_CHANGED}` });
+        return stored?.header.get('Nats-Msg-Id') === `message.queue.status_changed:${task.sessionId}:revision:${listed.revision + 1}:3` ? true : undefined;
+      },
+      10_000,
+      'the queue status after the reorder',
+    );
+
+    // The dispatcher delivers in the new order.
+    await agentGoesIdle(task.taskId, task.sessionId);
+    await eventually(async () => ((await promptsOnStream(nc, prefix, task.sessionId)).length === 1 ? true : undefined), 20_000, 'the first delivery');
+    expect((await promptsOnStream(nc, prefix, task.sessionId)).map((p) => p.receiptId)).toEqual([c]);
+  });
+
+  it('reorders racing the dispatcher: each delivery follows the order committed before it, and nothing is delivered twice or lost', async () => {
+    const task = await seedPlanTask(t.ctx, { sessionState: 'RUNNING' });
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) ids.push((await enqueue(task.sessionId)).reply.queue_id!);
+    const reordering = (async () => {
+      for (let round = 0; round < 12; round++) {
+        const listed = await client.listQueue({ session_id: task.sessionId });
+        if (!listed.ok || listed.entries.length < 2) return;
+        const reply = await client.reorderQueue({
+          session_id: task.sessionId,
+          queue_ids: listed.entries.map((e) => e.id).reverse(),
+          revision: listed.revision,
+        });
+        if (!reply.ok) expect(reply).toMatchObject({ reason: 'queue_changed' });
+      }
+    })();
+    const delivering = (async () => {
+      for (let round = 0; round < 6; round++) {
+        await agentGoesIdle(task.taskId, task.sessionId);
+        await new Promise((resolve) => setTimeout(resolve, 40));
+      }
+    })();
+    await Promise.all([reordering, delivering]);
+    for (let round = 0; round < 6; round++) {
+      await agentGoesIdle(task.taskId, task.sessionId);
+      const left = await rawRows(t.ctx, `SELECT id FROM queued_messages WHERE session_id = ?`, [task.sessionId]);
+      if (left.length === 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    await eventually(
+      async () => ((await rawRows(t.ctx, `SELECT id FROM queued_messages WHERE session_id = ?`, [task.sessionId])).length === 0 ? true : undefined),
+      20_000,
+      'every entry delivered',
+    );
+    const delivered = (await promptsOnStream(nc, prefix, task.sessionId)).map((p) => p.receiptId);
+    expect([...delivered].sort()).toEqual([...ids].sort());
+  });
+
   /** The stored summary's `queued_prompt_count`, read through summary.get. */
   async function storedCount(taskId: string): Promise<number | undefined> {
     const reply = await client.getSummary({ task_id: taskId });

@@ -10,7 +10,7 @@ const workspace: SandboxWorkspace = {
   question: { taskId: 't1', sessionId: 's1', pendingId: 'p1', questionId: 'q1', optionIds: ['a', 'b'] },
   permission: { taskId: 't2', sessionId: 's2', pendingId: 'p2' },
   plan: { taskId: 't3', sessionId: 's3', planId: 'plan', comments: [{ id: 'c1', version: 1 }] },
-  queue: { taskId: 't4', sessionId: 's4', queuedIds: ['q-1'] },
+  queue: { taskId: 't4', sessionId: 's4', queuedIds: ['q-1'], revision: 1 },
   completed: { taskId: 't5', sessionId: 's5' },
 };
 

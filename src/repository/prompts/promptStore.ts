@@ -6,10 +6,19 @@ import { acceptPrompt, type AcceptPromptInput, type AcceptPromptResult } from '.
 import { listWaitingQueuedPrompts } from './queuedPrompts.js';
 import { withdrawQueueEntries, type WithdrawInput, type WithdrawResult } from './queueWithdrawal.js';
 import { readQueueRevision } from './queueRevision.js';
+import {
+  reorderQueue,
+  updateQueueEntry,
+  type ReorderQueueInput,
+  type ReorderQueueResult,
+  type UpdateQueueEntryInput,
+  type UpdateQueueEntryResult,
+} from './queueEdits.js';
 
 export type { AcceptedPrompt, AcceptPromptInput, AcceptPromptResult, PlanCommentRef, PromptTarget } from './promptAcceptance.js';
 export type { PromptReceiptRecord } from '../planComments/planCommentRows.js';
 export type { WithdrawInput } from './queueWithdrawal.js';
+export type { ReorderQueueInput, UpdateQueueEntryInput } from './queueEdits.js';
 
 /** A session's waiting queued prompts (queuedPrompts.ts), in queue order, at the queue's revision. */
 type QueueListResult = { ok: true; taskId: string; entries: PromptReceiptRecord[]; revision: number } | NotFound | Unavailable;
@@ -32,6 +41,10 @@ export interface PromptStore {
   listQueue(sessionId: string): Promise<QueueListResult>;
   /** Removes or cancels waiting entries of a session, all or nothing (queueWithdrawal.ts). */
   withdraw(input: WithdrawInput): Promise<WithdrawResult>;
+  /** Edits one waiting entry at the version its author saw (queueEdits.ts). */
+  updateQueueEntry(input: UpdateQueueEntryInput): Promise<UpdateQueueEntryResult>;
+  /** Rewrites the waiting order at the revision its author saw (queueEdits.ts). */
+  reorderQueue(input: ReorderQueueInput): Promise<ReorderQueueResult>;
 }
 
 /** The store over `ctx`, for a database whose tables `schema` describes (`detectPlanCommentSchema`). */
@@ -50,6 +63,8 @@ export function createPromptStore(ctx: RepositoryContext, schema: PlanCommentSch
       return { ok: true, taskId: String(session.task_id), entries: await listWaitingQueuedPrompts(ctx, table, sessionId), revision };
     },
     withdraw: (input) => withdrawQueueEntries(ctx, schema, input),
+    updateQueueEntry: (input) => updateQueueEntry(ctx, schema, input),
+    reorderQueue: (input) => reorderQueue(ctx, schema, input),
   };
 }
 

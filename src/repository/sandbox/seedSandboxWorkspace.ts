@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { RepositoryContext } from '../context.js';
 import { createMessage } from '../messages.js';
 import { openPlanCommentStore } from '../planComments/planCommentStore.js';
+import { readQueueRevision } from '../prompts/queueRevision.js';
 import { openPromptStore } from '../prompts/promptStore.js';
 import { upsertTaskPlan } from '../planComments/taskPlans.js';
 import { createSession, createTask } from '../tasks/tasks.js';
@@ -24,7 +25,8 @@ export interface SandboxWorkspace {
   question: { taskId: string; sessionId: string; pendingId: string; questionId: string; optionIds: string[] };
   permission: { taskId: string; sessionId: string; pendingId: string };
   plan: { taskId: string; sessionId: string; planId: string; comments: Array<{ id: string; version: number }> };
-  queue: { taskId: string; sessionId: string; queuedIds: string[] };
+  /** `revision`: the queue's revision once seeded, for the guide's `queue.reorder`. */
+  queue: { taskId: string; sessionId: string; queuedIds: string[]; revision: number };
   completed: { taskId: string; sessionId: string };
 }
 
@@ -127,7 +129,7 @@ async function seedQueue(ctx: RepositoryContext, workspaceId: string): Promise<S
     if (!accepted.ok) throw new Error(`seeding a queued prompt: ${JSON.stringify(accepted)}`);
     queuedIds.push(accepted.receiptId);
   }
-  return { taskId: task.id, sessionId: session.id, queuedIds };
+  return { taskId: task.id, sessionId: session.id, queuedIds, revision: await readQueueRevision(ctx, session.id) };
 }
 
 async function seedCompleted(ctx: RepositoryContext, workspaceId: string): Promise<SandboxWorkspace['completed']> {

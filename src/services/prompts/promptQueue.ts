@@ -3,7 +3,14 @@ import type { EndpointReplyOf } from '../../contract/endpoints.js';
 import type { z } from 'zod';
 import type { AdmittedWrites } from '../admittedWrites.js';
 import type { AcceptPromptInput, AcceptPromptResult, PromptStore } from '../../repository/prompts/promptStore.js';
-import type { queueClearSchema, queueEnqueueSchema, queueListSchema, queueRemoveSchema } from '../../contract/planCommentRequests.js';
+import type {
+  queueClearSchema,
+  queueEnqueueSchema,
+  queueListSchema,
+  queueRemoveSchema,
+  queueReorderSchema,
+  queueUpdateSchema,
+} from '../../contract/planCommentRequests.js';
 import type { QueueWithdrawalReply } from '../../contract/planCommentReplies.js';
 import type { WithdrawInput } from '../../repository/prompts/promptStore.js';
 import { admissionPayload, lockTimeoutFailure, queueEntryPayload, reasoned, snapshotPayload, storeFailure } from '../planCommentWire.js';
@@ -50,6 +57,8 @@ export interface PromptQueue {
   list(request: z.output<typeof queueListSchema>): Promise<EndpointReplyOf<'listQueue'>>;
   remove(request: z.output<typeof queueRemoveSchema>): Promise<EndpointReplyOf<'removeQueueEntry'>>;
   clear(request: z.output<typeof queueClearSchema>): Promise<EndpointReplyOf<'clearQueue'>>;
+  update(request: z.output<typeof queueUpdateSchema>): Promise<EndpointReplyOf<'updateQueueEntry'>>;
+  reorder(request: z.output<typeof queueReorderSchema>): Promise<EndpointReplyOf<'reorderQueue'>>;
 }
 
 export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
@@ -103,7 +112,38 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
 
     remove: ({ session_id, queue_id }) => withdraw({ sessionId: session_id, queueIds: [queue_id], status: 'removed', reason: '' }),
     clear: ({ session_id }) => withdraw({ sessionId: session_id, status: 'removed', reason: '' }),
+
+    async update(r) {
+      const updated = await prompts.updateQueueEntry({
+        sessionId: r.session_id,
+        queueId: r.queue_id,
+        version: r.version,
+        content: r.content,
+        model: r.model,
+        planMode: r.plan_mode,
+        attachmentIds: r.attachment_ids,
+        attachmentOwnerId: r.attachment_owner_id,
+      });
+      if (!updated.ok) return storeFailure(updated);
+      const { entry } = updated;
+      await publishQueueStatus(entry, updated.count, `updated:${entry.id}:${entry.version}`);
+      return { ok: true, entry: queueEntryPayload(entry), released_attachment_ids: updated.releasedAttachmentIds };
+    },
+
+    async reorder(r) {
+      const reordered = await prompts.reorderQueue({ sessionId: r.session_id, queueIds: r.queue_ids, revision: r.revision });
+      if (!reordered.ok) return storeFailure(reordered);
+      if (reordered.revision !== r.revision) {
+        await publishQueueStatus({ sessionId: r.session_id, taskId: reordered.taskId }, reordered.entries.length, `revision:${reordered.revision}`);
+      }
+      return { ok: true, entries: reordered.entries.map(queueEntryPayload), revision: reordered.revision };
+    },
   };
+
+  /** Every committed change of a queue tells its subscribers, the summary's count included. */
+  async function publishQueueStatus(session: { sessionId: string; taskId: string }, count: number, step: string): Promise<void> {
+    await publishOrRefresh(deps.queueEvents, log, session.taskId, [queueStatusChanged(session, count, max, step)]);
+  }
 
   async function withdraw(input: WithdrawInput): Promise<QueueWithdrawalReply> {
     const session = await targets.session(input.sessionId);

@@ -14,6 +14,8 @@ import type {
   queueEnqueueSchema,
   queueListSchema,
   queueRemoveSchema,
+  queueReorderSchema,
+  queueUpdateSchema,
 } from '../../contract/planCommentRequests.js';
 import { admissionPayload, lockTimeoutFailure, reasoned, snapshotPayload, storeFailure } from '../planCommentWire.js';
 import type { ReasonedFailure } from '../../contract/planCommentPayloads.js';
@@ -72,6 +74,10 @@ export interface PromptService {
   removeQueueEntry(request: Req<typeof queueRemoveSchema>): Promise<EndpointReplyOf<'removeQueueEntry'>>;
   /** `queue.clear` (promptQueue.ts). */
   clearQueue(request: Req<typeof queueClearSchema>): Promise<EndpointReplyOf<'clearQueue'>>;
+  /** `queue.update` (promptQueue.ts). */
+  updateQueueEntry(request: Req<typeof queueUpdateSchema>): Promise<EndpointReplyOf<'updateQueueEntry'>>;
+  /** `queue.reorder` (promptQueue.ts). */
+  reorderQueue(request: Req<typeof queueReorderSchema>): Promise<EndpointReplyOf<'reorderQueue'>>;
 }
 
 /** The session a direct prompt goes to, as the preflight resolved it. */
@@ -182,6 +188,8 @@ export function createPromptService(deps: PromptServiceDeps): PromptService {
     listQueue: queue.list,
     removeQueueEntry: queue.remove,
     clearQueue: queue.clear,
+    updateQueueEntry: queue.update,
+    reorderQueue: queue.reorder,
 
     async send(r) {
       const session = await targets.session(r.session_id);
