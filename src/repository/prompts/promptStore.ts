@@ -18,7 +18,6 @@ import {
 export type { AcceptedPrompt, AcceptPromptInput, AcceptPromptResult, PlanCommentRef, PromptTarget } from './promptAcceptance.js';
 export type { PromptReceiptRecord } from '../planComments/planCommentRows.js';
 export type { WithdrawInput } from './queueWithdrawal.js';
-export type { ReorderQueueInput, UpdateQueueEntryInput } from './queueEdits.js';
 
 /** A session's waiting queued prompts (queuedPrompts.ts), in queue order, at the queue's revision. */
 type QueueListResult = { ok: true; taskId: string; entries: PromptReceiptRecord[]; revision: number } | NotFound | Unavailable;
