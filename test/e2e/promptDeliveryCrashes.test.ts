@@ -23,9 +23,9 @@ afterEach(async () => {
 
 /**
  * Issue #17's crash scenarios (design §5, 13-17 and 22) with real `pending-projector worker`
- * processes: a test-only failpoint (PENDING_PROJECTOR_FAILPOINTS) stops a worker at one boundary of
- * a prompt's delivery, the test kills it with SIGKILL there, and a second worker on the same database
- * and subjects recovers. The checks are the rows, the transcript label and the messages on
+ * processes: a test-only failpoint (armed through test/support/failpointWorker.ts, which only the
+ * test tree holds) stops a worker at one boundary of a prompt's delivery, the test kills it with
+ * SIGKILL there, and a second worker on the same database and subjects recovers. The checks are the rows, the transcript label and the messages on
  * `<prefix>agent.<session>.prompt`.
  */
 async function harness(dialect: DialectName) {
@@ -36,16 +36,20 @@ async function harness(dialect: DialectName) {
   const prefix = uniquePrefix(`prompt_${dialect}`);
   cleanups.push(() => deleteTopology(nc, prefix));
 
-  async function start(env: Record<string, string> = {}): Promise<WorkerProcess> {
-    const worker = await spawnWorker({
-      DATABASE_URL: t.url,
-      NATS_URL: natsUrl(),
-      SUBJECT_PREFIX: prefix,
-      BOOT_RECONCILE: 'false',
-      RESERVATION_TTL_MS: TTL_MS,
-      DISPATCH_POLL_MS: '100',
-      ...env,
-    });
+  // `failpoints` starts the worker through the test-only entry that arms them (the CLI cannot).
+  async function start(env: Record<string, string> = {}, failpoints?: string): Promise<WorkerProcess> {
+    const worker = await spawnWorker(
+      {
+        DATABASE_URL: t.url,
+        NATS_URL: natsUrl(),
+        SUBJECT_PREFIX: prefix,
+        BOOT_RECONCILE: 'false',
+        RESERVATION_TTL_MS: TTL_MS,
+        DISPATCH_POLL_MS: '100',
+        ...env,
+      },
+      { failpoints },
+    );
     cleanups.push(() => worker.stop());
     return worker;
   }
@@ -68,10 +72,23 @@ async function harness(dialect: DialectName) {
 }
 
 describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => {
+  it('the production worker ignores the old PENDING_PROJECTOR_FAILPOINTS: with every boundary named in it, a send is delivered', async () => {
+    const h = await harness(dialect);
+    const every = 'after_accept_commit=hang,after_reserve=hang,after_transcript=hang,after_marker_commit=hang,after_publish=hang';
+    const worker = await h.start({ PENDING_PROJECTOR_FAILPOINTS: every });
+    const task = await seedPlanTask(h.t.ctx);
+    const client = createPendingProjectorClient(h.nc, { prefix: h.prefix, timeoutMs: 20_000 });
+    const callerId = randomUUID();
+    expect(await client.sendMessage({ session_id: task.sessionId, caller_id: callerId, content: 'no failpoint here' })).toMatchObject({ ok: true });
+    await h.settled(callerId);
+    expect(await h.label(callerId)).toBe('acknowledged');
+    expect(worker.output()).not.toContain('failpoint');
+  });
+
   it('13: kill -9 after the accepting COMMIT, before the reservation: the restart delivers it once, one transcript', async () => {
     const h = await harness(dialect);
     // No poll and no reconciliation pass (every TTL) before the kill: only the (hung) kick could have reserved it.
-    const first = await h.start({ PENDING_PROJECTOR_FAILPOINTS: 'after_accept_commit=hang', DISPATCH_POLL_MS: '600000', RESERVATION_TTL_MS: '600000' });
+    const first = await h.start({ DISPATCH_POLL_MS: '600000', RESERVATION_TTL_MS: '600000' }, 'after_accept_commit=hang');
     const task = await seedPlanTask(h.t.ctx);
     const client = createPendingProjectorClient(h.nc, { prefix: h.prefix, timeoutMs: 20_000 });
     const callerId = randomUUID();
@@ -96,7 +113,7 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
 
   it('14: kill -9 after the reservation, before the transcript: after the TTL the restart takes over; one transcript, one prompt', async () => {
     const h = await harness(dialect);
-    const first = await h.start({ PENDING_PROJECTOR_FAILPOINTS: 'after_reserve=hang' });
+    const first = await h.start({}, 'after_reserve=hang');
     const task = await seedPlanTask(h.t.ctx);
     const id = await h.queued(task);
     await h.reached(first, 'failpoint reached after_reserve');
@@ -113,7 +130,7 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
 
   it('15: kill -9 after the transcript, before the marker: the takeover reuses the transcript; one prompt', async () => {
     const h = await harness(dialect);
-    const first = await h.start({ PENDING_PROJECTOR_FAILPOINTS: 'after_transcript=hang' });
+    const first = await h.start({}, 'after_transcript=hang');
     const task = await seedPlanTask(h.t.ctx);
     const id = await h.queued(task);
     await h.reached(first, 'failpoint reached after_transcript');
@@ -135,7 +152,7 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
     const h = await harness(dialect);
     const events = collectEvents(h.nc, h.prefix, ['message.updated']);
     cleanups.push(() => events.stop());
-    const first = await h.start({ PENDING_PROJECTOR_FAILPOINTS: 'after_marker_commit=hang' });
+    const first = await h.start({}, 'after_marker_commit=hang');
     const task = await seedPlanTask(h.t.ctx);
     const id = await h.queued(task);
     await h.reached(first, 'failpoint reached after_marker_commit');
@@ -156,7 +173,7 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
 
   it('17: kill -9 after the publish, before the settlement: removed without a second publish, exactly one prompt, acknowledged', async () => {
     const h = await harness(dialect);
-    const first = await h.start({ PENDING_PROJECTOR_FAILPOINTS: 'after_publish=hang' });
+    const first = await h.start({}, 'after_publish=hang');
     const task = await seedPlanTask(h.t.ctx);
     const id = await h.queued(task);
     await h.reached(first, 'failpoint reached after_publish');
