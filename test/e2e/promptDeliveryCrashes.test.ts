@@ -3,6 +3,8 @@ import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node'
 import { afterEach, describe, expect, it } from 'vitest';
 import { createPendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
 import type { DialectName } from '../../src/repository/dialect.js';
+import { createPromptReceiptStore } from '../../src/repository/prompts/promptReceiptStore.js';
+import { COMPLETE_PLAN_COMMENT_SCHEMA } from '../../src/repository/schema/planCommentTables.js';
 import { collectEvents } from '../support/busEvents.js';
 import { describeEachDialect, isAvailable, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { createGate } from '../support/gate.js';
@@ -83,6 +85,35 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
     await h.settled(callerId);
     expect(await h.label(callerId)).toBe('acknowledged');
     expect(worker.output()).not.toContain('failpoint');
+  });
+
+  it("startup reconciliation alone settles a dead owner's attempted receipt before the worker serves: gone and labelled once it logs started", async () => {
+    const h = await harness(dialect);
+    const task = await seedPlanTask(h.t.ctx);
+    const id = await h.queued(task);
+    // A dead owner's state, written by the store itself: reserved for a moment, transcript, marker, and
+    // never a publish or a settlement. Then the reservation runs out.
+    const store = createPromptReceiptStore(h.t.ctx, COMPLETE_PLAN_COMMENT_SCHEMA);
+    const dead = await store.reserveHead(task.sessionId, 'dead-owner', 300);
+    expect(await store.persistTranscript(id, dead!.token)).toMatchObject({ ok: true });
+    expect(await store.markAttempted(id, dead!.token, { retryAfterMs: 0 })).toMatchObject({ ok: true });
+    await eventually(
+      async () => ((await store.listReconcilable()).find((r) => r.receipt.id === id)?.action === 'remove' ? true : undefined),
+      5000,
+      'the reservation expired',
+    );
+    expect(await h.label(id)).toBeUndefined();
+
+    // Ten minutes between reconciliation passes and between polls: only the pass at start can settle it.
+    const worker = await h.start({ RESERVATION_TTL_MS: '600000', DISPATCH_POLL_MS: '600000' });
+    // No waiting: the worker logs "worker started" after its endpoints subscribed, and the pass at start ran before them.
+    expect(await h.receipt(id)).toBeUndefined();
+    expect(await h.label(id)).toBe('unconfirmed');
+    expect(await h.messages(id)).toHaveLength(1);
+    expect(await countPromptsOnStream(h.nc, h.prefix, task.sessionId)).toBe(0);
+    const out = worker.output();
+    expect(out.indexOf('"removed_unconfirmed":1')).toBeGreaterThan(-1);
+    expect(out.indexOf('"removed_unconfirmed":1')).toBeLessThan(out.indexOf('"worker started"'));
   });
 
   it('13: kill -9 after the accepting COMMIT, before the reservation: the restart delivers it once, one transcript', async () => {
