@@ -8,6 +8,7 @@ import { COMPLETE_PLAN_COMMENT_SCHEMA } from '../../src/repository/schema/planCo
 import { collectEvents } from '../support/busEvents.js';
 import { describeEachDialect, isAvailable, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { createGate } from '../support/gate.js';
+import { topologyFor } from '../../src/contract/subjects.js';
 import { connectTestNats, deleteTopology, eventually, natsUrl, uniquePrefix } from '../support/nats.js';
 import { seedPlanTask, type PlanTask } from '../support/planComments.js';
 import { countPromptsOnStream, insertQueuedReceipt, promptsOnStream } from '../support/promptReceipts.js';
@@ -27,8 +28,8 @@ afterEach(async () => {
  * Issue #17's crash scenarios (design §5, 13-17 and 22) with real `pending-projector worker`
  * processes: a test-only failpoint (armed through test/support/failpointWorker.ts, which only the
  * test tree holds) stops a worker at one boundary of a prompt's delivery, the test kills it with
- * SIGKILL there, and a second worker on the same database and subjects recovers. The checks are the rows, the transcript label and the messages on
- * `<prefix>agent.<session>.prompt`.
+ * SIGKILL there, and a second worker on the same database and subjects recovers. The checks are the rows, the transcript label, the messages the prompt
+ * stream stores on `<prefix>agent.<session>.prompt`, and every publish on it a plain subscriber received.
  */
 async function harness(dialect: DialectName) {
   const t: TestDatabase = await openTestDatabase(dialect, undefined, { file: true });
@@ -37,6 +38,23 @@ async function harness(dialect: DialectName) {
   cleanups.push(() => nc.drain());
   const prefix = uniquePrefix(`prompt_${dialect}`);
   cleanups.push(() => deleteTopology(nc, prefix));
+  // The stream dedups a second publish with the same Nats-Msg-Id, so counting what it stores cannot see
+  // a prompt sent twice; a plain subscriber, there before any worker, receives every publish.
+  const topology = topologyFor(prefix);
+  const received: Array<{ subject: string; receiptId: string | undefined }> = [];
+  const plain = nc.subscribe(topology.agentPromptSubjects[0]!, {
+    callback: (err, m) => {
+      if (!err) received.push({ subject: m.subject, receiptId: m.headers?.get('Pending-Projector-Receipt-Id') });
+    },
+  });
+  cleanups.push(() => plain.unsubscribe());
+  await nc.flush();
+  /** The receipt ids of every prompt published on the session's subject so far, as the plain subscriber received them. */
+  const sent = async (sessionId: string) => {
+    // A round trip: what the server routed to this connection before it has been handed to the callback.
+    await nc.flush();
+    return received.filter((r) => r.subject === topology.agentPromptSubject(sessionId)).map((r) => r.receiptId);
+  };
 
   // `failpoints` starts the worker through the test-only entry that arms them (the CLI cannot).
   async function start(env: Record<string, string> = {}, failpoints?: string): Promise<WorkerProcess> {
@@ -70,7 +88,7 @@ async function harness(dialect: DialectName) {
       `receipt ${id} settled or removed`,
     );
   const queued = (task: PlanTask) => insertQueuedReceipt(t.ctx, { sessionId: task.sessionId, taskId: task.taskId, content: 'queued prompt' });
-  return { t, nc, prefix, start, reached, receipt, messages, label, settled, queued };
+  return { t, nc, prefix, start, reached, receipt, messages, label, settled, queued, sent };
 }
 
 describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => {
@@ -84,6 +102,7 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
     expect(await client.sendMessage({ session_id: task.sessionId, caller_id: callerId, content: 'no failpoint here' })).toMatchObject({ ok: true });
     await h.settled(callerId);
     expect(await h.label(callerId)).toBe('acknowledged');
+    expect(await h.sent(task.sessionId)).toEqual([callerId]);
     expect(worker.output()).not.toContain('failpoint');
   });
 
@@ -111,6 +130,7 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
     expect(await h.label(id)).toBe('unconfirmed');
     expect(await h.messages(id)).toHaveLength(1);
     expect(await countPromptsOnStream(h.nc, h.prefix, task.sessionId)).toBe(0);
+    expect(await h.sent(task.sessionId)).toHaveLength(0);
     const out = worker.output();
     expect(out.indexOf('"removed_unconfirmed":1')).toBeGreaterThan(-1);
     expect(out.indexOf('"removed_unconfirmed":1')).toBeLessThan(out.indexOf('"worker started"'));
@@ -135,6 +155,7 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
     expect(await h.messages(callerId)).toHaveLength(1);
     const stored = await promptsOnStream(h.nc, h.prefix, task.sessionId);
     expect(stored.map((p) => p.receiptId)).toEqual([callerId]);
+    expect(await h.sent(task.sessionId)).toEqual([callerId]);
     expect(await client.sendMessage({ session_id: task.sessionId, caller_id: callerId, content: 'survive the crash' })).toMatchObject({
       ok: true,
       replayed: true,
@@ -157,6 +178,7 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
     expect(await h.label(id)).toBe('acknowledged');
     expect(await h.messages(id)).toHaveLength(1);
     expect(await countPromptsOnStream(h.nc, h.prefix, task.sessionId)).toBe(1);
+    expect(await h.sent(task.sessionId)).toEqual([id]);
   });
 
   it('15: kill -9 after the transcript, before the marker: the takeover reuses the transcript; one prompt', async () => {
@@ -176,6 +198,7 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
     expect(after[0]!.turn_id).toBe(transcript!.turn_id);
     expect(await h.t.ctx.knex('task_session_turns').where({ task_session_id: task.sessionId })).toHaveLength(1);
     expect(await countPromptsOnStream(h.nc, h.prefix, task.sessionId)).toBe(1);
+    expect(await h.sent(task.sessionId)).toEqual([id]);
     expect(await h.label(id)).toBe('acknowledged');
   });
 
@@ -195,6 +218,7 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
     await h.reached(second, '"removed_unconfirmed":1');
     expect(await h.label(id)).toBe('unconfirmed');
     expect(await countPromptsOnStream(h.nc, h.prefix, task.sessionId)).toBe(0);
+    expect(await h.sent(task.sessionId)).toHaveLength(0);
     await eventually(
       () => (events.about('message_id', id).some((e) => (e.data.metadata as Record<string, unknown>).prompt_delivery === 'unconfirmed') ? true : undefined),
       10_000,
@@ -209,6 +233,7 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
     const id = await h.queued(task);
     await h.reached(first, 'failpoint reached after_publish');
     expect(await countPromptsOnStream(h.nc, h.prefix, task.sessionId)).toBe(1);
+    expect(await h.sent(task.sessionId)).toEqual([id]);
     await first.kill9();
 
     const second = await h.start();
@@ -216,6 +241,7 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
     await h.reached(second, '"removed_acknowledged":1');
     expect(await h.label(id)).toBe('acknowledged');
     expect(await countPromptsOnStream(h.nc, h.prefix, task.sessionId)).toBe(1);
+    expect(await h.sent(task.sessionId)).toEqual([id]);
   });
 });
 
@@ -258,6 +284,7 @@ describe.skipIf(!isAvailable('postgres'))('prompt delivery by two worker process
     expect(await h.label(id)).toBe('acknowledged');
     const stored = await promptsOnStream(h.nc, h.prefix, task.sessionId);
     expect(stored.map((p) => p.receiptId)).toEqual([id]);
+    expect(await h.sent(task.sessionId)).toEqual([id]);
     expect(b.output()).not.toContain('reservation lost');
     expect(tokenOfA).not.toBeNull();
 
@@ -266,6 +293,7 @@ describe.skipIf(!isAvailable('postgres'))('prompt delivery by two worker process
     await h.reached(a, 'reservation lost');
     expect(await h.messages(id)).toHaveLength(1);
     expect(await countPromptsOnStream(h.nc, h.prefix, task.sessionId)).toBe(1);
+    expect(await h.sent(task.sessionId)).toEqual([id]);
     expect(await h.label(id)).toBe('acknowledged');
   });
 
@@ -304,6 +332,7 @@ describe.skipIf(!isAvailable('postgres'))('prompt delivery by two worker process
     await sampler;
     const stored = await promptsOnStream(h.nc, h.prefix, task.sessionId);
     expect(stored.map((p) => p.receiptId)).toEqual(ids);
+    expect(await h.sent(task.sessionId)).toEqual(ids);
     expect(maxBusy).toBe(1);
     for (const id of ids) expect(await h.label(id)).toBe('acknowledged');
   });
