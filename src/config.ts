@@ -16,7 +16,6 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
 const PREFIX = /^([A-Za-z0-9_-]+\.)*$/;
 /** Empty, or NATS subject tokens: no spaces, no wildcards, no empty token. */
 const HOOK_SUBJECT = /^([^.*>\s]+(\.[^.*>\s]+)*)?$/;
-const FAILPOINTS = /^([a-z_]+=hang(,[a-z_]+=hang)*)?$/;
 
 const intFrom = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 /** A path, or empty for "not set". */
@@ -287,13 +286,6 @@ export const SETTINGS = {
     schema: intFrom(10, 3_600_000),
     default: 1_000,
     help: 'how often the prompt dispatcher looks for due receipts besides the kicks of admission and session events (the safety net)',
-  },
-  failpoints: {
-    env: 'PENDING_PROJECTOR_FAILPOINTS',
-    flag: 'failpoints',
-    schema: z.string().regex(FAILPOINTS, 'must be empty or name=hang pairs separated by commas, e.g. "after_reserve=hang"'),
-    default: '',
-    help: 'TEST ONLY: comma-separated name=hang pairs (src/failpoints.ts); the worker stops forever at each named boundary, so a test can kill it there. Empty: none',
   },
   respondDeadlineMs: {
     env: 'RESPOND_DEADLINE_MS',

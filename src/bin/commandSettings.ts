@@ -37,18 +37,17 @@ export const WORKER_ONLY_SETTINGS = [
   'promptDeadlineMs',
   'dispatchPollMs',
   'queueMaxPerSession',
-  'failpoints',
 ] as const satisfies readonly SettingName[];
 
 /** `pending-projector worker`. */
 export const WORKER_SETTINGS = [...STORE_SETTINGS, ...BUS_SETTINGS, ...WORKER_ONLY_SETTINGS] as const;
 export type WorkerSettings = SettingsOf<typeof WORKER_SETTINGS>;
 
-/** The worker settings the sandbox decides itself: a free health port, its own schema, no failpoints. */
-type SandboxDecides = 'healthPort' | 'schemaMode' | 'failpoints';
-const SANDBOX_DECIDES: readonly SettingName[] = ['healthPort', 'schemaMode', 'failpoints'] satisfies SandboxDecides[];
+/** The worker settings the sandbox decides itself: a free health port and its own schema. */
+type SandboxDecides = 'healthPort' | 'schemaMode';
+const SANDBOX_DECIDES: readonly SettingName[] = ['healthPort', 'schemaMode'] satisfies SandboxDecides[];
 
-/** `pending-projector sandbox`: the worker's settings but the three it decides itself. */
+/** `pending-projector sandbox`: the worker's settings but the two it decides itself. */
 export const SANDBOX_SETTINGS = WORKER_SETTINGS.filter(
   (name): name is Exclude<(typeof WORKER_SETTINGS)[number], SandboxDecides> => !SANDBOX_DECIDES.includes(name),
 );

@@ -13,7 +13,7 @@ import { acquireLease, releaseLease } from '../repository/projection/leases.js';
 import { countStatusSummaries } from '../repository/projection/statusSummaries.js';
 import type { ClarificationService } from '../services/clarifications/clarificationService.js';
 import type { Clock } from '../timestamps.js';
-import { createFailpoints, type Failpoints } from '../failpoints.js';
+import { NO_FAILPOINTS, type Failpoints } from '../failpoints.js';
 import { sessionToWake } from '../services/prompts/promptDispatchRules.js';
 import { assembleParts, createClarifications, createPromptServices, createPromptDelivery, createTasks } from './assembly.js';
 import { startComponents, type WorkerComponent } from './worker/component.js';
@@ -36,7 +36,7 @@ export interface WorkerDeps {
   config: WorkerConfig;
   logger: Logger;
   clock?: Clock;
-  /** Test-only boundaries; built from `config.failpoints` when absent. */
+  /** Boundaries where a crash test stops the worker (test/support/failpointWorker.ts); none when absent, and no setting arms one. */
   failpoints?: Failpoints;
   /** Rearranges or extends the component list before it starts (tests of the lifecycle itself). */
   arrangeComponents?: (components: readonly WorkerComponent[]) => readonly WorkerComponent[];
@@ -107,7 +107,7 @@ async function startHoldingLock(deps: WorkerDeps & { config: StartWorkerSettings
   const parts = await assembleParts({ db: deps.db, nc, config, logger, clock: deps.clock, metrics, inbound: config });
   const { ctx, projector, topology, epoch } = parts;
   const clarifications = createClarifications(parts, { nc, respondDeadlineMs: config.respondDeadlineMs, logger });
-  const failpoints = deps.failpoints ?? createFailpoints(config.failpoints, logger);
+  const failpoints = deps.failpoints ?? NO_FAILPOINTS;
   const prompts = await createPromptDelivery(parts, { nc, config, logger, failpoints, owner: `${epoch}:${randomUUID()}`, metrics });
   const metricsLog = logger.child({ component: 'metrics' });
   metrics.readPromptReceiptsFrom({

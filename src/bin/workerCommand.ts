@@ -6,7 +6,7 @@ import { prepareConnections } from './prepareConnections.js';
 import { watchShutdownSignals, type ShutdownSignal } from './shutdownSignals.js';
 import { DatabaseUrlError } from '../repository/database.js';
 import { SqliteWorkerLockedError } from '../repository/sqliteWorkerLock.js';
-import { startWorker } from './worker.js';
+import { startWorker, type WorkerDeps } from './worker.js';
 import type { WorkerSettings } from './commandSettings.js';
 
 /** The permission error behind a failed start (startComponents wraps it when stopping failed too). */
@@ -19,9 +19,10 @@ function permissionErrorOf(err: unknown): NatsPermissionError | undefined {
 /**
  * Runs the worker until SIGTERM/SIGINT. The first signal stops pulling, settles in-flight events,
  * drains NATS and closes the database; a second signal (a second or more later: see
- * `SIGNAL_REPEAT_MS`), or the shutdown timeout, exits non-zero.
+ * `SIGNAL_REPEAT_MS`), or the shutdown timeout, exits non-zero. `hooks.failpoints` is for the crash
+ * tests' own entry (test/support/failpointWorker.ts); the CLI never passes it.
  */
-export async function runWorkerCommand(config: WorkerSettings): Promise<number> {
+export async function runWorkerCommand(config: WorkerSettings, hooks: Pick<WorkerDeps, 'failpoints'> = {}): Promise<number> {
   const logger = createLogger(config.logLevel, { format: resolveLogFormat(config.logFormat) });
   // Every setting of both connections is checked before either is made; then the database first:
   // its failure closes no NATS connection that would keep the process alive.
@@ -63,7 +64,7 @@ export async function runWorkerCommand(config: WorkerSettings): Promise<number> 
   });
   let worker;
   try {
-    worker = await startWorker({ db, nc, config, logger });
+    worker = await startWorker({ db, nc, config, logger, failpoints: hooks.failpoints });
   } catch (err) {
     const denied = permissionErrorOf(err);
     // A DATABASE_URL only the database could refuse (a search_path selecting no schema), or a SQLite

@@ -160,7 +160,7 @@ describe('the light client package', () => {
       try {
         worker = await spawnWorker(
           { DATABASE_URL: `sqlite:${join(dir, 'worker.db')}`, NATS_URL: natsUrl(), SUBJECT_PREFIX: prefix, BOOT_RECONCILE: 'false' },
-          60_000,
+          { timeoutMs: 60_000 },
         );
         await writeFile(join(scratch, 'consumer.mjs'), CONSUMER_SCRIPT);
         const consume = async () => {

@@ -251,18 +251,30 @@ describeEachDialect('plan-comment scenarios through worker processes on %s', (di
 // PostgreSQL only: SQLite serves admission from one process (the lease is in-process there).
 describe.skipIf(!isAvailable('postgres'))('plan-comment load through worker processes on postgres', () => {
   const dialect: DialectName = 'postgres';
-  it('2 worker processes x 50 comment-bearing sends over 4 tasks: one message and receipt per accepted send, no comment consumed twice', async () => {
+  it('2 worker processes x 50 comment-bearing sends over 4 tasks of 25 promptable sessions: one message and receipt per accepted send, no comment consumed twice, no hook run for a send then refused', async () => {
     const h = await harness(dialect);
     const workers = [await h.start(), await h.start()];
-    const tasks: Awaited<ReturnType<typeof h.seedComments>>[] = [];
-    for (let k = 0; k < 4; k++) tasks.push(await h.seedComments(workers[k % 2]!.client, 30));
-    // Send i goes to task i % 4 with two refs; neighbours on a task overlap in one comment half the time.
+    const tasks: Array<Awaited<ReturnType<typeof h.seedComments>> & { sessions: string[] }> = [];
+    for (let k = 0; k < 4; k++) {
+      const task = await h.seedComments(workers[k % 2]!.client, 30);
+      // One session per send: a delivered send claims only its own session RUNNING, so every send meets a
+      // promptable session and contends on its task's comments alone (one session per task would turn most
+      // sends away as session_unavailable before they reached the comments, lease or not).
+      const sessions = [task.sessionId];
+      for (let s = 1; s < 25; s++) sessions.push((await createSession(h.t.ctx, { taskId: task.taskId, state: 'IDLE', isPrimary: false })).id);
+      tasks.push({ ...task, sessions });
+    }
+    const hooked = new Map<string, number>();
+    h.setBeforeReply(async (request) => {
+      hooked.set(request.caller_id, (hooked.get(request.caller_id) ?? 0) + 1);
+    });
+    // Send i goes to task i % 4, its own session, with two refs; neighbours on a task overlap in one comment half the time.
     const sends = Array.from({ length: 100 }, (_, i) => {
       const task = tasks[i % 4]!;
       const n = Math.floor(i / 4);
       const j = n % 2 === 0 ? n : n - 1;
       const refs = [task.comments[j % 30]!, task.comments[(j + 1 + (n % 2)) % 30]!];
-      return { task, worker: workers[i % 2]!, body: { session_id: task.sessionId, caller_id: randomUUID(), content: `send ${i}`, plan_comment_refs: refs } };
+      return { task, worker: workers[i % 2]!, body: { session_id: task.sessions[n]!, caller_id: randomUUID(), content: `send ${i}`, plan_comment_refs: refs } };
     });
     const replies = await Promise.all(sends.map((s) => s.worker.client.sendMessage(s.body)));
 
@@ -270,15 +282,17 @@ describe.skipIf(!isAvailable('postgres'))('plan-comment load through worker proc
     for (const [i, reply] of replies.entries()) {
       const { body } = sends[i]!;
       if (!reply.ok) {
-        // A delivered send claims its session RUNNING until the agent's next IDLE, so a later send
-        // to it may also fail closed as session_unavailable; either way nothing is written.
-        expect(reply).toMatchObject({ error: { code: 'conflict' } });
-        expect(['plan_comments_changed', 'session_unavailable']).toContain((reply as { reason?: string }).reason);
+        expect(reply).toMatchObject({ error: { code: 'conflict' }, reason: 'plan_comments_changed' });
+        // The lease's promise: held from the preflight to the COMMIT, so a send whose comments another
+        // send consumed learns it in its preflight, before the turn-start hook (a turn started for a
+        // prompt that never comes). Without it, both pass the preflight, both hooks run, one loses.
+        expect(hooked.get(body.caller_id), `hook calls of refused send ${i}`).toBeUndefined();
         expect(await h.rowsWithId('task_session_messages', body.caller_id)).toBe(0);
         expect(await h.rowsWithId('queued_messages', body.caller_id)).toBe(0);
         continue;
       }
       expect(reply).toMatchObject({ replayed: false, message_id: body.caller_id });
+      expect(hooked.get(body.caller_id)).toBe(1);
       expect(await h.rowsWithId('task_session_messages', body.caller_id)).toBe(1);
       expect(await acceptedOnce(h.t.ctx, body.caller_id)).toBe(1);
       for (const ref of body.plan_comment_refs) {
@@ -292,16 +306,16 @@ describe.skipIf(!isAvailable('postgres'))('plan-comment load through worker proc
     expect(accepted).toBeLessThan(100);
     for (const task of tasks) {
       const acceptedHere = replies.filter((r, i) => r.ok && sends[i]!.task === task).length;
-      const messages = await h.t.ctx.knex('task_session_messages').where({ task_session_id: task.sessionId });
+      const messages = await h.t.ctx.knex('task_session_messages').whereIn('task_session_id', task.sessions);
       expect(messages).toHaveLength(acceptedHere);
       // 30 creates, then one change per accepted send.
       expect(await h.revisionOf(task.taskId)).toBe(30 + acceptedHere);
       const remaining = await h.t.ctx.knex('task_plan_comments').where({ task_id: task.taskId });
       expect(remaining).toHaveLength(30 - task.comments.filter((c) => consumed.has(c.id)).length);
-      // Delivered (by either worker, each under its own prefix) or still waiting for the session's
-      // next IDLE: never a prompt twice, never one that was not accepted.
+      // Delivered (by either worker, each under its own prefix) or still on its way: never a prompt
+      // twice, never one that was not accepted.
       const prompted: Array<string | undefined> = [];
-      for (const w of workers) prompted.push(...(await promptsOnStream(h.nc, w.prefix, task.sessionId)).map((p) => p.receiptId));
+      for (const w of workers) for (const session of task.sessions) prompted.push(...(await promptsOnStream(h.nc, w.prefix, session)).map((p) => p.receiptId));
       expect(new Set(prompted).size).toBe(prompted.length);
       const acceptedIds = new Set<string>(sends.filter((s, i) => replies[i]!.ok && s.task === task).map((s) => s.body.caller_id));
       for (const id of prompted) expect(acceptedIds.has(id!)).toBe(true);

@@ -3,9 +3,12 @@ import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node'
 import { afterEach, describe, expect, it } from 'vitest';
 import { createPendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
 import type { DialectName } from '../../src/repository/dialect.js';
+import { createPromptReceiptStore } from '../../src/repository/prompts/promptReceiptStore.js';
+import { COMPLETE_PLAN_COMMENT_SCHEMA } from '../../src/repository/schema/planCommentTables.js';
 import { collectEvents } from '../support/busEvents.js';
 import { describeEachDialect, isAvailable, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { createGate } from '../support/gate.js';
+import { topologyFor } from '../../src/contract/subjects.js';
 import { connectTestNats, deleteTopology, eventually, natsUrl, uniquePrefix } from '../support/nats.js';
 import { seedPlanTask, type PlanTask } from '../support/planComments.js';
 import { countPromptsOnStream, insertQueuedReceipt, promptsOnStream } from '../support/promptReceipts.js';
@@ -23,10 +26,10 @@ afterEach(async () => {
 
 /**
  * Issue #17's crash scenarios (design §5, 13-17 and 22) with real `pending-projector worker`
- * processes: a test-only failpoint (PENDING_PROJECTOR_FAILPOINTS) stops a worker at one boundary of
- * a prompt's delivery, the test kills it with SIGKILL there, and a second worker on the same database
- * and subjects recovers. The checks are the rows, the transcript label and the messages on
- * `<prefix>agent.<session>.prompt`.
+ * processes: a test-only failpoint (armed through test/support/failpointWorker.ts, which only the
+ * test tree holds) stops a worker at one boundary of a prompt's delivery, the test kills it with
+ * SIGKILL there, and a second worker on the same database and subjects recovers. The checks are the rows, the transcript label, the messages the prompt
+ * stream stores on `<prefix>agent.<session>.prompt`, and every publish on it a plain subscriber received.
  */
 async function harness(dialect: DialectName) {
   const t: TestDatabase = await openTestDatabase(dialect, undefined, { file: true });
@@ -35,17 +38,38 @@ async function harness(dialect: DialectName) {
   cleanups.push(() => nc.drain());
   const prefix = uniquePrefix(`prompt_${dialect}`);
   cleanups.push(() => deleteTopology(nc, prefix));
+  // The stream dedups a second publish with the same Nats-Msg-Id, so counting what it stores cannot see
+  // a prompt sent twice; a plain subscriber, there before any worker, receives every publish.
+  const topology = topologyFor(prefix);
+  const received: Array<{ subject: string; receiptId: string | undefined }> = [];
+  const plain = nc.subscribe(topology.agentPromptSubjects[0]!, {
+    callback: (err, m) => {
+      if (!err) received.push({ subject: m.subject, receiptId: m.headers?.get('Pending-Projector-Receipt-Id') });
+    },
+  });
+  cleanups.push(() => plain.unsubscribe());
+  await nc.flush();
+  /** The receipt ids of every prompt published on the session's subject so far, as the plain subscriber received them. */
+  const sent = async (sessionId: string) => {
+    // A round trip: what the server routed to this connection before it has been handed to the callback.
+    await nc.flush();
+    return received.filter((r) => r.subject === topology.agentPromptSubject(sessionId)).map((r) => r.receiptId);
+  };
 
-  async function start(env: Record<string, string> = {}): Promise<WorkerProcess> {
-    const worker = await spawnWorker({
-      DATABASE_URL: t.url,
-      NATS_URL: natsUrl(),
-      SUBJECT_PREFIX: prefix,
-      BOOT_RECONCILE: 'false',
-      RESERVATION_TTL_MS: TTL_MS,
-      DISPATCH_POLL_MS: '100',
-      ...env,
-    });
+  // `failpoints` starts the worker through the test-only entry that arms them (the CLI cannot).
+  async function start(env: Record<string, string> = {}, failpoints?: string): Promise<WorkerProcess> {
+    const worker = await spawnWorker(
+      {
+        DATABASE_URL: t.url,
+        NATS_URL: natsUrl(),
+        SUBJECT_PREFIX: prefix,
+        BOOT_RECONCILE: 'false',
+        RESERVATION_TTL_MS: TTL_MS,
+        DISPATCH_POLL_MS: '100',
+        ...env,
+      },
+      { failpoints },
+    );
     cleanups.push(() => worker.stop());
     return worker;
   }
@@ -64,14 +88,58 @@ async function harness(dialect: DialectName) {
       `receipt ${id} settled or removed`,
     );
   const queued = (task: PlanTask) => insertQueuedReceipt(t.ctx, { sessionId: task.sessionId, taskId: task.taskId, content: 'queued prompt' });
-  return { t, nc, prefix, start, reached, receipt, messages, label, settled, queued };
+  return { t, nc, prefix, start, reached, receipt, messages, label, settled, queued, sent };
 }
 
 describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => {
+  it('the production worker ignores the old PENDING_PROJECTOR_FAILPOINTS: with every boundary named in it, a send is delivered', async () => {
+    const h = await harness(dialect);
+    const every = 'after_accept_commit=hang,after_reserve=hang,after_transcript=hang,after_marker_commit=hang,after_publish=hang';
+    const worker = await h.start({ PENDING_PROJECTOR_FAILPOINTS: every });
+    const task = await seedPlanTask(h.t.ctx);
+    const client = createPendingProjectorClient(h.nc, { prefix: h.prefix, timeoutMs: 20_000 });
+    const callerId = randomUUID();
+    expect(await client.sendMessage({ session_id: task.sessionId, caller_id: callerId, content: 'no failpoint here' })).toMatchObject({ ok: true });
+    await h.settled(callerId);
+    expect(await h.label(callerId)).toBe('acknowledged');
+    expect(await h.sent(task.sessionId)).toEqual([callerId]);
+    expect(worker.output()).not.toContain('failpoint');
+  });
+
+  it("startup reconciliation alone settles a dead owner's attempted receipt before the worker serves: gone and labelled once it logs started", async () => {
+    const h = await harness(dialect);
+    const task = await seedPlanTask(h.t.ctx);
+    const id = await h.queued(task);
+    // A dead owner's state, written by the store itself: reserved for a moment, transcript, marker, and
+    // never a publish or a settlement. Then the reservation runs out.
+    const store = createPromptReceiptStore(h.t.ctx, COMPLETE_PLAN_COMMENT_SCHEMA);
+    const dead = await store.reserveHead(task.sessionId, 'dead-owner', 300);
+    expect(await store.persistTranscript(id, dead!.token)).toMatchObject({ ok: true });
+    expect(await store.markAttempted(id, dead!.token, { retryAfterMs: 0 })).toMatchObject({ ok: true });
+    await eventually(
+      async () => ((await store.listReconcilable()).find((r) => r.receipt.id === id)?.action === 'remove' ? true : undefined),
+      5000,
+      'the reservation expired',
+    );
+    expect(await h.label(id)).toBeUndefined();
+
+    // Ten minutes between reconciliation passes and between polls: only the pass at start can settle it.
+    const worker = await h.start({ RESERVATION_TTL_MS: '600000', DISPATCH_POLL_MS: '600000' });
+    // No waiting: the worker logs "worker started" after its endpoints subscribed, and the pass at start ran before them.
+    expect(await h.receipt(id)).toBeUndefined();
+    expect(await h.label(id)).toBe('unconfirmed');
+    expect(await h.messages(id)).toHaveLength(1);
+    expect(await countPromptsOnStream(h.nc, h.prefix, task.sessionId)).toBe(0);
+    expect(await h.sent(task.sessionId)).toHaveLength(0);
+    const out = worker.output();
+    expect(out.indexOf('"removed_unconfirmed":1')).toBeGreaterThan(-1);
+    expect(out.indexOf('"removed_unconfirmed":1')).toBeLessThan(out.indexOf('"worker started"'));
+  });
+
   it('13: kill -9 after the accepting COMMIT, before the reservation: the restart delivers it once, one transcript', async () => {
     const h = await harness(dialect);
     // No poll and no reconciliation pass (every TTL) before the kill: only the (hung) kick could have reserved it.
-    const first = await h.start({ PENDING_PROJECTOR_FAILPOINTS: 'after_accept_commit=hang', DISPATCH_POLL_MS: '600000', RESERVATION_TTL_MS: '600000' });
+    const first = await h.start({ DISPATCH_POLL_MS: '600000', RESERVATION_TTL_MS: '600000' }, 'after_accept_commit=hang');
     const task = await seedPlanTask(h.t.ctx);
     const client = createPendingProjectorClient(h.nc, { prefix: h.prefix, timeoutMs: 20_000 });
     const callerId = randomUUID();
@@ -87,6 +155,7 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
     expect(await h.messages(callerId)).toHaveLength(1);
     const stored = await promptsOnStream(h.nc, h.prefix, task.sessionId);
     expect(stored.map((p) => p.receiptId)).toEqual([callerId]);
+    expect(await h.sent(task.sessionId)).toEqual([callerId]);
     expect(await client.sendMessage({ session_id: task.sessionId, caller_id: callerId, content: 'survive the crash' })).toMatchObject({
       ok: true,
       replayed: true,
@@ -96,7 +165,7 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
 
   it('14: kill -9 after the reservation, before the transcript: after the TTL the restart takes over; one transcript, one prompt', async () => {
     const h = await harness(dialect);
-    const first = await h.start({ PENDING_PROJECTOR_FAILPOINTS: 'after_reserve=hang' });
+    const first = await h.start({}, 'after_reserve=hang');
     const task = await seedPlanTask(h.t.ctx);
     const id = await h.queued(task);
     await h.reached(first, 'failpoint reached after_reserve');
@@ -109,11 +178,12 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
     expect(await h.label(id)).toBe('acknowledged');
     expect(await h.messages(id)).toHaveLength(1);
     expect(await countPromptsOnStream(h.nc, h.prefix, task.sessionId)).toBe(1);
+    expect(await h.sent(task.sessionId)).toEqual([id]);
   });
 
   it('15: kill -9 after the transcript, before the marker: the takeover reuses the transcript; one prompt', async () => {
     const h = await harness(dialect);
-    const first = await h.start({ PENDING_PROJECTOR_FAILPOINTS: 'after_transcript=hang' });
+    const first = await h.start({}, 'after_transcript=hang');
     const task = await seedPlanTask(h.t.ctx);
     const id = await h.queued(task);
     await h.reached(first, 'failpoint reached after_transcript');
@@ -128,6 +198,7 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
     expect(after[0]!.turn_id).toBe(transcript!.turn_id);
     expect(await h.t.ctx.knex('task_session_turns').where({ task_session_id: task.sessionId })).toHaveLength(1);
     expect(await countPromptsOnStream(h.nc, h.prefix, task.sessionId)).toBe(1);
+    expect(await h.sent(task.sessionId)).toEqual([id]);
     expect(await h.label(id)).toBe('acknowledged');
   });
 
@@ -135,7 +206,7 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
     const h = await harness(dialect);
     const events = collectEvents(h.nc, h.prefix, ['message.updated']);
     cleanups.push(() => events.stop());
-    const first = await h.start({ PENDING_PROJECTOR_FAILPOINTS: 'after_marker_commit=hang' });
+    const first = await h.start({}, 'after_marker_commit=hang');
     const task = await seedPlanTask(h.t.ctx);
     const id = await h.queued(task);
     await h.reached(first, 'failpoint reached after_marker_commit');
@@ -147,6 +218,7 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
     await h.reached(second, '"removed_unconfirmed":1');
     expect(await h.label(id)).toBe('unconfirmed');
     expect(await countPromptsOnStream(h.nc, h.prefix, task.sessionId)).toBe(0);
+    expect(await h.sent(task.sessionId)).toHaveLength(0);
     await eventually(
       () => (events.about('message_id', id).some((e) => (e.data.metadata as Record<string, unknown>).prompt_delivery === 'unconfirmed') ? true : undefined),
       10_000,
@@ -156,11 +228,12 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
 
   it('17: kill -9 after the publish, before the settlement: removed without a second publish, exactly one prompt, acknowledged', async () => {
     const h = await harness(dialect);
-    const first = await h.start({ PENDING_PROJECTOR_FAILPOINTS: 'after_publish=hang' });
+    const first = await h.start({}, 'after_publish=hang');
     const task = await seedPlanTask(h.t.ctx);
     const id = await h.queued(task);
     await h.reached(first, 'failpoint reached after_publish');
     expect(await countPromptsOnStream(h.nc, h.prefix, task.sessionId)).toBe(1);
+    expect(await h.sent(task.sessionId)).toEqual([id]);
     await first.kill9();
 
     const second = await h.start();
@@ -168,6 +241,7 @@ describeEachDialect('prompt delivery across worker crashes on %s', (dialect) => 
     await h.reached(second, '"removed_acknowledged":1');
     expect(await h.label(id)).toBe('acknowledged');
     expect(await countPromptsOnStream(h.nc, h.prefix, task.sessionId)).toBe(1);
+    expect(await h.sent(task.sessionId)).toEqual([id]);
   });
 });
 
@@ -210,6 +284,7 @@ describe.skipIf(!isAvailable('postgres'))('prompt delivery by two worker process
     expect(await h.label(id)).toBe('acknowledged');
     const stored = await promptsOnStream(h.nc, h.prefix, task.sessionId);
     expect(stored.map((p) => p.receiptId)).toEqual([id]);
+    expect(await h.sent(task.sessionId)).toEqual([id]);
     expect(b.output()).not.toContain('reservation lost');
     expect(tokenOfA).not.toBeNull();
 
@@ -218,6 +293,7 @@ describe.skipIf(!isAvailable('postgres'))('prompt delivery by two worker process
     await h.reached(a, 'reservation lost');
     expect(await h.messages(id)).toHaveLength(1);
     expect(await countPromptsOnStream(h.nc, h.prefix, task.sessionId)).toBe(1);
+    expect(await h.sent(task.sessionId)).toEqual([id]);
     expect(await h.label(id)).toBe('acknowledged');
   });
 
@@ -256,6 +332,7 @@ describe.skipIf(!isAvailable('postgres'))('prompt delivery by two worker process
     await sampler;
     const stored = await promptsOnStream(h.nc, h.prefix, task.sessionId);
     expect(stored.map((p) => p.receiptId)).toEqual(ids);
+    expect(await h.sent(task.sessionId)).toEqual(ids);
     expect(maxBusy).toBe(1);
     for (const id of ids) expect(await h.label(id)).toBe('acknowledged');
   });

@@ -114,10 +114,9 @@ describeEachDialect('prompt receipt writes fenced by the reservation token on %s
     });
 
     // Two pools of one process cannot race on SQLite: better-sqlite3's busy wait blocks the thread the
-    // lock holder needs. Its one writer serialises W1 anyway; PostgreSQL is where the lock matters, so
-    // the test exists there only (not skipped on SQLite: there is no such race to test).
-    const onPostgres = dialect === 'postgres' ? it : () => undefined;
-    onPostgres('two reservations racing on one session from two pools: exactly one wins each round', async () => {
+    // lock holder needs. Its one writer serialises W1 anyway; PostgreSQL is where the lock matters.
+    // Skipped, not left out, on SQLite: the report then shows that this race ran on PostgreSQL only.
+    it.skipIf(dialect !== 'postgres')('two reservations racing on one session from two pools: exactly one wins each round', async () => {
       const second = openSecondPool(t);
       try {
         const other = createPromptReceiptStore(createRepositoryContext(second, time.clock), COMPLETE_PLAN_COMMENT_SCHEMA);
@@ -313,6 +312,31 @@ describeEachDialect('prompt receipt writes fenced by the reservation token on %s
       expect(await label(id)).toBe('acknowledged');
       expect(await turnMeta(turnId)).toEqual({});
       expect(await store.settle(id, token, 'unconfirmed', id)).toEqual({ ...LOST, upgraded: undefined });
+      expect(await label(id)).toBe('acknowledged');
+    });
+
+    it("an attempted receipt is not settled by another owner's token: reservation_lost, and the row, its transcript and its turn are unchanged", async () => {
+      const task = await seedPlanTask(t.ctx);
+      const id = await queued(task);
+      // A held the row before and gave it back (a failure before the marker); B then reserved and marked it.
+      const a = await store.reserveHead(task.sessionId, 'A', TTL);
+      expect(await store.release(id, a!.token, { retryAfterMs: 0, error: 'publish failed' })).toEqual({ ok: true });
+      const b = await store.reserveHead(task.sessionId, 'B', TTL);
+      const tr = await store.persistTranscript(id, b!.token);
+      expect(await store.markAttempted(id, b!.token, { retryAfterMs: 0 })).toMatchObject({ ok: true });
+      const turnId = (tr as { turnId: string }).turnId;
+      const before = { receipt: await receiptRow(id), message: await messageRow(id), turn: await turnMeta(turnId) };
+      expect(before.receipt).toMatchObject({ delivery_reservation_token: b!.token, delivery_reservation_owner: 'B' });
+      expect(before.receipt!.delivery_attempted_at).not.toBeNull();
+
+      for (const label of ['acknowledged', 'unconfirmed'] as const) {
+        expect(await store.settle(id, a!.token, label, id)).toEqual({ ...LOST, upgraded: undefined });
+        expect(await store.settle(id, randomUUID(), label, id)).toEqual({ ...LOST, upgraded: undefined });
+      }
+      expect({ receipt: await receiptRow(id), message: await messageRow(id), turn: await turnMeta(turnId) }).toEqual(before);
+
+      // The fence let nothing through that its owner then lacks: B still settles it.
+      expect(await store.settle(id, b!.token, 'acknowledged', id)).toMatchObject({ ok: true, receipt: { id } });
       expect(await label(id)).toBe('acknowledged');
     });
 

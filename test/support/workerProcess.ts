@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 const CLI = fileURLToPath(new URL('../../bin/pending-projector.js', import.meta.url));
+const FAILPOINT_WORKER = fileURLToPath(new URL('./failpointWorker.ts', import.meta.url));
 
 export interface WorkerProcess {
   child: ChildProcess;
@@ -12,9 +13,15 @@ export interface WorkerProcess {
   kill9(): Promise<void>;
 }
 
-/** Starts `pending-projector worker` as a real process and waits until it logs that it started. */
-export async function spawnWorker(env: Record<string, string>, timeoutMs = 30_000): Promise<WorkerProcess> {
-  const child = spawn(process.execPath, [CLI, 'worker'], {
+/**
+ * Starts `pending-projector worker` as a real process and waits until it logs that it started.
+ * `options.failpoints` (`name=hang,...`) starts the same worker through the test-only entry that
+ * arms them instead (failpointWorker.ts): the production CLI cannot.
+ */
+export async function spawnWorker(env: Record<string, string>, options: { failpoints?: string; timeoutMs?: number } = {}): Promise<WorkerProcess> {
+  const { failpoints, timeoutMs = 30_000 } = options;
+  const args = failpoints === undefined ? [CLI, 'worker'] : ['--import', 'tsx', FAILPOINT_WORKER, failpoints];
+  const child = spawn(process.execPath, args, {
     env: { ...process.env, HEALTH_PORT: '0', LOG_LEVEL: 'info', ACK_WAIT_MS: '2000', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

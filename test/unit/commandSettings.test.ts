@@ -18,12 +18,8 @@ describe("a command's settings list", () => {
     expect(config.healthPort).toBeUndefined();
   });
 
-  it("of the sandbox is the worker's but the three it decides itself", () => {
-    expect(lists.WORKER_SETTINGS.filter((name) => !(lists.SANDBOX_SETTINGS as readonly string[]).includes(name))).toEqual([
-      'schemaMode',
-      'healthPort',
-      'failpoints',
-    ]);
+  it("of the sandbox is the worker's but the two it decides itself", () => {
+    expect(lists.WORKER_SETTINGS.filter((name) => !(lists.SANDBOX_SETTINGS as readonly string[]).includes(name))).toEqual(['schemaMode', 'healthPort']);
   });
 });
 
@@ -37,7 +33,6 @@ describe('startWorker', () => {
       reservationTtlMs: SETTINGS.reservationTtlMs.default,
       natsInboxPrefix: SETTINGS.natsInboxPrefix.default,
       schemaMode: SETTINGS.schemaMode.default,
-      failpoints: '',
     });
     expect(config.natsUrl).toBeUndefined();
   });

@@ -1,20 +1,20 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { createFailpoints, NO_FAILPOINTS } from '../../src/failpoints.js';
+import { NO_FAILPOINTS } from '../../src/failpoints.js';
 import { releaseBackoffMs } from '../../src/services/prompts/promptDispatcher.js';
 import { instantAfter } from '../../src/timestamps.js';
+import { createFailpoints } from '../support/failpoints.js';
 
-const SETTINGS = ['reservationTtlMs', 'promptDeadlineMs', 'dispatchPollMs', 'queueMaxPerSession', 'failpoints'] as const;
+const SETTINGS = ['reservationTtlMs', 'promptDeadlineMs', 'dispatchPollMs', 'queueMaxPerSession'] as const;
 
 describe('the prompt dispatcher settings', () => {
-  it('default to a 30 s reservation, a 10 s prompt deadline, a 1 s poll, 10 queued prompts and no failpoints', () => {
+  it('default to a 30 s reservation, a 10 s prompt deadline, a 1 s poll and 10 queued prompts', () => {
     expect(loadConfig({}, {}, SETTINGS)).toEqual({
       reservationTtlMs: 30_000,
       promptDeadlineMs: 10_000,
       dispatchPollMs: 1_000,
       queueMaxPerSession: 10,
-      failpoints: '',
     });
   });
 
@@ -24,31 +24,28 @@ describe('the prompt dispatcher settings', () => {
       PROMPT_DEADLINE_MS: '2000',
       DISPATCH_POLL_MS: '50',
       QUEUE_MAX_PER_SESSION: '3',
-      PENDING_PROJECTOR_FAILPOINTS: 'after_reserve=hang',
     };
     expect(loadConfig({ 'dispatch-poll-ms': '75' }, env, SETTINGS)).toEqual({
       reservationTtlMs: 1500,
       promptDeadlineMs: 2000,
       dispatchPollMs: 75,
       queueMaxPerSession: 3,
-      failpoints: 'after_reserve=hang',
     });
   });
 
-  it('refuse a queue limit outside 1..1000 and a failpoint setting that is not name=hang pairs, naming both ways to set them', () => {
+  it('refuse a queue limit outside 1..1000, naming both ways to set it', () => {
     let problems = '';
     try {
-      loadConfig({}, { QUEUE_MAX_PER_SESSION: '0', PENDING_PROJECTOR_FAILPOINTS: 'after_reserve=crash' }, SETTINGS);
+      loadConfig({}, { QUEUE_MAX_PER_SESSION: '0' }, SETTINGS);
     } catch (err) {
       expect(err).toBeInstanceOf(ConfigError);
       problems = (err as ConfigError).problems.join('\n');
     }
     expect(problems).toContain('QUEUE_MAX_PER_SESSION / --queue-max-per-session');
-    expect(problems).toContain('PENDING_PROJECTOR_FAILPOINTS / --failpoints');
   });
 });
 
-describe('failpoints', () => {
+describe('the test failpoints', () => {
   const silent = pino({ level: 'silent' });
 
   it('are a no-op unless armed', async () => {
@@ -56,8 +53,9 @@ describe('failpoints', () => {
     await expect(createFailpoints('after_publish=hang', silent).reach('after_reserve')).resolves.toBeUndefined();
   });
 
-  it('refuse an unknown name, so a typo never passes silently', () => {
+  it('refuse an unknown name or action, so a typo never passes silently', () => {
     expect(() => createFailpoints('after_reserv=hang', silent)).toThrow(/unknown failpoint/);
+    expect(() => createFailpoints('after_reserve=crash', silent)).toThrow(/unknown failpoint/);
   });
 
   it('hang at an armed name: the promise stays pending, while another name of the same set resolves', async () => {
