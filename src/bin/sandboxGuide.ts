@@ -139,6 +139,16 @@ export function exampleRequests(w: SandboxWorkspace): SandboxRequest[] {
     },
     { endpoint: 'queue.clear', body: { session_id: w.queue.sessionId }, what: 'take every queued prompt back: queued_prompt_count 0' },
     {
+      endpoint: 'queue.set_auto_run',
+      body: { session_id: w.queue.sessionId, auto_run: false },
+      what: "pause the busy session's queue: what is queued waits even once the agent is idle (auto_run: true resumes)",
+    },
+    {
+      endpoint: 'queue.drain',
+      body: { session_id: w.paused.sessionId },
+      what: '"Tag the release" is idle with its queue paused: deliver its head now (run it twice: queue_empty)',
+    },
+    {
       endpoint: 'clarification.expire',
       body: { session_id: w.question.sessionId },
       what: 'a session going terminal expires its pending questions (none once answered)',
@@ -174,6 +184,7 @@ export function sandboxGuide(input: SandboxGuideInput): string {
     `  task ${w.permission.taskId}  "Upgrade the test runner"   WAITING_FOR_INPUT, a permission  -> pending_action permission`,
     `  task ${w.plan.taskId}  "Write the release notes"   IDLE, a plan with 2 comments`,
     `  task ${w.queue.taskId}  "Fix the flaky login test"  RUNNING, 2 queued prompts         -> queued_prompt_count 2`,
+    `  task ${w.paused.taskId}  "Tag the release"           IDLE, its queue paused, 1 prompt -> queued_prompt_count 1`,
     `  task ${w.completed.taskId}  "Rename the config flag"    COMPLETED, nothing pending`,
     '',
     'Run these in another terminal, with the same NATS_URL (and NATS credentials) as this one.',

@@ -5,6 +5,8 @@ import type {
   ImportLegacyReply,
   PlanCommentsReply,
   PromptReply,
+  QueueAutoRunReply,
+  QueueDrainReply,
   QueueListReply,
   QueueReorderReply,
   QueueUpdateReply,
@@ -22,9 +24,11 @@ import {
   planDeleteSchema,
   queueEnqueueSchema,
   queueClearSchema,
+  queueDrainSchema,
   queueListSchema,
   queueRemoveSchema,
   queueReorderSchema,
+  queueSetAutoRunSchema,
   queueUpdateSchema,
 } from './planCommentRequests.js';
 import {
@@ -123,6 +127,10 @@ export const ENDPOINT_TABLE = {
   updateQueueEntry: { key: 'queueUpdate', name: 'queue.update', request: queueUpdateSchema, reply: replyType<QueueUpdateReply>() },
   /** Rewrites the waiting order at the `revision` `listQueue` showed; `queue_ids` names every waiting entry once. */
   reorderQueue: { key: 'queueReorder', name: 'queue.reorder', request: queueReorderSchema, reply: replyType<QueueReorderReply>() },
+  /** Pauses (`auto_run: false`) or resumes the session's automatic queue delivery, durably. */
+  setQueueAutoRun: { key: 'queueSetAutoRun', name: 'queue.set_auto_run', request: queueSetAutoRunSchema, reply: replyType<QueueAutoRunReply>() },
+  /** Delivers exactly the session's head now if the session can take a prompt, paused or not; waits for the delivery. */
+  drainQueue: { key: 'queueDrain', name: 'queue.drain', request: queueDrainSchema, reply: replyType<QueueDrainReply>() },
 } as const satisfies Record<string, EndpointSpec>;
 
 type Table = typeof ENDPOINT_TABLE;

@@ -18,7 +18,11 @@ export type PlanCommentsReply<T extends object = object> = ({ ok: true; plan_com
 /** An accepted prompt (its admission); `queue_full` failures carry `count` and `max`. */
 export type PromptReply = AdmissionPayload | PlanCommentFailure;
 /** The waiting entries in queue order, at the queue's `revision` (what `queue.reorder` compares). */
-export type QueueListReply = { ok: true; entries: QueueEntryPayload[]; count: number; max: number; revision: number } | PlanCommentFailure;
+export type QueueListReply = { ok: true; entries: QueueEntryPayload[]; count: number; max: number; revision: number; auto_run: boolean } | PlanCommentFailure;
+/** The session's automatic delivery as it is now (paused: `auto_run: false`). */
+export type QueueAutoRunReply = { ok: true; session_id: string; task_id: string; auto_run: boolean } | PlanCommentFailure;
+/** The head a drain delivered (`queue_id` is its receipt id) and how the agent's stream took it. */
+export type QueueDrainReply = { ok: true; session_id: string; queue_id: string; delivery: 'acknowledged' | 'unconfirmed' } | PlanCommentFailure;
 export type QueueWithdrawalReply = QueueWithdrawalPayload | PlanCommentFailure;
 /** The edited entry at its new version; `released_attachment_ids`: attachments it no longer carries, staged again. */
 export type QueueUpdateReply = { ok: true; entry: QueueEntryPayload; released_attachment_ids: string[] } | PlanCommentFailure;

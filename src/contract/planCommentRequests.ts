@@ -169,9 +169,14 @@ export type ImportLegacyRequest = z.input<typeof importLegacySchema>;
 export type MessageSendRequest = z.input<typeof messageSendSchema>;
 export type PlanCommentRunRequest = z.input<typeof planCommentRunSchema>;
 export type QueueEnqueueRequest = z.input<typeof queueEnqueueSchema>;
+export const queueSetAutoRunSchema = z.object({ session_id: idSchema, auto_run: z.boolean() }).strict();
+export const queueDrainSchema = z.object({ session_id: idSchema }).strict();
+
 export type QueueListRequest = z.input<typeof queueListSchema>;
 export type QueueRemoveRequest = z.input<typeof queueRemoveSchema>;
 export type QueueClearRequest = z.input<typeof queueClearSchema>;
 export type QueueUpdateRequest = z.input<typeof queueUpdateSchema>;
 export type QueueReorderRequest = z.input<typeof queueReorderSchema>;
+export type QueueSetAutoRunRequest = z.input<typeof queueSetAutoRunSchema>;
+export type QueueDrainRequest = z.input<typeof queueDrainSchema>;
 export type AttachmentStageRequest = z.input<typeof attachmentStageSchema>;

@@ -73,6 +73,8 @@ function endpointHandlers({ clarifications, tasks, planComments: plans, prompts,
         clearQueue: (request) => prompts.clearQueue(request),
         updateQueueEntry: (request) => prompts.updateQueueEntry(request),
         reorderQueue: (request) => prompts.reorderQueue(request),
+        setQueueAutoRun: (request) => prompts.setQueueAutoRun(request),
+        drainQueue: (request) => prompts.drainQueue(request),
       } satisfies Partial<EndpointHandlers>)
     : undefined;
   const attachmentHandlers = attachments

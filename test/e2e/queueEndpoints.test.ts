@@ -246,6 +246,7 @@ describeEachDialect('queue endpoints over a real NATS on %s', (dialect) => {
       count: 1,
       max: QUEUE_MAX,
       revision: expect.any(Number),
+      auto_run: true,
     });
   });
 

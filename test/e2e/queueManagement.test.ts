@@ -305,6 +305,46 @@ describeEachDialect('queue management over a real NATS on %s', (dialect) => {
     expect([...delivered].sort()).toEqual([...ids].sort());
   });
 
+  it('pause, then drain, then resume: a paused idle session gets nothing but the one drained head, and a resume delivers the rest', async () => {
+    const task = await seedPlanTask(t.ctx, { sessionState: 'RUNNING' });
+    const paused = await client.setQueueAutoRun({ session_id: task.sessionId, auto_run: false });
+    expect(paused).toMatchObject({ ok: true, session_id: task.sessionId, task_id: task.taskId, auto_run: false });
+    const ids = [];
+    for (let i = 0; i < 3; i++) ids.push((await enqueue(task.sessionId)).reply.queue_id!);
+    expect(await client.listQueue({ session_id: task.sessionId })).toMatchObject({ ok: true, count: 3, auto_run: false });
+
+    // Idle, and polled: a paused queue still waits, and still counts.
+    await agentGoesIdle(task.taskId, task.sessionId);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await worker.promptsIdle();
+    expect(await promptsOnStream(nc, prefix, task.sessionId)).toEqual([]);
+    await eventually(async () => ((await storedCount(task.taskId)) === 3 ? true : undefined), 10_000, 'paused entries still counted');
+
+    const drained = await client.drainQueue({ session_id: task.sessionId });
+    expect(drained).toMatchObject({ ok: true, session_id: task.sessionId, queue_id: ids[0], delivery: 'acknowledged' });
+    expect((await promptsOnStream(nc, prefix, task.sessionId)).map((p) => p.receiptId)).toEqual([ids[0]]);
+    // The delivery made the agent busy: a second drain cannot deliver, and nothing else went.
+    expect(await client.drainQueue({ session_id: task.sessionId })).toMatchObject({ ok: false, error: { code: 'conflict' }, reason: 'session_unavailable' });
+    await agentGoesIdle(task.taskId, task.sessionId);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(await promptsOnStream(nc, prefix, task.sessionId)).toHaveLength(1);
+
+    expect(await client.setQueueAutoRun({ session_id: task.sessionId, auto_run: true })).toMatchObject({ ok: true, auto_run: true });
+    await eventually(async () => ((await promptsOnStream(nc, prefix, task.sessionId)).length === 2 ? true : undefined), 20_000, 'the resume delivering');
+    expect((await promptsOnStream(nc, prefix, task.sessionId)).map((p) => p.receiptId)).toEqual([ids[0], ids[1]]);
+    expect(await client.listQueue({ session_id: task.sessionId })).toMatchObject({ ok: true, auto_run: true, entries: [{ id: ids[2] }] });
+    expect(await client.setQueueAutoRun({ session_id: `no-${randomUUID()}`, auto_run: true })).toMatchObject({ ok: false, reason: 'session_not_found' });
+  });
+
+  it('a drain of an empty queue is queue_empty, and a paused session still takes a direct send', async () => {
+    const task = await seedPlanTask(t.ctx, { sessionState: 'IDLE' });
+    expect(await client.setQueueAutoRun({ session_id: task.sessionId, auto_run: false })).toMatchObject({ ok: true });
+    expect(await client.drainQueue({ session_id: task.sessionId })).toMatchObject({ ok: false, reason: 'queue_empty' });
+    const sent = await client.sendMessage({ session_id: task.sessionId, caller_id: randomUUID(), content: 'now, not queued' });
+    if (!sent.ok) throw new Error(JSON.stringify(sent));
+    await eventually(async () => ((await promptsOnStream(nc, prefix, task.sessionId)).length === 1 ? true : undefined), 20_000, 'the direct send');
+  });
+
   /** The stored summary's `queued_prompt_count`, read through summary.get. */
   async function storedCount(taskId: string): Promise<number | undefined> {
     const reply = await client.getSummary({ task_id: taskId });

@@ -64,6 +64,8 @@ describeEachDialect('plan-comment tables by schema mode on %s', (dialect) => {
       missingForAttachments: ['task_message_attachments'],
       missingForPrompts: [],
       receiptTable: 'pending_projector_prompt_receipts',
+      // That schema has no queue_session_state: its queues cannot be paused.
+      queueState: false,
     });
     const task = await createTask(t.ctx, { workspaceId: 'ws' });
     const session = await createSession(t.ctx, { taskId: task.id, state: 'IDLE', isPrimary: true });
@@ -124,6 +126,7 @@ describeEachDialect('plan-comment tables by schema mode on %s', (dialect) => {
       missingForAttachments: [],
       missingForPrompts: [],
       receiptTable: 'pending_projector_prompt_receipts',
+      queueState: true,
     });
 
     const task = await seedPlanTask(t.ctx);

@@ -62,6 +62,7 @@ const KANDEV_PLAN_TABLES = [
   )`,
   `CREATE INDEX IF NOT EXISTS idx_queued_messages_session_position ON queued_messages(session_id, position)`,
   `CREATE TABLE IF NOT EXISTS queue_session_locks (session_id TEXT PRIMARY KEY)`,
+  `CREATE TABLE IF NOT EXISTS queue_session_state (session_id TEXT PRIMARY KEY, auto_run INTEGER NOT NULL DEFAULT 1)`,
   `CREATE TABLE IF NOT EXISTS task_message_attachments (
     id TEXT PRIMARY KEY,
     owner_id TEXT NOT NULL DEFAULT '',

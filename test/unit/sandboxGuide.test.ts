@@ -11,6 +11,7 @@ const workspace: SandboxWorkspace = {
   permission: { taskId: 't2', sessionId: 's2', pendingId: 'p2' },
   plan: { taskId: 't3', sessionId: 's3', planId: 'plan', comments: [{ id: 'c1', version: 1 }] },
   queue: { taskId: 't4', sessionId: 's4', queuedIds: ['q-1'], revision: 1 },
+  paused: { taskId: 't6', sessionId: 's6', queuedId: 'q-6' },
   completed: { taskId: 't5', sessionId: 's5' },
 };
 

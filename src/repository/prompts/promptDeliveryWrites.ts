@@ -7,6 +7,7 @@ import { PROMPTABLE_SESSION_STATES } from './acceptedPrompt.js';
 import { headOrder, RESERVATION_LOST, releaseReservation, type ReservationLost } from './promptReservations.js';
 import { toMessageRecord, type MessageRecord } from '../rowMapping.js';
 import type { ReceiptTable } from '../schema/planCommentTables.js';
+import { pausedPredicate } from './queueAutoRun.js';
 import { lockSessionTurnWrites } from '../sessionLocks.js';
 import { patchTurnMetadata } from '../turns/turns.js';
 import { isLiveClarification } from '../../turns/liveClarification.js';
@@ -127,7 +128,7 @@ export function persistPromptTranscript(
 }
 
 /** Why a receipt may not be delivered now: the task or the session is not eligible. */
-type MarkRefusal = 'task_inactive' | 'session_unavailable' | 'live_clarification';
+type MarkRefusal = 'task_inactive' | 'session_unavailable' | 'live_clarification' | 'queue_paused';
 
 export type Eligibility = { ok: true; state: string; passthrough: boolean } | { ok: false; reason: MarkRefusal; state?: string };
 
@@ -155,14 +156,17 @@ async function promptEligibility(ctx: RepositoryContext, taskId: string, session
  * a release (which would also flap the waiting count and its events). Undefined: no unattempted
  * receipt. The marker's transaction decides again under its locks.
  */
-export async function headEligibility(ctx: RepositoryContext, table: ReceiptTable, sessionId: string): Promise<Eligibility | undefined> {
+export async function headEligibility(ctx: RepositoryContext, table: ReceiptTable, sessionId: string, honourPause: boolean): Promise<Eligibility | undefined> {
   const rows = await rawRows<Row>(
     ctx,
-    `SELECT h.task_id, h.delivery_kind FROM ${table} h WHERE h.session_id = ? AND h.delivery_attempted_at IS NULL ORDER BY ${headOrder(ctx.dialect)} LIMIT 1`,
+    `SELECT h.task_id, h.delivery_kind, CASE WHEN ${pausedPredicate(honourPause, 'h.session_id')} THEN 1 ELSE 0 END AS paused
+       FROM ${table} h WHERE h.session_id = ? AND h.delivery_attempted_at IS NULL ORDER BY ${headOrder(ctx.dialect)} LIMIT 1`,
     [sessionId],
   );
   const head = rows[0];
-  return head ? promptEligibility(ctx, String(head.task_id), sessionId, String(head.delivery_kind)) : undefined;
+  if (!head) return undefined;
+  if (String(head.delivery_kind) === 'queued' && Number(head.paused) === 1) return { ok: false, reason: 'queue_paused' };
+  return promptEligibility(ctx, String(head.task_id), sessionId, String(head.delivery_kind));
 }
 
 /** The marker's eligibility check, outside its transaction: the receipt's reservation must be live, then `promptEligibility`. */

@@ -54,12 +54,15 @@ export interface PromptReceiptStore {
   now(): CanonicalTimestamp;
   /** Sessions with a reservable receipt that is due (the dispatcher's poll). */
   listDispatchableSessions(limit: number, after?: string): Promise<string[]>;
-  /** The session's head, reserved for `owner` until now + ttl; undefined when the session has nothing reservable. */
-  reserveHead(sessionId: string, owner: string, ttlMs: number): Promise<Reservation | undefined>;
+  /**
+   * The session's head, reserved for `owner` until now + ttl; undefined when the session has nothing
+   * reservable. `drain`: a paused queue's head too (`queue.drain`).
+   */
+  reserveHead(sessionId: string, owner: string, ttlMs: number, options?: HeadOptions): Promise<Reservation | undefined>;
   /** The owner's heartbeat. */
   renew(id: string, token: string, ttlMs: number): Promise<{ ok: true } | ReservationLost>;
   /** The marker's eligibility rule for the session's head receipt, read without writing, before reserving it; undefined: nothing to deliver. */
-  headEligibility(sessionId: string): Promise<Eligibility | undefined>;
+  headEligibility(sessionId: string, options?: HeadOptions): Promise<Eligibility | undefined>;
   /** The marker's eligibility rule, read without writing: asked before a queued receipt's transcript is written. */
   checkEligibility(id: string, token: string): Promise<Eligibility | ReservationLost>;
   /** The deterministic transcript (written for a queued receipt, read for a direct one). */
@@ -85,10 +88,16 @@ export interface PromptReceiptStore {
   getReceipt(id: string): Promise<PromptReceiptRecord | undefined>;
 }
 
+interface HeadOptions {
+  /** Deliver a paused queue's head anyway: `queue.drain`. */
+  drain?: boolean;
+}
+
 /** The store over `ctx`, for a database whose tables `schema` describes (`detectPlanCommentSchema`). */
 export function createPromptReceiptStore(ctx: RepositoryContext, schema: PlanCommentSchema): PromptReceiptStore {
   const table = schema.receiptTable;
   const attachments = schema.missingForAttachments.length === 0;
+  const honourPause = (options?: HeadOptions) => schema.queueState && options?.drain !== true;
   const need = (): ReceiptTable => {
     if (!table) throw new Error('this database has no prompt receipt table');
     return table;
@@ -96,10 +105,10 @@ export function createPromptReceiptStore(ctx: RepositoryContext, schema: PlanCom
   return {
     available: table !== null && schema.missingForPrompts.length === 0,
     now: () => ctx.clock(),
-    listDispatchableSessions: (limit, after) => (table ? listDispatchableSessions(ctx, table, limit, after) : Promise.resolve([])),
-    reserveHead: (sessionId, owner, ttlMs) => reserveHead(ctx, need(), sessionId, owner, ttlMs),
+    listDispatchableSessions: (limit, after) => (table ? listDispatchableSessions(ctx, table, schema.queueState, limit, after) : Promise.resolve([])),
+    reserveHead: (sessionId, owner, ttlMs, options) => reserveHead(ctx, need(), sessionId, owner, ttlMs, honourPause(options)),
     renew: (id, token, ttlMs) => renewReservation(ctx, need(), id, token, ttlMs),
-    headEligibility: (sessionId) => (table ? headEligibility(ctx, table, sessionId) : Promise.resolve(undefined)),
+    headEligibility: (sessionId, options) => (table ? headEligibility(ctx, table, sessionId, honourPause(options)) : Promise.resolve(undefined)),
     checkEligibility: (id, token) => checkPromptEligibility(ctx, need(), id, token),
     persistTranscript: (id, token) => persistPromptTranscript(ctx, need(), id, token, attachments),
     markAttempted: (id, token, options) => markPromptDeliveryAttempted(ctx, need(), id, token, options),

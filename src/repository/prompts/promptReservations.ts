@@ -6,6 +6,7 @@ import type { SqlDialect } from '../dialect.js';
 import type { ReceiptTable } from '../schema/planCommentTables.js';
 import { lockSessionTurnWrites } from '../sessionLocks.js';
 import { bumpQueueRevision } from './queueRevision.js';
+import { pausedPredicate } from './queueAutoRun.js';
 import { instantAfter } from '../../timestamps.js';
 
 /**
@@ -56,7 +57,15 @@ export function headOrder(dialect: SqlDialect): string {
  * `UPDATE ... WHERE NOT EXISTS` could each see no other reservation and both succeed; serialised on
  * the lock, the second sees the first's commit. SQLite's one writer needs no lock.
  */
-export function reserveHead(ctx: RepositoryContext, table: ReceiptTable, sessionId: string, owner: string, ttlMs: number): Promise<Reservation | undefined> {
+export function reserveHead(
+  ctx: RepositoryContext,
+  table: ReceiptTable,
+  sessionId: string,
+  owner: string,
+  ttlMs: number,
+  /** Whether a paused queue keeps its head (queueAutoRun.ts): false for a drain, or where no queue can be paused. */
+  honourPause: boolean,
+): Promise<Reservation | undefined> {
   return beginOrJoin(ctx, async (tx) => {
     await lockSessionTurnWrites(tx, [sessionId]);
     const now = tx.clock();
@@ -70,6 +79,7 @@ export function reserveHead(ctx: RepositoryContext, table: ReceiptTable, session
           AND q.delivery_attempted_at IS NULL
           AND (q.delivery_reservation_token IS NULL OR q.delivery_reservation_expires_at <= ?)
           AND (q.next_attempt_at IS NULL OR q.next_attempt_at <= ?)
+          AND (q.delivery_kind = 'direct' OR NOT ${pausedPredicate(honourPause, 'q.session_id')})
           AND NOT EXISTS (SELECT 1 FROM ${table} o WHERE o.session_id = q.session_id AND o.id <> q.id
                             AND (o.delivery_attempted_at IS NOT NULL OR (o.delivery_reservation_token IS NOT NULL AND o.delivery_reservation_expires_at > ?)))
         RETURNING *`,
@@ -151,9 +161,16 @@ export async function releaseReservation(
  * expired) receipt that is due, on a session in a promptable state. A busy session's receipts wait
  * with nothing written, so without that filter they would fill every page and starve the rest. A
  * listed session may still have its head blocked (a live clarification, a backed-off head: the
- * dispatcher's read and `reserveHead` decide). Keyset pages by session id (bytes), after `after`.
+ * dispatcher's read and `reserveHead` decide). A paused queue's entries are not listed. Keyset pages
+ * by session id (bytes), after `after`.
  */
-export async function listDispatchableSessions(ctx: RepositoryContext, table: ReceiptTable, limit: number, after?: string): Promise<string[]> {
+export async function listDispatchableSessions(
+  ctx: RepositoryContext,
+  table: ReceiptTable,
+  queueState: boolean,
+  limit: number,
+  after?: string,
+): Promise<string[]> {
   const now = ctx.clock();
   const sessionId = ctx.dialect.binaryText('q.session_id');
   const rows = await rawRows<{ session_id: string }>(
@@ -163,6 +180,7 @@ export async function listDispatchableSessions(ctx: RepositoryContext, table: Re
         AND (q.delivery_reservation_token IS NULL OR q.delivery_reservation_expires_at <= ?)
         AND (q.next_attempt_at IS NULL OR q.next_attempt_at <= ?)
         AND ${ctx.dialect.inList('s.state', PROMPTABLE_SESSION_STATES).sql}
+        AND (q.delivery_kind = 'direct' OR NOT ${pausedPredicate(queueState, 'q.session_id')})
         ${after === undefined ? '' : `AND ${sessionId} > ?`}
       GROUP BY q.session_id ORDER BY ${sessionId} LIMIT ?`,
     [now, now, ...ctx.dialect.inList('s.state', PROMPTABLE_SESSION_STATES).bindings, ...(after === undefined ? [] : [after]), limit],

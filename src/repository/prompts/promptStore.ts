@@ -1,9 +1,11 @@
-import type { RepositoryContext } from '../context.js';
+import { beginOrNest, type RepositoryContext } from '../context.js';
 import { notFound, unavailable, type NotFound, type Unavailable } from '../planComments/planCommentOutcomes.js';
 import type { PromptReceiptRecord } from '../planComments/planCommentRows.js';
 import { detectPlanCommentSchema, type PlanCommentSchema } from '../schema/planCommentTables.js';
 import { acceptPrompt, type AcceptPromptInput, type AcceptPromptResult } from './promptAcceptance.js';
-import { listWaitingQueuedPrompts } from './queuedPrompts.js';
+import { countWaitingQueuedPrompts, listWaitingQueuedPrompts } from './queuedPrompts.js';
+import { readAutoRun, writeAutoRun } from './queueAutoRun.js';
+import { lockSessionQueue } from './sessionQueue.js';
 import { withdrawQueueEntries, type WithdrawInput, type WithdrawResult } from './queueWithdrawal.js';
 import { readQueueRevision } from './queueRevision.js';
 import {
@@ -20,7 +22,10 @@ export type { PromptReceiptRecord } from '../planComments/planCommentRows.js';
 export type { WithdrawInput } from './queueWithdrawal.js';
 
 /** A session's waiting queued prompts (queuedPrompts.ts), in queue order, at the queue's revision. */
-type QueueListResult = { ok: true; taskId: string; entries: PromptReceiptRecord[]; revision: number } | NotFound | Unavailable;
+type QueueListResult = { ok: true; taskId: string; entries: PromptReceiptRecord[]; revision: number; autoRun: boolean } | NotFound | Unavailable;
+
+/** `changed`: false when the session already was so (nothing to tell anyone). */
+type SetAutoRunResult = { ok: true; taskId: string; autoRun: boolean; changed: boolean; count: number } | NotFound | Unavailable;
 
 /**
  * The prompt services' port: accepting a prompt (`message.send`, `plan_comment.run`,
@@ -44,6 +49,8 @@ export interface PromptStore {
   updateQueueEntry(input: UpdateQueueEntryInput): Promise<UpdateQueueEntryResult>;
   /** Rewrites the waiting order at the revision its author saw (queueEdits.ts). */
   reorderQueue(input: ReorderQueueInput): Promise<ReorderQueueResult>;
+  /** Pauses or resumes the session's automatic queue delivery, durably (queueAutoRun.ts). */
+  setAutoRun(sessionId: string, autoRun: boolean): Promise<SetAutoRunResult>;
 }
 
 /** The store over `ctx`, for a database whose tables `schema` describes (`detectPlanCommentSchema`). */
@@ -59,11 +66,22 @@ export function createPromptStore(ctx: RepositoryContext, schema: PlanCommentSch
       // The revision first: entries read after it are at least as new, and any change between the
       // two reads moved the revision past the one returned, so a reorder drawn from them is refused.
       const revision = await readQueueRevision(ctx, sessionId);
-      return { ok: true, taskId: String(session.task_id), entries: await listWaitingQueuedPrompts(ctx, table, sessionId), revision };
+      const entries = await listWaitingQueuedPrompts(ctx, table, sessionId);
+      return { ok: true, taskId: String(session.task_id), entries, revision, autoRun: await readAutoRun(ctx, schema.queueState, sessionId) };
     },
     withdraw: (input) => withdrawQueueEntries(ctx, schema, input),
     updateQueueEntry: (input) => updateQueueEntry(ctx, schema, input),
     reorderQueue: (input) => reorderQueue(ctx, schema, input),
+    async setAutoRun(sessionId, autoRun) {
+      const table = schema.receiptTable;
+      if (!table || !schema.queueState) return unavailable('pausing a queue', schema.queueState ? schema.missingForPrompts : ['queue_session_state']);
+      return beginOrNest(ctx, async (tx): Promise<SetAutoRunResult> => {
+        const taskId = await lockSessionQueue(tx, sessionId);
+        if (taskId === undefined) return notFound('session_not_found', `session ${sessionId} does not exist`);
+        const changed = await writeAutoRun(tx, sessionId, autoRun);
+        return { ok: true, taskId, autoRun, changed, count: await countWaitingQueuedPrompts(tx, table, sessionId) };
+      });
+    },
   };
 }
 

@@ -17,6 +17,7 @@ import { completeTurn, startTurn } from '../turns/turns.js';
  * - a WAITING_FOR_INPUT task whose agent asks a permission (`permission`);
  * - an IDLE task with a plan and two pending plan comments, ready for `plan_comment.run`;
  * - a RUNNING task with two queued prompts waiting for its turn to end (`queued_prompt_count` 2);
+ * - an IDLE task whose paused queue holds one prompt (`queue.drain` delivers it);
  * - a COMPLETED task whose question was answered long ago (nothing pending).
  */
 
@@ -27,6 +28,7 @@ export interface SandboxWorkspace {
   plan: { taskId: string; sessionId: string; planId: string; comments: Array<{ id: string; version: number }> };
   /** `revision`: the queue's revision once seeded, for the guide's `queue.reorder`. */
   queue: { taskId: string; sessionId: string; queuedIds: string[]; revision: number };
+  paused: { taskId: string; sessionId: string; queuedId: string };
   completed: { taskId: string; sessionId: string };
 }
 
@@ -147,6 +149,24 @@ async function seedCompleted(ctx: RepositoryContext, workspaceId: string): Promi
   return { taskId: task.id, sessionId: session.id };
 }
 
+async function seedPausedQueue(ctx: RepositoryContext, workspaceId: string): Promise<SandboxWorkspace['paused']> {
+  const task = await createTask(ctx, { workspaceId, title: 'Tag the release', state: 'IN_PROGRESS' });
+  const session = await createSession(ctx, { taskId: task.id, state: 'IDLE', isPrimary: true });
+  const store = await openPromptStore(ctx);
+  // Paused first: an IDLE session's queue would otherwise be delivered as soon as the worker starts.
+  const paused = await store.setAutoRun(session.id, false);
+  if (!paused.ok) throw new Error(`pausing the sandbox queue: ${JSON.stringify(paused)}`);
+  const accepted = await store.acceptPrompt({
+    callerId: randomUUID(),
+    target: { kind: 'session', sessionId: session.id },
+    content: 'Draft the notes from the merged pull requests.',
+    deliveryKind: 'queued',
+    queueMaxPerSession: 10,
+  });
+  if (!accepted.ok) throw new Error(`seeding a paused queued prompt: ${JSON.stringify(accepted)}`);
+  return { taskId: task.id, sessionId: session.id, queuedId: accepted.receiptId };
+}
+
 /** Seeds the workspace on a migrated database with no tasks of `workspaceId` yet. */
 export async function seedSandboxWorkspace(ctx: RepositoryContext, workspaceId = 'sandbox-workspace'): Promise<SandboxWorkspace> {
   return {
@@ -155,6 +175,7 @@ export async function seedSandboxWorkspace(ctx: RepositoryContext, workspaceId =
     permission: await seedPermission(ctx, workspaceId),
     plan: await seedPlan(ctx, workspaceId),
     queue: await seedQueue(ctx, workspaceId),
+    paused: await seedPausedQueue(ctx, workspaceId),
     completed: await seedCompleted(ctx, workspaceId),
   };
 }

@@ -76,6 +76,9 @@ const QUEUE_RECORD_COLUMNS = {
   pending_projector_prompt_outcomes: ['id', 'session_id', 'task_id', 'delivery_kind', 'status', 'reason', 'request_fingerprint', 'detail_json', 'settled_at'],
 } as const;
 
+/** Kandev's per-session queue state: its auto-run flag is the queue's pause. */
+const QUEUE_STATE_COLUMNS = { queue_session_state: ['session_id', 'auto_run'] } as const;
+
 export const OWN_RECEIPT_TABLE = 'pending_projector_prompt_receipts';
 export type ReceiptTable = 'queued_messages' | typeof OWN_RECEIPT_TABLE;
 
@@ -89,6 +92,8 @@ export interface PlanCommentSchema {
   readonly missingForPrompts: readonly string[];
   /** Where receipts are written, or null when neither table can hold them. */
   readonly receiptTable: ReceiptTable | null;
+  /** Whether Kandev's `queue_session_state (session_id, auto_run)` exists: without it no queue can be paused. */
+  readonly queueState: boolean;
 }
 
 /** Every table and column present: what owned mode's migration 0004 gives. */
@@ -97,6 +102,7 @@ export const COMPLETE_PLAN_COMMENT_SCHEMA: PlanCommentSchema = {
   missingForAttachments: [],
   missingForPrompts: [],
   receiptTable: 'queued_messages',
+  queueState: true,
 };
 
 function missingOf(catalog: Map<string, Array<{ name: string }>>, wanted: Readonly<Record<string, readonly string[]>>): string[] {
@@ -122,6 +128,7 @@ export async function detectPlanCommentSchema(target: SchemaTarget): Promise<Pla
     ...Object.keys(QUEUE_RECORD_COLUMNS),
     'queued_messages',
     OWN_RECEIPT_TABLE,
+    'queue_session_state',
   ]);
   const receiptMissing = (table: ReceiptTable) => missingOf(catalog, { [table]: RECEIPT_COLUMNS });
   // Our own table wins where it exists: it is only created beside Kandev's queue.
@@ -140,5 +147,6 @@ export async function detectPlanCommentSchema(target: SchemaTarget): Promise<Pla
     missingForAttachments: missingOf(catalog, ATTACHMENT_COLUMNS),
     missingForPrompts: [...missingOf(catalog, PROMPT_SEQ_COLUMNS), ...missingOf(catalog, QUEUE_RECORD_COLUMNS), ...missingReceipt],
     receiptTable,
+    queueState: missingOf(catalog, QUEUE_STATE_COLUMNS).length === 0,
   };
 }

@@ -51,6 +51,16 @@ export interface DeliveryPassDeps {
  * failure after the marker: never sent again, reconciliation settles it), `lost` (the reservation
  * was taken over, released or settled by someone else).
  */
+/** A pass's options: a drain's (`queue.drain`), which also wants to know what the pass did. */
+export interface PassOptions {
+  /** Deliver the head of a paused queue. */
+  drain?: boolean;
+  /** Told the receipt the pass reserved. */
+  onReserved?(receiptId: string): void;
+  /** Told why the head was not eligible (nothing reserved). */
+  onRefused?(reason: string): void;
+}
+
 export type DeliveryOutcome = 'nothing' | 'acknowledged' | 'unconfirmed' | 'released' | 'failed' | 'abandoned' | 'lost';
 
 /** What the steps of a pass share; each step fills in what the later ones read. */
@@ -84,10 +94,11 @@ const STEPS: ReadonlyArray<Step> = [recheckUnderReservation, writeTranscript, ru
  * it is not eligible), then take the steps in order, with a heartbeat renewing the reservation
  * every TTL/3 until the pass ends.
  */
-export async function deliverHead(deps: DeliveryPassDeps, log: Logger, sessionId: string): Promise<DeliveryOutcome> {
-  const reservation = await reserveEligibleHead(deps, log, sessionId);
+export async function deliverHead(deps: DeliveryPassDeps, log: Logger, sessionId: string, options: PassOptions = {}): Promise<DeliveryOutcome> {
+  const reservation = await reserveEligibleHead(deps, log, sessionId, options);
   if (!reservation) return 'nothing';
   const { receipt, token } = reservation;
+  options.onReserved?.(receipt.id);
   const rlog = log.child({ receiptId: receipt.id, sessionId, taskId: receipt.taskId, deliveryKind: receipt.deliveryKind });
   const issued: Array<Promise<void>> = [];
   const heartbeatState = { lost: false };
@@ -130,14 +141,16 @@ export async function deliverHead(deps: DeliveryPassDeps, log: Logger, sessionId
  * cost no write (a reserve and release would also flap the waiting count and its events). Then the
  * reservation of the head (a token, until now + the TTL); undefined when there is nothing to do.
  */
-async function reserveEligibleHead(deps: DeliveryPassDeps, log: Logger, sessionId: string) {
-  const ready = await deps.store.headEligibility(sessionId);
+async function reserveEligibleHead(deps: DeliveryPassDeps, log: Logger, sessionId: string, options: PassOptions) {
+  const head = { drain: options.drain === true };
+  const ready = await deps.store.headEligibility(sessionId, head);
   if (!ready) return undefined;
   if (!ready.ok) {
     log.debug({ sessionId, reason: ready.reason }, 'head prompt receipt not eligible yet');
+    options.onRefused?.(ready.reason);
     return undefined;
   }
-  return deps.store.reserveHead(sessionId, deps.owner, deps.reservationTtlMs);
+  return deps.store.reserveHead(sessionId, deps.owner, deps.reservationTtlMs, head);
 }
 
 /** Renews the reservation every TTL/3 while the pass runs; a renewal that found the token gone ends it. */

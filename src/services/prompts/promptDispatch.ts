@@ -7,9 +7,24 @@
 export interface PromptDispatch {
   /** Schedules delivery of the session's head receipt; never throws, never waits. */
   kick(sessionId: string): void;
+  /**
+   * One pass over the session's head now, a paused queue's included (`queue.drain`); resolves with
+   * what it did. Never rejects: a failed pass is the outcome `failed`.
+   */
+  drain(sessionId: string): Promise<DrainResult>;
+}
+
+export interface DrainResult {
+  /** `nothing`: no receipt was reserved (see `refused`); otherwise the delivery pass's outcome. */
+  outcome: 'nothing' | 'acknowledged' | 'unconfirmed' | 'released' | 'failed' | 'abandoned' | 'lost';
+  /** The receipt the pass reserved. */
+  receiptId?: string;
+  /** Why the head was not eligible (`session_unavailable`, `live_clarification`, ...), or `stopping`. */
+  refused?: string;
 }
 
 /** No dispatcher (one-shot commands, tests of admission alone): receipts wait for a worker. */
 export const NO_PROMPT_DISPATCH: PromptDispatch = {
   kick: () => undefined,
+  drain: () => Promise.resolve({ outcome: 'nothing', refused: 'no_dispatcher' }),
 };

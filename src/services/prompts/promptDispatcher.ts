@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { backoffDelayMs, type Backoff } from '../../background/backoff.js';
 import { KeyedCoalescer } from '../../background/keyedCoalescer.js';
 import type { Metrics } from '../../metrics.js';
-import type { PromptDispatch } from './promptDispatch.js';
+import type { DrainResult, PromptDispatch } from './promptDispatch.js';
 import { deliverHead, type DeliveryPassDeps } from './promptDeliveryPass.js';
 
 /**
@@ -51,6 +51,13 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
   const log = deps.logger.child({ component: 'prompt-dispatcher' });
   const passDeps: DeliveryPassDeps = { ...deps, releaseBackoffMs };
   let accepting = false;
+  /** Drains asked for, by session: the next pass of the session is theirs (a paused head included). */
+  const drains = new Map<string, Array<(result: DrainResult) => void>>();
+  const settleDrains = (sessionId: string, result: DrainResult) => {
+    const waiting = drains.get(sessionId) ?? [];
+    drains.delete(sessionId);
+    for (const resolve of waiting) resolve(result);
+  };
 
   const passes = new KeyedCoalescer<string>({
     concurrency: deps.maxConcurrentSessions ?? 4,
@@ -60,13 +67,22 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
       // synchronously on this thread, so a pass started at once would hold the reply back by its
       // first statements.
       await nextTurn();
-      if (!accepting) return;
+      if (!accepting) return settleDrains(sessionId!, { outcome: 'nothing', refused: 'stopping' });
+      // Taken now: a drain asked for while this pass runs gets the next one.
+      const waiting = drains.get(sessionId!);
+      drains.delete(sessionId!);
+      const result: DrainResult = { outcome: 'nothing' };
       try {
-        const outcome = await deliverHead(passDeps, log, sessionId!);
-        if (outcome !== 'nothing') deps.metrics?.promptDeliveryAttempts.inc({ outcome });
+        const options = waiting
+          ? { drain: true, onReserved: (id: string) => (result.receiptId = id), onRefused: (reason: string) => (result.refused = reason) }
+          : {};
+        result.outcome = await deliverHead(passDeps, log, sessionId!, options);
+        if (result.outcome !== 'nothing') deps.metrics?.promptDeliveryAttempts.inc({ outcome: result.outcome });
       } catch (err) {
+        result.outcome = 'failed';
         log.error({ sessionId, err }, 'prompt dispatch pass failed');
       }
+      for (const resolve of waiting ?? []) resolve(result);
     },
     onCounts: ({ inFlight, waiting }) => {
       deps.metrics?.dispatcherSessions.set({ state: 'delivering' }, inFlight);
@@ -80,6 +96,13 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
     kick(sessionId) {
       if (!accepting || !store.available) return;
       passes.mark(sessionId);
+    },
+    drain(sessionId) {
+      if (!accepting || !store.available) return Promise.resolve({ outcome: 'nothing', refused: 'stopping' });
+      return new Promise<DrainResult>((resolve) => {
+        drains.set(sessionId, [...(drains.get(sessionId) ?? []), resolve]);
+        passes.mark(sessionId);
+      });
     },
     start() {
       accepting = true;
@@ -99,6 +122,7 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
     async stop() {
       accepting = false;
       await passes.stop();
+      for (const sessionId of [...drains.keys()]) settleDrains(sessionId, { outcome: 'nothing', refused: 'stopping' });
     },
   };
 }

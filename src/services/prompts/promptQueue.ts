@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { EndpointReplyOf } from '../../contract/endpoints.js';
 import type { z } from 'zod';
@@ -5,10 +6,12 @@ import type { AdmittedWrites } from '../admittedWrites.js';
 import type { AcceptPromptInput, AcceptPromptResult, PromptStore } from '../../repository/prompts/promptStore.js';
 import type {
   queueClearSchema,
+  queueDrainSchema,
   queueEnqueueSchema,
   queueListSchema,
   queueRemoveSchema,
   queueReorderSchema,
+  queueSetAutoRunSchema,
   queueUpdateSchema,
 } from '../../contract/planCommentRequests.js';
 import type { QueueWithdrawalReply } from '../../contract/planCommentReplies.js';
@@ -59,6 +62,8 @@ export interface PromptQueue {
   clear(request: z.output<typeof queueClearSchema>): Promise<EndpointReplyOf<'clearQueue'>>;
   update(request: z.output<typeof queueUpdateSchema>): Promise<EndpointReplyOf<'updateQueueEntry'>>;
   reorder(request: z.output<typeof queueReorderSchema>): Promise<EndpointReplyOf<'reorderQueue'>>;
+  setAutoRun(request: z.output<typeof queueSetAutoRunSchema>): Promise<EndpointReplyOf<'setQueueAutoRun'>>;
+  drain(request: z.output<typeof queueDrainSchema>): Promise<EndpointReplyOf<'drainQueue'>>;
 }
 
 export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
@@ -107,7 +112,14 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
     async list({ session_id }) {
       const listed = await prompts.listQueue(session_id);
       if (!listed.ok) return storeFailure(listed);
-      return { ok: true, entries: listed.entries.map(queueEntryPayload), count: listed.entries.length, max, revision: listed.revision };
+      return {
+        ok: true,
+        entries: listed.entries.map(queueEntryPayload),
+        count: listed.entries.length,
+        max,
+        revision: listed.revision,
+        auto_run: listed.autoRun,
+      };
     },
 
     remove: ({ session_id, queue_id }) => withdraw({ sessionId: session_id, queueIds: [queue_id], status: 'removed', reason: '' }),
@@ -130,6 +142,19 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
       return { ok: true, entry: queueEntryPayload(entry), released_attachment_ids: updated.releasedAttachmentIds };
     },
 
+    async setAutoRun({ session_id, auto_run }) {
+      const set = await prompts.setAutoRun(session_id, auto_run);
+      if (!set.ok) return storeFailure(set);
+      if (set.changed) {
+        // A resume delivers what waited without waiting for the poll.
+        if (auto_run) deps.dispatch.kick(session_id);
+        await publishQueueStatus({ sessionId: session_id, taskId: set.taskId }, set.count, `auto_run:${auto_run ? 'on' : 'off'}:${randomUUID()}`);
+      }
+      return { ok: true, session_id, task_id: set.taskId, auto_run: set.autoRun };
+    },
+
+    drain: drainHead,
+
     async reorder(r) {
       const reordered = await prompts.reorderQueue({ sessionId: r.session_id, queueIds: r.queue_ids, revision: r.revision });
       if (!reordered.ok) return storeFailure(reordered);
@@ -139,6 +164,29 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
       return { ok: true, entries: reordered.entries.map(queueEntryPayload), revision: reordered.revision };
     },
   };
+
+  async function drainHead({ session_id }: z.output<typeof queueDrainSchema>): Promise<EndpointReplyOf<'drainQueue'>> {
+    const session = await targets.session(session_id);
+    if (!session) return reasoned('not_found', 'session_not_found', `session ${session_id} does not exist`);
+    const result = await deps.dispatch.drain(session_id);
+    if ((result.outcome === 'acknowledged' || result.outcome === 'unconfirmed') && result.receiptId)
+      return { ok: true, session_id, queue_id: result.receiptId, delivery: result.outcome };
+    if (result.outcome === 'nothing' && result.refused && result.refused !== 'stopping' && result.refused !== 'no_dispatcher')
+      return reasoned('conflict', result.refused, `session ${session_id} cannot take a prompt now (${result.refused}); nothing was delivered`);
+    if (result.outcome === 'nothing' && result.refused === undefined) {
+      const listed = await prompts.listQueue(session_id);
+      if (listed.ok && listed.entries.length === 0) return reasoned('conflict', 'queue_empty', `session ${session_id} has nothing queued`);
+      return reasoned('conflict', 'entry_in_flight', `the head of session ${session_id} is being delivered or waits for its retry`);
+    }
+    if (result.outcome === 'released')
+      return reasoned('conflict', 'session_unavailable', `session ${session_id} stopped taking prompts before the delivery; the entry waits again`);
+    // A failed or interrupted pass (or a worker stopping): the entry is where the dispatcher left it; asking again is safe.
+    return reasoned(
+      'unavailable',
+      'drain_failed',
+      `the delivery of session ${session_id}'s head did not complete (${result.refused ?? result.outcome}); ask again`,
+    );
+  }
 
   /** Every committed change of a queue tells its subscribers, the summary's count included. */
   async function publishQueueStatus(session: { sessionId: string; taskId: string }, count: number, step: string): Promise<void> {

@@ -11,10 +11,12 @@ import type {
   messageSendSchema,
   planCommentRunSchema,
   queueClearSchema,
+  queueDrainSchema,
   queueEnqueueSchema,
   queueListSchema,
   queueRemoveSchema,
   queueReorderSchema,
+  queueSetAutoRunSchema,
   queueUpdateSchema,
 } from '../../contract/planCommentRequests.js';
 import { admissionPayload, lockTimeoutFailure, reasoned, snapshotPayload, storeFailure } from '../planCommentWire.js';
@@ -78,6 +80,10 @@ export interface PromptService {
   updateQueueEntry(request: Req<typeof queueUpdateSchema>): Promise<EndpointReplyOf<'updateQueueEntry'>>;
   /** `queue.reorder` (promptQueue.ts). */
   reorderQueue(request: Req<typeof queueReorderSchema>): Promise<EndpointReplyOf<'reorderQueue'>>;
+  /** `queue.set_auto_run` (promptQueue.ts). */
+  setQueueAutoRun(request: Req<typeof queueSetAutoRunSchema>): Promise<EndpointReplyOf<'setQueueAutoRun'>>;
+  /** `queue.drain` (promptQueue.ts). */
+  drainQueue(request: Req<typeof queueDrainSchema>): Promise<EndpointReplyOf<'drainQueue'>>;
 }
 
 /** The session a direct prompt goes to, as the preflight resolved it. */
@@ -190,6 +196,8 @@ export function createPromptService(deps: PromptServiceDeps): PromptService {
     clearQueue: queue.clear,
     updateQueueEntry: queue.update,
     reorderQueue: queue.reorder,
+    setQueueAutoRun: queue.setAutoRun,
+    drainQueue: queue.drain,
 
     async send(r) {
       const session = await targets.session(r.session_id);
