@@ -9,7 +9,8 @@
  */
 
 import { microsToTimestamp } from '../../src/timestamps.js';
-import { isTerminalSessionState, type PendingAction } from '../../src/turns/pendingAction.js';
+import type { PendingAction } from '../../src/turns/pendingAction.js';
+import { isTerminalSessionState } from '../../src/turns/sessionStates.js';
 import type { Row } from './bulkInsert.js';
 import { clarificationBundle, currentTurnSpecials, ordinaryMessage, permissionRequest, type PlannedMessage } from './messages.js';
 import { createIdSource, createRng, intBetween, pick, type Gen } from './random.js';

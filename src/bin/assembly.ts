@@ -31,7 +31,8 @@ import { NatsTurnStartHook } from '../events/prompts/natsTurnStartHook.js';
 import { createTaskAdmission } from '../repository/admission/taskAdmission.js';
 import { createPlanCommentStore, openPlanCommentStore } from '../repository/planComments/planCommentStore.js';
 import { detectPlanCommentSchema, type PlanCommentSchema } from '../repository/schema/planCommentTables.js';
-import { isPromptable } from '../services/prompts/promptDispatchRules.js';
+import { isPromptableSessionState } from '../turns/sessionStates.js';
+import { createQueueLifecycle, type QueueLifecycle } from '../services/prompts/queueLifecycle.js';
 import { acceptanceRecorded } from '../repository/prompts/promptReplay.js';
 import { getPrimarySession, getSession, getTask } from '../repository/tasks/tasks.js';
 import { NO_PROMPT_DISPATCH, type PromptDispatch } from '../services/prompts/promptDispatch.js';
@@ -47,7 +48,8 @@ import { createPlanCommentPublisher, type PlanCommentPublisher } from '../servic
 import { createPromptService, type PromptService, type PromptTargets } from '../services/prompts/promptService.js';
 import { createAttachmentService, type AttachmentService } from '../services/attachments/attachmentService.js';
 import { createAttachmentStore } from '../repository/attachments/attachmentStore.js';
-import { createPromptStore } from '../repository/prompts/promptStore.js';
+import { createPromptStore, type PromptStore } from '../repository/prompts/promptStore.js';
+import type { SummaryPorts } from '../services/publishOrRefresh.js';
 import { NO_TURN_START_HOOK } from '../services/prompts/turnStartHook.js';
 import { ADD_INDEXES_COMMAND } from './addIndexesCommand.js';
 import type { DatabaseConfig } from './connectDatabase.js';
@@ -208,7 +210,16 @@ export interface PromptDelivery {
  */
 export async function createPromptDelivery(
   parts: Parts,
-  deps: { nc: NatsConnection; config: PromptDispatchConfig; logger: Logger; failpoints: Failpoints; owner: string; metrics?: Metrics },
+  deps: {
+    nc: NatsConnection;
+    config: PromptDispatchConfig;
+    logger: Logger;
+    failpoints: Failpoints;
+    owner: string;
+    metrics?: Metrics;
+    /** A head that can never be delivered (promptDeliveryPass.ts): the worker settles its queue. */
+    onUndeliverable?(sessionId: string): void;
+  },
 ): Promise<PromptDelivery> {
   const store = createPromptReceiptStore(parts.ctx, (await openPlanCommentStore(parts.ctx)).schema);
   const delivery = new NatsPromptDelivery(deps.nc, parts.topology, parts.clock);
@@ -229,6 +240,7 @@ export async function createPromptDelivery(
     queueMax,
     ineligibleRetryMs: deps.config.dispatchPollMs,
     metrics: deps.metrics,
+    onUndeliverable: deps.onUndeliverable,
   });
   return {
     dispatcher,
@@ -242,6 +254,8 @@ export interface PromptServices {
   endpoints: { planComments: PlanCommentService; prompts: PromptService; attachments: AttachmentService };
   /** The collection events both services issue; the worker waits for them on stop, after the endpoints. */
   commentEvents: PlanCommentPublisher;
+  /** Cancels the entries of queues whose session finished: on the events that say so, and on each reconciliation pass. */
+  queueLifecycle: QueueLifecycle;
 }
 
 /** What a prompt may be sent to, read from the task and session rows. */
@@ -249,7 +263,7 @@ function promptTargets(ctx: RepositoryContext, schema: PlanCommentSchema): Promp
   return {
     async session(sessionId) {
       const session = await getSession(ctx, sessionId);
-      return session ? { taskId: session.taskId, state: session.state, promptable: isPromptable(session.state) } : undefined;
+      return session ? { taskId: session.taskId, state: session.state, promptable: isPromptableSessionState(session.state) } : undefined;
     },
     async task(taskId) {
       const task = await getTask(ctx, taskId);
@@ -257,7 +271,7 @@ function promptTargets(ctx: RepositoryContext, schema: PlanCommentSchema): Promp
       const primary = await getPrimarySession(ctx, taskId);
       return {
         archived: task.archivedAt !== null,
-        primary: primary ? { sessionId: primary.id, state: primary.state, promptable: isPromptable(primary.state) } : null,
+        primary: primary ? { sessionId: primary.id, state: primary.state, promptable: isPromptableSessionState(primary.state) } : null,
       };
     },
     async archived(taskId) {
@@ -295,15 +309,21 @@ export async function createPromptServices(
     writes: admitted((tx) => createPlanCommentStore(tx, schema)),
     comments: commentEvents,
   });
+  const promptStore = createPromptStore(ctx, schema);
+  const promptWrites = admitted((tx) => createPromptStore(tx, schema));
+  const queueEvents = {
+    events: new NatsEventPublisher(deps.nc, parts.topology, parts.clock),
+    refreshSummary: (taskId: string) => parts.projector.reproject(taskId),
+  };
   const prompts = createPromptService({
-    prompts: createPromptStore(ctx, schema),
-    promptWrites: admitted((tx) => createPromptStore(tx, schema)),
+    prompts: promptStore,
+    promptWrites,
     comments,
     commentEvents,
     admission,
     hook: createTurnStartHook(parts, deps.nc, deps.config),
     targets: promptTargets(ctx, schema),
-    queueEvents: { events: new NatsEventPublisher(deps.nc, parts.topology, parts.clock), refreshSummary: (taskId) => parts.projector.reproject(taskId) },
+    queueEvents,
     queueMaxPerSession: deps.config.queueMaxPerSession,
     // The worker's dispatcher; without one (one-shot commands, tests of admission alone) receipts wait for a worker.
     dispatch: deps.dispatch ?? NO_PROMPT_DISPATCH,
@@ -311,7 +331,57 @@ export async function createPromptServices(
     logger: deps.logger,
   });
   const attachments = createAttachmentService({ store: createAttachmentStore(ctx, schema) });
-  return { endpoints: { planComments, prompts, attachments }, commentEvents };
+  const queueLifecycle = queueLifecycleOver({ promptStore, promptWrites, queueEvents, commentEvents, ...deps });
+  return { endpoints: { planComments, prompts, attachments }, commentEvents, queueLifecycle };
+}
+
+/** What cancelling finished queues reads of the configuration. */
+export type QueueLifecycleConfig = Pick<Config, 'admissionLockTimeoutMs' | 'queueMaxPerSession'>;
+
+/**
+ * The queue lifecycle alone, for `reconcile`: its own admission over the pool and its own
+ * collection publisher, whose events `settled()` waits for before the connection drains.
+ */
+export async function createQueueLifecycleOf(
+  parts: Parts,
+  deps: { nc: NatsConnection; config: QueueLifecycleConfig; logger: Logger },
+): Promise<{ lifecycle: QueueLifecycle; settled(): Promise<void> }> {
+  const { ctx } = parts;
+  const schema = await detectPlanCommentSchema(ctx);
+  const admission = createTaskAdmission(parts.db, {
+    lockTimeoutMs: deps.config.admissionLockTimeoutMs,
+    onWarning: (message) => deps.logger.warn({ component: 'admission' }, message),
+  });
+  const commentEvents = createPlanCommentPublisher(new NatsPlanCommentPublisher(deps.nc, parts.topology, parts.clock), deps.logger);
+  const lifecycle = queueLifecycleOver({
+    promptStore: createPromptStore(ctx, schema),
+    promptWrites: { mutate: (taskId, fn) => admission.withMutation(ctx, taskId, (tx) => fn(createPromptStore(tx, schema))) },
+    queueEvents: {
+      events: new NatsEventPublisher(deps.nc, parts.topology, parts.clock),
+      refreshSummary: (taskId: string) => parts.projector.reproject(taskId),
+    },
+    commentEvents,
+    ...deps,
+  });
+  return { lifecycle, settled: () => commentEvents.settled() };
+}
+
+function queueLifecycleOver(deps: {
+  promptStore: PromptStore;
+  promptWrites: AdmittedWrites<PromptStore>;
+  queueEvents: SummaryPorts;
+  commentEvents: PlanCommentPublisher;
+  config: QueueLifecycleConfig;
+  logger: Logger;
+}): QueueLifecycle {
+  return createQueueLifecycle({
+    prompts: deps.promptStore,
+    promptWrites: deps.promptWrites,
+    queueEvents: deps.queueEvents,
+    publishComments: (plan) => deps.commentEvents.publish(plan),
+    queueMaxPerSession: deps.config.queueMaxPerSession,
+    logger: deps.logger,
+  });
 }
 
 /** Migrations, stores, epoch, topology, publisher and projector, in that order. */

@@ -74,6 +74,9 @@ export const RECONCILE_SETTINGS = [
   'projectionBatchSize',
   'projectionTransactions',
   'summaryBucketStorage',
+  // Cancelling the queues of finished sessions: a mutation under the admission lock, and the event's `max`.
+  'admissionLockTimeoutMs',
+  'queueMaxPerSession',
 ] as const satisfies readonly SettingName[];
 export type ReconcileSettings = SettingsOf<typeof RECONCILE_SETTINGS>;
 

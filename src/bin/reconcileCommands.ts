@@ -4,7 +4,9 @@ import { unappliedMigrations } from '../repository/migrate.js';
 import { resolveSchemaMode } from '../repository/schema/schemaMode.js';
 import { countTasks } from '../repository/tasks/tasks.js';
 import { SqliteFileMissingError } from '../repository/database.js';
-import { storesOf, withCommandParts } from './assembly.js';
+import { createQueueLifecycleOf, storesOf, withCommandParts } from './assembly.js';
+import { openPromptStore, type FinishedQueue } from '../repository/prompts/promptStore.js';
+import type { RepositoryContext } from '../repository/context.js';
 import { openDatabase, probeDatabase } from './connectDatabase.js';
 import { createProgressReporter } from './progress.js';
 import { plural } from './plural.js';
@@ -12,7 +14,21 @@ import type { ReconcileSettings, VerifySettings } from './commandSettings.js';
 
 /** `reconcile`: repair drifted summaries through the normal projection and publish each change. */
 export async function runReconcileCommand(config: ReconcileSettings, taskIds: string[]): Promise<number> {
-  return withCommandParts(config, 'pending-projector-reconcile', async ({ ctx, store, projector }) => {
+  return withCommandParts(config, 'pending-projector-reconcile', async (parts, logger) => {
+    const { ctx, store, projector } = parts;
+    // First the queues of finished sessions, so the summaries repaired below count them gone.
+    const queues = await createQueueLifecycleOf(parts, { nc: parts.nc, config, logger });
+    const settled = { queues: 0, cancelled: 0, failed: 0 };
+    for (const scope of taskIds.length > 0 ? taskIds.map((taskId) => ({ taskId })) : (['all'] as const)) {
+      const report = await queues.lifecycle.settle(scope);
+      settled.queues += report.queues;
+      settled.cancelled += report.cancelled;
+      settled.failed += report.failed;
+    }
+    await queues.settled();
+    process.stdout.write(
+      `cancelled ${plural(settled.cancelled, 'waiting queue entry', 'waiting queue entries')} of ${plural(settled.queues, 'finished session')}${settled.failed > 0 ? `, ${settled.failed} failed` : ''}\n`,
+    );
     const total = taskIds.length > 0 ? taskIds.length : await countTasks(ctx);
     const progress = createProgressReporter();
     const started = Date.now();
@@ -30,7 +46,7 @@ export async function runReconcileCommand(config: ReconcileSettings, taskIds: st
     process.stdout.write(
       `reconciled ${plural(result.visited, 'task')} in ${((Date.now() - started) / 1000).toFixed(1)} s: ${result.drifted} drifted, ${result.repaired} repaired, ${result.failed} failed\n`,
     );
-    return result.failed > 0 ? 1 : 0;
+    return result.failed > 0 || settled.failed > 0 ? 1 : 0;
   });
 }
 
@@ -85,9 +101,32 @@ export async function runVerifyCommand(config: VerifySettings, taskIds: string[]
       },
     });
     progress.done();
-    process.stderr.write(`verified ${plural(result.visited, 'task')}: ${result.drifted} drifted\n`);
-    return result.drifted > 0 ? 1 : 0;
+    const finished = await listFinishedQueuesOf(ctx, taskIds);
+    for (const q of finished) {
+      process.stdout.write(
+        json
+          ? `${JSON.stringify({ task_id: q.taskId, kind: 'finished_queue', session_id: q.sessionId, reason: q.reason, waiting: q.waiting })}\n`
+          : `${q.taskId}\tfinished_queue\tsession=${q.sessionId}\treason=${q.reason}\twaiting=${q.waiting}\n`,
+      );
+    }
+    const waiting = finished.reduce((n, q) => n + q.waiting, 0);
+    process.stderr.write(
+      `verified ${plural(result.visited, 'task')}: ${result.drifted} drifted` +
+        (waiting > 0
+          ? `; ${plural(waiting, 'queue entry', 'queue entries')} of ${plural(finished.length, 'finished session')} still waiting (reconcile cancels them)`
+          : '') +
+        '\n',
+    );
+    return result.drifted > 0 || waiting > 0 ? 1 : 0;
   } finally {
     await db.destroy();
   }
+}
+
+/** Queues of finished sessions still holding waiting entries: of the named tasks, or of every task. */
+async function listFinishedQueuesOf(ctx: RepositoryContext, taskIds: string[]): Promise<FinishedQueue[]> {
+  const prompts = await openPromptStore(ctx);
+  if (taskIds.length === 0) return prompts.listFinishedQueues('all');
+  const lists = await Promise.all(taskIds.map((taskId) => prompts.listFinishedQueues({ taskId })));
+  return lists.flat();
 }

@@ -14,7 +14,8 @@ import { countStatusSummaries } from '../repository/projection/statusSummaries.j
 import type { ClarificationService } from '../services/clarifications/clarificationService.js';
 import type { Clock } from '../timestamps.js';
 import { NO_FAILPOINTS, type Failpoints } from '../failpoints.js';
-import { sessionToWake } from '../services/prompts/promptDispatchRules.js';
+import { queueScopeToSettle, sessionToWake } from '../services/prompts/promptDispatchRules.js';
+import type { EventData } from '../contract/envelope.js';
 import { assembleParts, createClarifications, createPromptServices, createPromptDelivery, createTasks } from './assembly.js';
 import { startComponents, type WorkerComponent } from './worker/component.js';
 import { consumerLagProbe } from './worker/consumerLagProbe.js';
@@ -108,7 +109,17 @@ async function startHoldingLock(deps: WorkerDeps & { config: StartWorkerSettings
   const { ctx, projector, topology, epoch } = parts;
   const clarifications = createClarifications(parts, { nc, respondDeadlineMs: config.respondDeadlineMs, logger });
   const failpoints = deps.failpoints ?? NO_FAILPOINTS;
-  const prompts = await createPromptDelivery(parts, { nc, config, logger, failpoints, owner: `${epoch}:${randomUUID()}`, metrics });
+  // The lifecycle comes with the services, built after the dispatcher they kick.
+  let settleQueue: (sessionId: string) => void = () => undefined;
+  const prompts = await createPromptDelivery(parts, {
+    nc,
+    config,
+    logger,
+    failpoints,
+    owner: `${epoch}:${randomUUID()}`,
+    metrics,
+    onUndeliverable: (sessionId) => settleQueue(sessionId),
+  });
   const metricsLog = logger.child({ component: 'metrics' });
   metrics.readPromptReceiptsFrom({
     read: () => prompts.countReceipts(),
@@ -118,10 +129,16 @@ async function startHoldingLock(deps: WorkerDeps & { config: StartWorkerSettings
   const promptServices = await createPromptServices(parts, { nc, config, logger, dispatch: prompts.dispatcher, failpoints });
   let serving = false;
 
+  const { queueLifecycle } = promptServices;
+  // The cancelled head's successors may be due now.
+  settleQueue = (sessionId) => void queueLifecycle.settle({ sessionId }).then(() => prompts.dispatcher.kick(sessionId));
   const handler = {
-    handleEvent(eventType: string, data: { session_id?: string; new_state?: unknown }) {
+    async handleEvent(eventType: string, data: EventData) {
       const session = sessionToWake(eventType, data);
       if (session) prompts.dispatcher.kick(session);
+      // Before the projection, so it already counts the cancelled entries gone.
+      const finished = queueScopeToSettle(eventType, data);
+      if (finished) await queueLifecycle.settle(finished);
       return projector.handleEvent(eventType, data);
     },
   };
@@ -171,7 +188,13 @@ async function startHoldingLock(deps: WorkerDeps & { config: StartWorkerSettings
     { name: 'event-consumer', start: () => consumer.start(), stop: () => consumer.stop() },
     promptDispatcherComponent({
       dispatcher: prompts.dispatcher,
-      reconcile: prompts.reconcile,
+      // Then the queues whose finishing event was missed: after the receipts, so an entry a dead
+      // owner held is waiting again and cancelled in the same pass.
+      reconcile: async (options) => {
+        const result = await prompts.reconcile(options);
+        await queueLifecycle.settle('all');
+        return result;
+      },
       reconcileEveryMs: config.reservationTtlMs,
       pollEveryMs: config.dispatchPollMs,
       logger,

@@ -113,7 +113,7 @@ export const ENDPOINT_TABLE = {
    * retry, never generated here): an `unavailable` reply (a timeout) means send the same request again.
    */
   sendMessage: { key: 'messageSend', name: 'message.send', request: messageSendSchema, reply: replyType<PromptReply>() },
-  /** Run: the comments to the task's current primary session. */
+  /** Run: the comments to the task's current primary session, direct when it is idle, queued for it when it is busy (`delivery_kind` says which). */
   runPlanComments: { key: 'planCommentRun', name: 'plan_comment.run', request: planCommentRunSchema, reply: replyType<PromptReply>() },
   /** Queues a prompt for `session_id`, delivered in turn by the dispatcher; `caller_id` as for sendMessage. */
   enqueue: { key: 'queueEnqueue', name: 'queue.enqueue', request: queueEnqueueSchema, reply: replyType<PromptReply>() },

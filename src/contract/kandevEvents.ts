@@ -13,6 +13,8 @@ export const MESSAGE_UPDATED = 'message.updated';
 export const MESSAGE_ADDED = 'message.added';
 export const TURN_STARTED = 'turn.started';
 export const TASK_SESSION_STATE_CHANGED = 'task_session.state_changed';
+export const TASK_UPDATED = 'task.updated';
+export const TASK_DELETED = 'task.deleted';
 export const CLARIFICATION_PRIMARY_ANSWERED = 'clarification.primary_answered';
 export const CLARIFICATION_STALE_DISMISSED = 'clarification.stale_dismissed';
 

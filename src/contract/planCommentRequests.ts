@@ -87,18 +87,18 @@ const sendShape = {
   attachment_owner_id: idSchema.optional(),
 };
 
-export const messageSendSchema = z.object(sendShape).strict();
-
 const model = storableTextSchema.refine((s) => s.length <= 256, { message: 'model must be at most 256 characters' });
 
-/** `queue.enqueue`: a send's body, plus the model and plan mode the dispatcher delivers the prompt with. */
-export const queueEnqueueSchema = z
-  .object({
-    ...sendShape,
-    model: model.optional(),
-    plan_mode: z.boolean().optional(),
-  })
-  .strict();
+/** The model and plan mode the agent takes the prompt with (direct or queued alike). */
+const promptOptions = {
+  model: model.optional(),
+  plan_mode: z.boolean().optional(),
+};
+
+export const messageSendSchema = z.object({ ...sendShape, ...promptOptions }).strict();
+
+/** `queue.enqueue`: a send's body, delivered by the dispatcher instead of at once. */
+export const queueEnqueueSchema = z.object({ ...sendShape, ...promptOptions }).strict();
 
 export const queueListSchema = z.object({ session_id: idSchema }).strict();
 export const queueRemoveSchema = z.object({ session_id: idSchema, queue_id: idSchema }).strict();
@@ -136,6 +136,7 @@ export const planCommentRunSchema = z
     caller_id: callerIdSchema,
     plan_comment_refs: refs.min(1, { message: 'Run carries at least one plan comment ref' }),
     content: content.default(''),
+    ...promptOptions,
   })
   .strict();
 

@@ -76,7 +76,9 @@ export function promptRequestFingerprint(identity: PromptIdentity): string {
   return fingerprintOf({
     caller_id: identity.callerId,
     ...target,
-    delivery_kind: identity.deliveryKind,
+    // A Run's kind is the service's choice (direct to an idle primary, queued behind a busy one),
+    // not the caller's: a replay of either is the same Run.
+    delivery_kind: 'sessionId' in identity.target ? identity.deliveryKind : 'routed',
     content: identity.content,
     refs: [...identity.refs].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : a.version - b.version)).map((r) => ({ id: r.id, version: r.version })),
     attachment_ids: [...identity.attachmentIds].sort(),

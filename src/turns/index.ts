@@ -4,3 +4,4 @@ export * from './liveClarification.js';
 export * from './newestDurableTurnId.js';
 export * from './pendingAction.js';
 export * from './planCommentPrompt.js';
+export * from './sessionStates.js';

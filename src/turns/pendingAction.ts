@@ -7,18 +7,6 @@
 export const PENDING_ACTIONS = ['clarification', 'permission'] as const;
 export type PendingAction = (typeof PENDING_ACTIONS)[number];
 
-export const SESSION_STATES = ['CREATED', 'STARTING', 'RUNNING', 'IDLE', 'WAITING_FOR_INPUT', 'COMPLETED', 'FAILED', 'CANCELLED'] as const;
-export type SessionState = (typeof SESSION_STATES)[number];
-
-export const TERMINAL_SESSION_STATES: readonly SessionState[] = ['COMPLETED', 'FAILED', 'CANCELLED'];
-
-/** Session states whose agent takes a prompt now (Kandev's PROMPTABLE): a direct prompt is accepted, and a receipt delivered, only in these. */
-export const PROMPTABLE_SESSION_STATES: readonly string[] = ['IDLE', 'WAITING_FOR_INPUT'] satisfies readonly SessionState[];
-
-export function isTerminalSessionState(state: string): boolean {
-  return (TERMINAL_SESSION_STATES as readonly string[]).includes(state);
-}
-
 /** Only sessions that can take input right now contribute to the task's pending state. */
 export function isInputCapableSessionState(state: string): boolean {
   return state === 'RUNNING' || state === 'WAITING_FOR_INPUT';

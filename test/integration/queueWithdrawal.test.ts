@@ -109,6 +109,27 @@ describeEachDialect('withdrawing queue entries on %s', (dialect) => {
     expect(await store.acceptPrompt({ ...input, content: 'something else' })).toMatchObject({ ok: false, reason: 'caller_id_conflict' });
   });
 
+  it('an entry given back after its transcript was written loses that transcript when removed, and its attachment comes back', async () => {
+    const task = await seedPlanTask(t.ctx);
+    const attachment = await stage(task);
+    const id = await enqueue(queued(task, { attachmentIds: [attachment], attachmentOwnerId: 'user-1' }));
+    const reservation = await receipts.reserveHead(task.sessionId, 'dispatcher-A', TTL);
+    const transcript = await receipts.persistTranscript(id, reservation!.token);
+    if (!transcript.ok) throw new Error(JSON.stringify(transcript));
+    expect(await t.ctx.knex('task_session_messages').where({ id }).first()).toBeDefined();
+    expect(await attachmentState(attachment)).toMatchObject({ state: 'claimed', message_id: id });
+    // The session went busy at the marker: the entry waits again, its transcript still linked.
+    await t.ctx.knex('task_sessions').where({ id: task.sessionId }).update({ state: 'RUNNING' });
+    expect(await receipts.markAttempted(id, reservation!.token, { retryAfterMs: 0 })).toMatchObject({ ok: false, reason: 'session_unavailable' });
+
+    const removed = await store.withdraw({ sessionId: task.sessionId, queueIds: [id], status: 'removed', reason: '' });
+
+    expect(removed).toMatchObject({ ok: true, withdrawn: [{ id, attachmentIds: [attachment] }] });
+    expect(await t.ctx.knex('task_session_messages').where({ id }).first()).toBeUndefined();
+    expect(await t.ctx.knex('task_session_turns').where({ id: transcript.turnId }).first()).toBeUndefined();
+    expect(await attachmentState(attachment)).toMatchObject({ state: 'staged', queue_id: '', message_id: '' });
+  });
+
   it('an entry being delivered is never removed, and a clear leaves it and takes the rest', async () => {
     const task = await seedPlanTask(t.ctx);
     const head = await enqueue(queued(task));

@@ -122,6 +122,11 @@ describe('request fingerprints', () => {
     for (const variant of variants) expect(promptRequestFingerprint(variant)).not.toBe(base);
   });
 
+  it("is the same for a Run delivered direct and one queued behind a busy primary: the kind is the service's choice", () => {
+    const run: PromptIdentity = { ...identity, target: { taskId: 't1', requirePrimary: true } };
+    expect(promptRequestFingerprint({ ...run, deliveryKind: 'queued' })).toBe(promptRequestFingerprint(run));
+  });
+
   it('derives a legacy comment id from task, session and draft, 64 hex digits after the prefix', () => {
     const id = legacyCommentId('t', 's', 'd');
     expect(id).toMatch(/^legacy:[0-9a-f]{64}$/);

@@ -1,16 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isPromptable, sessionToWake } from '../../src/services/prompts/promptDispatchRules.js';
-import { SESSION_STATES } from '../../src/turns/pendingAction.js';
-
-describe('isPromptable', () => {
-  it('takes a prompt only when the session is IDLE or WAITING_FOR_INPUT', () => {
-    expect(SESSION_STATES.filter(isPromptable)).toEqual(['IDLE', 'WAITING_FOR_INPUT']);
-  });
-
-  it('refuses a state it does not know', () => {
-    expect(isPromptable('PAUSED')).toBe(false);
-  });
-});
+import { queueScopeToSettle, sessionToWake } from '../../src/services/prompts/promptDispatchRules.js';
 
 describe('sessionToWake', () => {
   it('wakes the session that finished a turn', () => {
@@ -27,5 +16,26 @@ describe('sessionToWake', () => {
     expect(sessionToWake('turn.started', { session_id: 's1' })).toBeUndefined();
     expect(sessionToWake('message.added', { session_id: 's1' })).toBeUndefined();
     expect(sessionToWake('turn.completed', {})).toBeUndefined();
+  });
+});
+
+describe('queueScopeToSettle', () => {
+  it('settles a task on task.updated and task.deleted', () => {
+    expect(queueScopeToSettle('task.updated', { task_id: 't1' })).toEqual({ taskId: 't1' });
+    expect(queueScopeToSettle('task.deleted', { task_id: 't1' })).toEqual({ taskId: 't1' });
+    expect(queueScopeToSettle('task.updated', {})).toBeUndefined();
+  });
+
+  it.each(['COMPLETED', 'FAILED', 'CANCELLED'])('settles a session that moved to %s', (state) => {
+    expect(queueScopeToSettle('task_session.state_changed', { session_id: 's1', task_id: 't1', new_state: state })).toEqual({ sessionId: 's1' });
+  });
+
+  it.each(['IDLE', 'RUNNING', 'WAITING_FOR_INPUT', 'PAUSED', 'completed'])('leaves a session that moved to %s', (state) => {
+    expect(queueScopeToSettle('task_session.state_changed', { session_id: 's1', new_state: state })).toBeUndefined();
+  });
+
+  it('leaves every other event', () => {
+    expect(queueScopeToSettle('turn.completed', { session_id: 's1', task_id: 't1' })).toBeUndefined();
+    expect(queueScopeToSettle('message.queue.status_changed', { session_id: 's1', task_id: 't1' })).toBeUndefined();
   });
 });

@@ -1,5 +1,5 @@
 import type { SqlDialect } from '../dialect.js';
-import { TERMINAL_SESSION_STATES } from '../../turns/pendingAction.js';
+import { TERMINAL_SESSION_STATES } from '../../turns/sessionStates.js';
 
 /** SQL fragments shared by the pending-action and clarification reads and writes. */
 

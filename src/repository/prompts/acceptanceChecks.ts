@@ -4,14 +4,8 @@ import { badRequest, commentsChanged, conflict, notFound } from '../planComments
 import { toPlanCommentRecord, type PlanCommentRecord } from '../planComments/planCommentRows.js';
 import type { PlanCommentSchema, ReceiptTable } from '../schema/planCommentTables.js';
 import { lockSessionTurnWrites } from '../sessionLocks.js';
-import {
-  PROMPTABLE_SESSION_STATES,
-  QUEUEABLE_SESSION_STATES,
-  type AcceptPromptInput,
-  type AcceptPromptResult,
-  type DeliveryKind,
-  type PlanCommentRef,
-} from './acceptedPrompt.js';
+import { ACTIVE_SESSION_STATES, PROMPTABLE_SESSION_STATES } from '../../turns/sessionStates.js';
+import type { AcceptPromptInput, AcceptPromptResult, DeliveryKind, PlanCommentRef } from './acceptedPrompt.js';
 import { countWaitingQueuedPrompts } from './queuedPrompts.js';
 import { priorAcceptance, replayOutcome } from './promptReplay.js';
 import { expandPrompt } from './promptExpansion.js';
@@ -139,7 +133,7 @@ async function lockSession(tx: RepositoryContext, req: AcceptanceRequest, taskId
   const state = String(session.state);
   const eligible =
     req.kind === 'queued'
-      ? QUEUEABLE_SESSION_STATES.includes(state)
+      ? ACTIVE_SESSION_STATES.includes(state)
       : PROMPTABLE_SESSION_STATES.includes(state) && (req.input.expectedSessionState === undefined || state === req.input.expectedSessionState);
   if (!eligible) return conflict('session_unavailable', `session ${sessionId} is ${state}`, { state });
   return { sessionId };

@@ -11,6 +11,7 @@ import { attachmentSummaries, insertPromptReceipt } from './promptReceipts.js';
 import { insertPromptTranscript } from './promptTranscript.js';
 import { CONSUMED_COMMENTS_KEY, consumedCommentsMetadata, TYPED_CONTENT_KEY } from './consumedComments.js';
 import { bumpQueueRevision } from './queueRevision.js';
+import { PRIMARY_ONLY_KEY } from './primaryGuard.js';
 
 /**
  * The accepting transaction's writes, after every check passed: consume the comments, claim the
@@ -144,6 +145,7 @@ async function writeQueuedReceipt(
         // an edit of the typed text expands them again with the new text (queueEdits.ts).
         [CONSUMED_COMMENTS_KEY]: consumedCommentsMetadata(a.comments),
         [TYPED_CONTENT_KEY]: req.input.content,
+        ...(req.input.target.kind === 'primary' ? { [PRIMARY_ONLY_KEY]: true } : {}),
       },
       transcriptMessageId: null,
       transcriptTurnId: null,

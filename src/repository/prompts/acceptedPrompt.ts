@@ -1,17 +1,7 @@
 import type { BadRequest, Conflict, NotFound, Unavailable } from '../planComments/planCommentOutcomes.js';
 import type { PlanCommentSnapshot } from '../planComments/planCommentRows.js';
-import { isTerminalSessionState, SESSION_STATES } from '../../turns/pendingAction.js';
 
-/** What the accepting transaction (promptAcceptance.ts) takes and gives, and the session states each delivery kind needs. */
-
-export { PROMPTABLE_SESSION_STATES } from '../../turns/pendingAction.js';
-
-/**
- * Session states a queued prompt may be accepted in (Kandev's ACTIVE): every known state but the
- * terminal ones (COMPLETED, FAILED, CANCELLED), whose agent will never take a prompt again. A
- * state this service does not know (a newer producer's) refuses too: it cannot tell it is live.
- */
-export const QUEUEABLE_SESSION_STATES: readonly string[] = SESSION_STATES.filter((state) => !isTerminalSessionState(state));
+/** What the accepting transaction (promptAcceptance.ts) takes and gives; the session states each delivery kind needs are turns/sessionStates.ts's. */
 
 export type DeliveryKind = 'direct' | 'queued';
 

@@ -3,11 +3,12 @@ import { findActiveClarificationMessages } from '../clarifications/clarification
 import { rawRows, storedNow, beginOrJoin, type RepositoryContext } from '../context.js';
 import { TURN_META_PROMPT_DISPATCH_ATTEMPTED, TURN_META_PROMPT_DISPATCH_PENDING } from '../turns/currentTurnAuthority.js';
 import { toPromptReceiptRecord, writtenNow, type PromptReceiptRecord } from '../planComments/planCommentRows.js';
-import { PROMPTABLE_SESSION_STATES } from './acceptedPrompt.js';
+import { PROMPTABLE_SESSION_STATES } from '../../turns/sessionStates.js';
 import { headOrder, RESERVATION_LOST, releaseReservation, type ReservationLost } from './promptReservations.js';
 import { toMessageRecord, type MessageRecord } from '../rowMapping.js';
 import type { ReceiptTable } from '../schema/planCommentTables.js';
 import { pausedPredicate } from './queueAutoRun.js';
+import { primaryGuardBroken } from './primaryGuard.js';
 import { lockSessionTurnWrites } from '../sessionLocks.js';
 import { patchTurnMetadata } from '../turns/turns.js';
 import { isLiveClarification } from '../../turns/liveClarification.js';
@@ -128,24 +129,42 @@ export function persistPromptTranscript(
 }
 
 /** Why a receipt may not be delivered now: the task or the session is not eligible. */
-type MarkRefusal = 'task_inactive' | 'session_unavailable' | 'live_clarification' | 'queue_paused';
+type MarkRefusal = 'task_inactive' | 'session_unavailable' | 'live_clarification' | 'queue_paused' | 'primary_session_changed';
 
 export type Eligibility = { ok: true; state: string; passthrough: boolean } | { ok: false; reason: MarkRefusal; state?: string };
 
+/** The receipt whose eligibility is asked: the columns the rule reads. */
+interface EligibilityTarget {
+  id: string;
+  taskId: string;
+  sessionId: string;
+  deliveryKind: string;
+}
+
 /**
- * Whether a receipt of `deliveryKind` may be delivered to the session now: the task
- * exists and is not archived; for a queued receipt, the session's current turn holds no live
- * clarification (the guard's rule, `isLiveClarification`: detached ones do not block); the session
- * is promptable. The marker's transaction decides it under its locks; the dispatcher also asks before writing a queued
- * row's transcript, so a busy session never gets a second prompt's turn while it works on one.
+ * Whether a receipt may be delivered to the session now: the task exists and is not archived; a
+ * Run guarded to the primary (primaryGuard.ts) still has its session as the primary; for a queued
+ * receipt, the session's current turn holds no live clarification (the guard's rule,
+ * `isLiveClarification`: detached ones do not block); the session is promptable. The marker's
+ * transaction decides it under its locks; the dispatcher also asks before writing a queued row's
+ * transcript, so a busy session never gets a second prompt's turn while it works on one.
  */
-async function promptEligibility(ctx: RepositoryContext, taskId: string, sessionId: string, deliveryKind: string): Promise<Eligibility> {
+async function promptEligibility(ctx: RepositoryContext, table: ReceiptTable, target: EligibilityTarget): Promise<Eligibility> {
+  const { taskId, sessionId } = target;
   const task = (await rawRows<Row>(ctx, `SELECT archived_at FROM tasks WHERE id = ?${ctx.dialect.forUpdate}`, [taskId]))[0];
   if (!task || (task.archived_at !== null && task.archived_at !== undefined)) return { ok: false, reason: 'task_inactive' };
-  if (deliveryKind !== 'direct' && (await findActiveClarificationMessages(ctx, sessionId)).some(isLiveClarification))
-    return { ok: false, reason: 'live_clarification' };
-  const session = (await rawRows<Row>(ctx, `SELECT state, is_passthrough FROM task_sessions WHERE id = ? AND task_id = ?`, [sessionId, taskId]))[0];
+  const session = (
+    await rawRows<Row>(
+      ctx,
+      `SELECT s.state, s.is_passthrough, CASE WHEN ${primaryGuardBroken(ctx.dialect, 'q', 's')} THEN 1 ELSE 0 END AS guard_broken
+         FROM task_sessions s JOIN ${table} q ON q.id = ? WHERE s.id = ? AND s.task_id = ?`,
+      [target.id, sessionId, taskId],
+    )
+  )[0];
   const state = session ? String(session.state) : '';
+  if (session && Number(session.guard_broken) === 1) return { ok: false, reason: 'primary_session_changed', state };
+  if (target.deliveryKind !== 'direct' && (await findActiveClarificationMessages(ctx, sessionId)).some(isLiveClarification))
+    return { ok: false, reason: 'live_clarification' };
   if (!session || !PROMPTABLE_SESSION_STATES.includes(state)) return { ok: false, reason: 'session_unavailable', state };
   return { ok: true, state, passthrough: Number(session.is_passthrough ?? 0) === 1 };
 }
@@ -159,14 +178,14 @@ async function promptEligibility(ctx: RepositoryContext, taskId: string, session
 export async function headEligibility(ctx: RepositoryContext, table: ReceiptTable, sessionId: string, honourPause: boolean): Promise<Eligibility | undefined> {
   const rows = await rawRows<Row>(
     ctx,
-    `SELECT h.task_id, h.delivery_kind, CASE WHEN ${pausedPredicate(honourPause, 'h.session_id')} THEN 1 ELSE 0 END AS paused
+    `SELECT h.id, h.task_id, h.delivery_kind, CASE WHEN ${pausedPredicate(honourPause, 'h.session_id')} THEN 1 ELSE 0 END AS paused
        FROM ${table} h WHERE h.session_id = ? AND h.delivery_attempted_at IS NULL ORDER BY ${headOrder(ctx.dialect)} LIMIT 1`,
     [sessionId],
   );
   const head = rows[0];
   if (!head) return undefined;
   if (String(head.delivery_kind) === 'queued' && Number(head.paused) === 1) return { ok: false, reason: 'queue_paused' };
-  return promptEligibility(ctx, String(head.task_id), sessionId, String(head.delivery_kind));
+  return promptEligibility(ctx, table, { id: String(head.id), taskId: String(head.task_id), sessionId, deliveryKind: String(head.delivery_kind) });
 }
 
 /** The marker's eligibility check, outside its transaction: the receipt's reservation must be live, then `promptEligibility`. */
@@ -179,7 +198,7 @@ export async function checkPromptEligibility(ctx: RepositoryContext, table: Rece
   );
   const row = rows[0];
   if (!row) return RESERVATION_LOST;
-  return promptEligibility(ctx, String(row.task_id), String(row.session_id), String(row.delivery_kind));
+  return promptEligibility(ctx, table, { id, taskId: String(row.task_id), sessionId: String(row.session_id), deliveryKind: String(row.delivery_kind) });
 }
 
 export type MarkResult =
@@ -216,7 +235,7 @@ export function markPromptDeliveryAttempted(ctx: RepositoryContext, table: Recei
       await releaseReservation(tx, table, id, token, { retryAfterMs: options.retryAfterMs, error: reason, countsAsAttempt: false });
       return state === undefined ? { ok: false, reason } : { ok: false, reason, state };
     };
-    const eligible = await promptEligibility(tx, taskId, sessionId, receipt.deliveryKind);
+    const eligible = await promptEligibility(tx, table, { id, taskId, sessionId, deliveryKind: receipt.deliveryKind });
     if (!eligible.ok) return refuse(eligible.reason, eligible.state);
     const states = tx.dialect.inList('state', PROMPTABLE_SESSION_STATES);
     const claimed = await rawRows(

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { rawRows, beginOrJoin, type RepositoryContext } from '../context.js';
 import { toPromptReceiptRecord, type PromptReceiptRecord } from '../planComments/planCommentRows.js';
-import { PROMPTABLE_SESSION_STATES } from './acceptedPrompt.js';
+import { PROMPTABLE_SESSION_STATES } from '../../turns/sessionStates.js';
 import type { SqlDialect } from '../dialect.js';
 import type { ReceiptTable } from '../schema/planCommentTables.js';
 import { lockSessionTurnWrites } from '../sessionLocks.js';

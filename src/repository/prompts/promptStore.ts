@@ -6,6 +6,7 @@ import { acceptPrompt, type AcceptPromptInput, type AcceptPromptResult } from '.
 import { countWaitingQueuedPrompts, listWaitingQueuedPrompts } from './queuedPrompts.js';
 import { readAutoRun, writeAutoRun } from './queueAutoRun.js';
 import { lockSessionQueue } from './sessionQueue.js';
+import { cancelFinishedQueue, listFinishedQueues, type CancelFinishedResult, type FinishedQueue, type FinishedScope } from './finishedQueues.js';
 import { withdrawQueueEntries, type WithdrawInput, type WithdrawResult } from './queueWithdrawal.js';
 import { readQueueRevision } from './queueRevision.js';
 import {
@@ -20,6 +21,7 @@ import {
 export type { AcceptedPrompt, AcceptPromptInput, AcceptPromptResult, PlanCommentRef, PromptTarget } from './promptAcceptance.js';
 export type { PromptReceiptRecord } from '../planComments/planCommentRows.js';
 export type { WithdrawInput } from './queueWithdrawal.js';
+export type { FinishedQueue, FinishedScope } from './finishedQueues.js';
 
 /** A session's waiting queued prompts (queuedPrompts.ts), in queue order, at the queue's revision. */
 type QueueListResult = { ok: true; taskId: string; entries: PromptReceiptRecord[]; revision: number; autoRun: boolean } | NotFound | Unavailable;
@@ -51,6 +53,10 @@ export interface PromptStore {
   reorderQueue(input: ReorderQueueInput): Promise<ReorderQueueResult>;
   /** Pauses or resumes the session's automatic queue delivery, durably (queueAutoRun.ts). */
   setAutoRun(sessionId: string, autoRun: boolean): Promise<SetAutoRunResult>;
+  /** Queues of the scope whose waiting entries can never be delivered (finishedQueues.ts); none without a receipt table. */
+  listFinishedQueues(scope: FinishedScope): Promise<FinishedQueue[]>;
+  /** Cancels a finished queue's waiting entries if it still is finished (finishedQueues.ts). */
+  cancelFinishedQueue(taskId: string, sessionId: string): Promise<CancelFinishedResult>;
 }
 
 /** The store over `ctx`, for a database whose tables `schema` describes (`detectPlanCommentSchema`). */
@@ -70,6 +76,8 @@ export function createPromptStore(ctx: RepositoryContext, schema: PlanCommentSch
       return { ok: true, taskId: String(session.task_id), entries, revision, autoRun: await readAutoRun(ctx, schema.queueState, sessionId) };
     },
     withdraw: (input) => withdrawQueueEntries(ctx, schema, input),
+    listFinishedQueues: (scope) => (schema.receiptTable ? listFinishedQueues(ctx, schema.receiptTable, scope) : Promise.resolve([])),
+    cancelFinishedQueue: (taskId, sessionId) => cancelFinishedQueue(ctx, schema, taskId, sessionId),
     updateQueueEntry: (input) => updateQueueEntry(ctx, schema, input),
     reorderQueue: (input) => reorderQueue(ctx, schema, input),
     async setAutoRun(sessionId, autoRun) {

@@ -1,4 +1,6 @@
-import type { RepositoryContext } from '../context.js';
+import { rawRows, type RepositoryContext } from '../context.js';
+import type { PromptReceiptRecord } from '../planComments/planCommentRows.js';
+import type { ReceiptTable } from '../schema/planCommentTables.js';
 import { TURN_META_PROMPT_DISPATCH_PENDING } from '../turns/currentTurnAuthority.js';
 import { writtenNow } from '../planComments/planCommentRows.js';
 import { nextPromptSeq } from './promptSeq.js';
@@ -41,4 +43,31 @@ export async function insertPromptTranscript(tx: RepositoryContext, input: Promp
     prompt_seq: promptSeq,
   });
   return { turnId: turn.id, promptSeq };
+}
+
+/**
+ * Takes back the transcript of a queued entry that was never attempted: its dispatcher wrote it,
+ * then gave the entry back (the session went busy at the marker), and now the entry is withdrawn
+ * or edited. The agent never saw it, so the user message and its reserved turn go, the
+ * attachments' link to the message is cleared and the entry is unlinked; an edited entry's next
+ * delivery writes a fresh transcript with the new text. Returns the message id that went, if any.
+ */
+export async function dropUnsentTranscript(tx: RepositoryContext, table: ReceiptTable, receipt: PromptReceiptRecord): Promise<string | undefined> {
+  const messageId = receipt.transcriptMessageId;
+  if (messageId === null) return undefined;
+  await rawRows(tx, `DELETE FROM task_session_messages WHERE id = ?`, [messageId]);
+  if (receipt.transcriptTurnId !== null) {
+    await rawRows(
+      tx,
+      `DELETE FROM task_session_turns WHERE id = ? AND ${tx.dialect.jsonFlag('metadata', TURN_META_PROMPT_DISPATCH_PENDING)}
+          AND NOT EXISTS (SELECT 1 FROM task_session_messages m WHERE m.turn_id = task_session_turns.id)`,
+      [receipt.transcriptTurnId],
+    );
+  }
+  await tx
+    .knex('task_message_attachments')
+    .where({ queue_id: receipt.id, message_id: messageId })
+    .update({ message_id: '', updated_at: writtenNow(tx) });
+  await rawRows(tx, `UPDATE ${table} SET durable_transcript_message_id = NULL, durable_transcript_turn_id = NULL WHERE id = ?`, [receipt.id]);
+  return messageId;
 }

@@ -1,3 +1,4 @@
+import { dropUnsentTranscript } from './promptTranscript.js';
 import { beginOrNest, rawRows, type RepositoryContext } from '../context.js';
 import { claimAttachments, releaseQueuedAttachments } from '../attachments/attachments.js';
 import {
@@ -145,6 +146,8 @@ export async function updateQueueEntry(ctx: RepositoryContext, schema: PlanComme
         return queueChanged(tx, table, sessionId, `queue entry ${queueId} is at version ${receipt.version}, not ${input.version}`);
       const expanded = input.content === undefined ? { prompt: receipt.content } : reexpanded(receipt, input.content);
       if ('ok' in expanded) return expanded;
+      // A transcript its dispatcher wrote before giving it back holds the old text: the next delivery writes the new one.
+      await dropUnsentTranscript(tx, table, receipt);
       const heldIds = (await tx.knex('task_message_attachments').select('id').where({ queue_id: queueId, state: 'claimed' })).map((r) => String(r.id));
       const newIds = (input.attachmentIds ?? []).filter((id) => !heldIds.includes(id));
       if (newIds.length > 0 && !input.attachmentOwnerId) return badRequest('attachment_owner_required', 'attachment ids need the owner that staged them');

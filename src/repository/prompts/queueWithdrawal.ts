@@ -2,9 +2,10 @@ import { beginOrNest, rawRows, type RepositoryContext } from '../context.js';
 import { releaseQueuedAttachments } from '../attachments/attachments.js';
 import { conflict, notFound, unavailable, type Conflict, type NotFound, type Unavailable } from '../planComments/planCommentOutcomes.js';
 import type { PlanCommentSnapshot, PromptReceiptRecord } from '../planComments/planCommentRows.js';
-import type { PlanCommentSchema } from '../schema/planCommentTables.js';
+import type { PlanCommentSchema, ReceiptTable } from '../schema/planCommentTables.js';
 import { readConsumedComments, returnConsumedComments } from './consumedComments.js';
 import { recordPromptOutcome } from './promptOutcomes.js';
+import { dropUnsentTranscript } from './promptTranscript.js';
 import { countWaitingQueuedPrompts } from './queuedPrompts.js';
 import { lockQueueEntries, lockSessionQueue } from './sessionQueue.js';
 import { bumpQueueRevision, readQueueRevision } from './queueRevision.js';
@@ -75,46 +76,63 @@ export function withdrawQueueEntries(ctx: RepositoryContext, schema: PlanComment
         }) as Extract<Conflict, { reason: 'entry_in_flight' }>;
     }
     const targets = found.filter((f) => f.waiting).map((f) => f.receipt);
-    targets.sort((a, b) => a.position - b.position || (a.id < b.id ? -1 : 1));
-    if (targets.length === 0) {
-      const revision = await readQueueRevision(tx, sessionId);
-      const count = await countWaitingQueuedPrompts(tx, table, sessionId);
-      return { ok: true, taskId, sessionId, withdrawn: [], returnedCommentIds: [], droppedCommentIds: [], snapshot: null, revision, count };
-    }
-    const consumed = targets.map((r) => ({ receipt: r, ...readConsumedComments(r.metadata) }));
-    const back = await returnConsumedComments(
-      tx,
-      taskId,
-      consumed.flatMap((c) => c.comments),
-    );
-    const dropped = [...back.dropped, ...consumed.flatMap((c) => c.unreadable)];
-    const withdrawn: WithdrawnEntry[] = [];
-    for (const { receipt, comments, unreadable } of consumed) {
-      await rawRows(tx, `DELETE FROM ${table} WHERE id = ?`, [receipt.id]);
-      const attachmentIds = await releaseQueuedAttachments(tx, receipt.id);
-      const own = new Set(comments.map((c) => c.id));
-      await recordPromptOutcome(tx, {
-        id: receipt.id,
-        sessionId,
-        taskId,
-        deliveryKind: 'queued',
-        status: input.status,
-        reason: input.reason,
-        fingerprint: fingerprintOf(receipt),
-        detail: {
-          position: receipt.position,
-          consumed_comment_ids: [...comments.map((c) => c.id), ...unreadable],
-          returned_comment_ids: back.returned.filter((id) => own.has(id)),
-          dropped_comment_ids: [...back.dropped.filter((id) => own.has(id)), ...unreadable],
-          attachment_ids: attachmentIds,
-        },
-      });
-      withdrawn.push({ id: receipt.id, position: receipt.position, content: receipt.content, attachmentIds });
-    }
-    const revision = await bumpQueueRevision(tx, sessionId);
-    const count = await countWaitingQueuedPrompts(tx, table, sessionId);
-    return { ok: true, taskId, sessionId, withdrawn, returnedCommentIds: back.returned, droppedCommentIds: dropped, snapshot: back.snapshot, revision, count };
+    return withdrawLocked(tx, table, { taskId, sessionId, targets, status: input.status, reason: input.reason });
   });
+}
+
+type Withdrawn = Extract<WithdrawResult, { ok: true }>;
+
+/**
+ * Withdraws `targets` (waiting entries of the session, already row-locked by the caller under the
+ * queue's locks): deletes each receipt, records its outcome, returns its comments and attachments,
+ * and moves the queue's revision once when anything went.
+ */
+export async function withdrawLocked(
+  tx: RepositoryContext,
+  table: ReceiptTable,
+  input: { taskId: string; sessionId: string; targets: PromptReceiptRecord[]; status: WithdrawInput['status']; reason: string },
+): Promise<Withdrawn> {
+  const { taskId, sessionId } = input;
+  const targets = [...input.targets].sort((a, b) => a.position - b.position || (a.id < b.id ? -1 : 1));
+  if (targets.length === 0) {
+    const revision = await readQueueRevision(tx, sessionId);
+    const count = await countWaitingQueuedPrompts(tx, table, sessionId);
+    return { ok: true, taskId, sessionId, withdrawn: [], returnedCommentIds: [], droppedCommentIds: [], snapshot: null, revision, count };
+  }
+  const consumed = targets.map((r) => ({ receipt: r, ...readConsumedComments(r.metadata) }));
+  const back = await returnConsumedComments(
+    tx,
+    taskId,
+    consumed.flatMap((c) => c.comments),
+  );
+  const dropped = [...back.dropped, ...consumed.flatMap((c) => c.unreadable)];
+  const withdrawn: WithdrawnEntry[] = [];
+  for (const { receipt, comments, unreadable } of consumed) {
+    await dropUnsentTranscript(tx, table, receipt);
+    await rawRows(tx, `DELETE FROM ${table} WHERE id = ?`, [receipt.id]);
+    const attachmentIds = await releaseQueuedAttachments(tx, receipt.id);
+    const own = new Set(comments.map((c) => c.id));
+    await recordPromptOutcome(tx, {
+      id: receipt.id,
+      sessionId,
+      taskId,
+      deliveryKind: 'queued',
+      status: input.status,
+      reason: input.reason,
+      fingerprint: fingerprintOf(receipt),
+      detail: {
+        position: receipt.position,
+        consumed_comment_ids: [...comments.map((c) => c.id), ...unreadable],
+        returned_comment_ids: back.returned.filter((id) => own.has(id)),
+        dropped_comment_ids: [...back.dropped.filter((id) => own.has(id)), ...unreadable],
+        attachment_ids: attachmentIds,
+      },
+    });
+    withdrawn.push({ id: receipt.id, position: receipt.position, content: receipt.content, attachmentIds });
+  }
+  const revision = await bumpQueueRevision(tx, sessionId);
+  const count = await countWaitingQueuedPrompts(tx, table, sessionId);
+  return { ok: true, taskId, sessionId, withdrawn, returnedCommentIds: back.returned, droppedCommentIds: dropped, snapshot: back.snapshot, revision, count };
 }
 
 function fingerprintOf(receipt: PromptReceiptRecord): string {

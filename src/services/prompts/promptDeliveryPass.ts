@@ -41,6 +41,16 @@ export interface DeliveryPassDeps {
   ineligibleRetryMs: number;
   /** The wait before a receipt whose delivery failed before its marker is tried again. */
   releaseBackoffMs(attempts: number): number;
+  /**
+   * Told when the session's head can never be delivered (a Run guarded to a session that is no
+   * longer the primary): the worker has the queue lifecycle cancel it, its comments returned.
+   */
+  onUndeliverable?(sessionId: string): void;
+}
+
+/** A refusal that no later pass can lift: the entry must go, not wait. */
+function refusedForGood(deps: DeliveryPassDeps, sessionId: string, reason: string): void {
+  if (reason === 'primary_session_changed') deps.onUndeliverable?.(sessionId);
 }
 
 /**
@@ -148,6 +158,7 @@ async function reserveEligibleHead(deps: DeliveryPassDeps, log: Logger, sessionI
   if (!ready.ok) {
     log.debug({ sessionId, reason: ready.reason }, 'head prompt receipt not eligible yet');
     options.onRefused?.(ready.reason);
+    refusedForGood(deps, sessionId, ready.reason);
     return undefined;
   }
   return deps.store.reserveHead(sessionId, deps.owner, deps.reservationTtlMs, head);
@@ -195,6 +206,7 @@ async function recheckUnderReservation(pass: Pass): Promise<DeliveryOutcome | un
     const released = await deps.store.release(receipt.id, token, { retryAfterMs: deps.ineligibleRetryMs, error: eligible.reason, countsAsAttempt: false });
     if (!released.ok) return lost(pass, 'release');
     pass.log.debug({ reason: eligible.reason }, 'prompt receipt not eligible yet');
+    refusedForGood(deps, pass.sessionId, eligible.reason);
     return 'released';
   }
   pass.issue(() => queueStatus(pass, `reserved:${receipt.deliveryAttempts}`));
@@ -234,6 +246,7 @@ async function markAttempted(pass: Pass): Promise<DeliveryOutcome | undefined> {
     if (mark.reason === 'reservation_lost') return lost(pass, 'marker');
     pass.log.info({ reason: mark.reason }, 'prompt receipt released at its delivery marker');
     pass.issue(() => queueStatus(pass, `released:${receipt.deliveryAttempts}`));
+    refusedForGood(deps, pass.sessionId, mark.reason);
     return 'released';
   }
   pass.marker = mark;

@@ -64,6 +64,8 @@ export interface PromptQueue {
   reorder(request: z.output<typeof queueReorderSchema>): Promise<EndpointReplyOf<'reorderQueue'>>;
   setAutoRun(request: z.output<typeof queueSetAutoRunSchema>): Promise<EndpointReplyOf<'setQueueAutoRun'>>;
   drain(request: z.output<typeof queueDrainSchema>): Promise<EndpointReplyOf<'drainQueue'>>;
+  /** A queued prompt the caller addressed itself (a Run behind a busy primary): accepted, kicked and published like an enqueue. */
+  admit(input: Omit<AcceptPromptInput, 'deliveryKind' | 'queueMaxPerSession'> & { target: { taskId: string } }): Promise<EndpointReplyOf<'enqueue'>>;
 }
 
 export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
@@ -75,39 +77,24 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
     async enqueue(r) {
       const session = await targets.session(r.session_id);
       if (!session) return reasoned('not_found', 'session_not_found', `session ${r.session_id} does not exist`);
-      const input: AcceptPromptInput = {
-        callerId: r.caller_id,
-        target: { kind: 'session', sessionId: r.session_id, taskId: session.taskId },
-        deliveryKind: 'queued',
-        queueMaxPerSession: max,
-        content: r.content,
-        planCommentRefs: r.plan_comment_refs ?? [],
-        attachmentIds: r.attachment_ids,
-        attachmentOwnerId: r.attachment_owner_id,
-        model: r.model,
-        planMode: r.plan_mode,
-      };
-      let accepted: AcceptPromptResult;
-      if ((r.plan_comment_refs ?? []).length > 0) {
-        const outcome = await promptWrites.mutate(session.taskId, (store) => store.acceptPrompt(input));
-        if (!outcome.ok) return lockTimeoutFailure(outcome, session.taskId);
-        accepted = outcome.value;
-      } else {
-        accepted = await prompts.acceptPrompt(input);
-      }
-      if (!accepted.ok) return storeFailure(accepted);
-      const reply = admissionPayload(accepted);
-      if (!accepted.replayed) {
-        // The kick first: delivery need not wait for the events, which are hints for the summary.
-        deps.dispatch.kick(accepted.sessionId);
-        if (accepted.consumedCommentIds.length > 0 && reply.plan_comments) deps.publishComments(reply.plan_comments);
-        const session = { sessionId: accepted.sessionId, taskId: accepted.taskId };
-        await publishOrRefresh(deps.queueEvents, log, accepted.taskId, [
-          queueStatusChanged(session, accepted.queueCount ?? 0, max, `${accepted.receiptId}:enqueued`),
-        ]);
-      }
-      return reply;
+      return admit(
+        {
+          callerId: r.caller_id,
+          target: { kind: 'session', sessionId: r.session_id, taskId: session.taskId },
+          deliveryKind: 'queued',
+          queueMaxPerSession: max,
+          content: r.content,
+          planCommentRefs: r.plan_comment_refs ?? [],
+          attachmentIds: r.attachment_ids,
+          attachmentOwnerId: r.attachment_owner_id,
+          model: r.model,
+          planMode: r.plan_mode,
+        },
+        session.taskId,
+      );
     },
+
+    admit: (input) => admit({ ...input, deliveryKind: 'queued', queueMaxPerSession: max }, input.target.taskId),
 
     async list({ session_id }) {
       const listed = await prompts.listQueue(session_id);
@@ -164,6 +151,30 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
       return { ok: true, entries: reordered.entries.map(queueEntryPayload), revision: reordered.revision };
     },
   };
+
+  /** One queued prompt, from the accepting transaction to the reply; a new one kicks, and publishes what changed. */
+  async function admit(input: AcceptPromptInput, taskId: string): Promise<EndpointReplyOf<'enqueue'>> {
+    let accepted: AcceptPromptResult;
+    if ((input.planCommentRefs ?? []).length > 0) {
+      const outcome = await promptWrites.mutate(taskId, (store) => store.acceptPrompt(input));
+      if (!outcome.ok) return lockTimeoutFailure(outcome, taskId);
+      accepted = outcome.value;
+    } else {
+      accepted = await prompts.acceptPrompt(input);
+    }
+    if (!accepted.ok) return storeFailure(accepted);
+    const reply = admissionPayload(accepted);
+    if (!accepted.replayed) {
+      // The kick first: delivery need not wait for the events, which are hints for the summary.
+      deps.dispatch.kick(accepted.sessionId);
+      if (accepted.consumedCommentIds.length > 0 && reply.plan_comments) deps.publishComments(reply.plan_comments);
+      const session = { sessionId: accepted.sessionId, taskId: accepted.taskId };
+      await publishOrRefresh(deps.queueEvents, log, accepted.taskId, [
+        queueStatusChanged(session, accepted.queueCount ?? 0, max, `${accepted.receiptId}:enqueued`),
+      ]);
+    }
+    return reply;
+  }
 
   async function drainHead({ session_id }: z.output<typeof queueDrainSchema>): Promise<EndpointReplyOf<'drainQueue'>> {
     const session = await targets.session(session_id);

@@ -27,6 +27,7 @@ import type { SummaryPorts } from '../publishOrRefresh.js';
 import { createPromptQueue } from './promptQueue.js';
 import type { PromptTargets } from './promptTargets.js';
 import type { TurnStartHook } from './turnStartHook.js';
+import { sessionStateRule } from '../../turns/sessionStates.js';
 
 /**
  * The prompt endpoints: `message.send` (to exactly the session named), `plan_comment.run` (to the
@@ -97,6 +98,8 @@ interface DirectPrompt {
   content: string;
   attachmentIds?: string[];
   attachmentOwnerId?: string;
+  model?: string;
+  planMode?: boolean;
   /** Resolves the target session for the preflight; a failure reply ends the send. */
   resolve(): Promise<ResolvedTarget | ReasonedFailure>;
   target(preflightSessionId?: string): PromptTarget;
@@ -112,6 +115,8 @@ function acceptInput(p: DirectPrompt, target: PromptTarget, expectedSessionState
     planCommentRefs: p.refs,
     attachmentIds: p.attachmentIds,
     attachmentOwnerId: p.attachmentOwnerId,
+    model: p.model,
+    planMode: p.planMode,
     expectedSessionState,
   };
 }
@@ -209,6 +214,8 @@ export function createPromptService(deps: PromptServiceDeps): PromptService {
         content: r.content,
         attachmentIds: r.attachment_ids,
         attachmentOwnerId: r.attachment_owner_id,
+        model: r.model,
+        planMode: r.plan_mode,
         async resolve() {
           const archived = await targets.archived(session.taskId);
           if (archived === undefined) return notFound('task_not_found', `task ${session.taskId} does not exist`);
@@ -222,11 +229,30 @@ export function createPromptService(deps: PromptServiceDeps): PromptService {
     },
 
     async run(r) {
+      const planMode = r.plan_mode ?? true;
+      // A busy primary: a queued entry guarded to it. A resend is answered from what was accepted,
+      // whichever way it went; an idle primary, or none, is the direct path and its refusals.
+      if (!(await targets.callerIdUsed(r.caller_id))) {
+        const task = await targets.task(r.task_id);
+        const primary = task && !task.archived ? task.primary : null;
+        if (primary && !primary.promptable && sessionStateRule(primary.state).active) {
+          return queue.admit({
+            callerId: r.caller_id,
+            target: { kind: 'primary', taskId: r.task_id, expectedSessionId: primary.sessionId },
+            content: r.content,
+            planCommentRefs: r.plan_comment_refs,
+            model: r.model,
+            planMode,
+          });
+        }
+      }
       return directPrompt({
         callerId: r.caller_id,
         taskId: r.task_id,
         refs: r.plan_comment_refs,
         content: r.content,
+        model: r.model,
+        planMode,
         async resolve() {
           const task = await targets.task(r.task_id);
           if (!task) return notFound('task_not_found', `task ${r.task_id} does not exist`);
