@@ -27,6 +27,8 @@ export interface WithdrawInput {
   status: 'removed' | 'cancelled';
   /** '' for a removal; why, for a cancellation (`task_archived`, `session_completed`, ...). */
   reason: string;
+  /** Runs inside the transaction once every write is done, before it commits: a crash test's failpoint, nothing otherwise. */
+  beforeCommit?: () => Promise<void>;
 }
 
 interface WithdrawnEntry {
@@ -113,6 +115,7 @@ export function withdrawQueueEntries(ctx: RepositoryContext, schema: PlanComment
     }
     const revision = await bumpQueueRevision(tx, sessionId);
     const count = await countWaitingQueuedPrompts(tx, table, sessionId);
+    await input.beforeCommit?.();
     return { ok: true, taskId, sessionId, withdrawn, returnedCommentIds: back.returned, droppedCommentIds: dropped, snapshot: back.snapshot, revision, count };
   });
 }
