@@ -126,15 +126,33 @@ async function harness(dialect: DialectName) {
     };
   }
 
-  /** On PostgreSQL, the hung worker's transaction is open on the server, its writes uncommitted; SQLite has no such view. */
-  async function openTransactions(): Promise<number | undefined> {
+  /**
+   * On PostgreSQL, the server-side backends of the workers' transactions left open (idle in
+   * transaction) for more than half a second: the hung change, its writes uncommitted. SQLite has no such view.
+   */
+  async function hungTransactions(): Promise<number[] | undefined> {
     if (dialect !== 'postgres') return undefined;
-    const rows = await rawRows<{ n: number | string }>(
+    const rows = await rawRows<{ pid: number | string }>(
       t.ctx,
-      `SELECT COUNT(*) AS n FROM pg_stat_activity WHERE application_name = ? AND state = 'idle in transaction'`,
+      `SELECT pid FROM pg_stat_activity WHERE application_name = ? AND state = 'idle in transaction' AND state_change < now() - interval '500 milliseconds'`,
       [applicationName],
     );
-    return Number(rows[0]!.n);
+    return rows.map((r) => Number(r.pid));
+  }
+
+  /** Whether the PostgreSQL backend `pid` still runs (its connection's client is gone once it does not). */
+  async function backendAlive(pid: number): Promise<boolean> {
+    const rows = await rawRows(t.ctx, `SELECT pid FROM pg_stat_activity WHERE pid = ?`, [pid]);
+    return rows.length > 0;
+  }
+
+  /** Reached the failpoint: on PostgreSQL exactly one transaction of the worker stays open, and its backend is returned. */
+  async function hungBackend(): Promise<number | undefined> {
+    if (dialect !== 'postgres') return undefined;
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    const pids = await hungTransactions();
+    expect(pids).toHaveLength(1);
+    return pids![0];
   }
 
   /** verify over the whole database, as a separate process: the summaries it stored match a fresh derivation. */
@@ -148,7 +166,7 @@ async function harness(dialect: DialectName) {
       'verify exiting 0',
     );
 
-  return { t, client, start, reached, seedQueue, queueState, openTransactions, verified };
+  return { t, client, start, reached, seedQueue, queueState, hungBackend, backendAlive, verified };
 }
 
 describeEachDialect('queue edits across worker crashes on %s', (dialect) => {
@@ -165,14 +183,15 @@ describeEachDialect('queue edits across worker crashes on %s', (dialect) => {
 
     const pending = h.client.removeQueueEntry({ session_id: task.sessionId, queue_id: ids[0]! }, { timeoutMs: 2000 });
     await h.reached(first, 'before_withdrawal_commit');
-    expect(await h.openTransactions()).toBe(dialect === 'postgres' ? 1 : undefined);
+    const backend = await h.hungBackend();
     expect(await h.queueState(task)).toEqual(before);
     await first.kill9();
     // The worker died before it could answer: the client's own timeout answers instead.
     expect(await pending).toMatchObject({ ok: false, error: { code: 'unavailable' } });
 
     await h.start();
-    expect(await h.openTransactions()).toBe(dialect === 'postgres' ? 0 : undefined);
+    // The server rolled the dead client's transaction back and ended its backend.
+    if (backend !== undefined) expect(await h.backendAlive(backend)).toBe(false);
     expect(await h.queueState(task)).toEqual(before);
     expect(await h.client.enqueue(requests[0]!)).toMatchObject({ ok: true, replayed: true, status: 'waiting', queue_id: ids[0] });
     await h.verified();
@@ -212,12 +231,13 @@ describeEachDialect('queue edits across worker crashes on %s', (dialect) => {
 
     const pending = h.client.reorderQueue({ session_id: task.sessionId, queue_ids: reversed, revision: listed.revision }, { timeoutMs: 2000 });
     await h.reached(first, 'before_reorder_commit');
-    expect(await h.openTransactions()).toBe(dialect === 'postgres' ? 1 : undefined);
+    const backend = await h.hungBackend();
     expect(await h.queueState(task)).toEqual(before);
     await first.kill9();
     expect(await pending).toMatchObject({ ok: false, error: { code: 'unavailable' } });
 
     await h.start();
+    if (backend !== undefined) expect(await h.backendAlive(backend)).toBe(false);
     expect(await h.queueState(task)).toEqual(before);
     expect(await h.client.listQueue({ session_id: task.sessionId })).toMatchObject({ ok: true, revision: listed.revision, entries: ids.map((id) => ({ id })) });
     await h.verified();
