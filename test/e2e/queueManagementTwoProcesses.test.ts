@@ -99,6 +99,7 @@ describeEachDialect('queue management against two worker processes on %s', (dial
       const removed = new Set<string>();
       let reorders = 0;
       let reorderRetries = 0;
+      let inFlightRefusals = 0;
 
       /** Removes one entry, asking again while it is in flight (a release makes it waiting again); a settled one is gone. */
       async function remove(sessionId: string, queueId: string): Promise<void> {
@@ -113,6 +114,7 @@ describeEachDialect('queue management against two worker processes on %s', (dial
             expect(reply.reason).toBe('queue_entry_not_found');
             return;
           }
+          inFlightRefusals++;
           await pause(20);
         }
       }
@@ -146,13 +148,25 @@ describeEachDialect('queue management against two worker processes on %s', (dial
           tasks.map((task) => task.sessionId),
         )
         .update({ state: 'IDLE' });
-      // Half the entries are removed, picked at random; each session's removals and reorders run side by side.
-      const targets = [...allIds].sort(() => Math.random() - 0.5).slice(0, allIds.length / 2);
+      // Half the entries are picked at random for removal. Each session's remover waits for one of its picks to
+      // reach the head, the entry a dispatcher reserves next, and removes it a random moment later: the removal
+      // meets the reservation, on one side or the other. Its reorders run beside it.
+      const targets = new Set([...allIds].sort(() => Math.random() - 0.5).slice(0, allIds.length / 2));
       const clients = tasks.flatMap((task) => [
         (async () => {
-          for (const id of targets.filter((target) => enqueues.get(target)!.sessionId === task.sessionId)) {
-            await remove(task.sessionId, id);
-            await pause(15);
+          for (;;) {
+            const listed = await client.listQueue({ session_id: task.sessionId });
+            if (!listed.ok) throw new Error(JSON.stringify(listed));
+            const picks = listed.entries.filter((e) => targets.has(e.id));
+            if (picks.length === 0) return;
+            const head = listed.entries[0]!;
+            if (!targets.has(head.id)) {
+              await pause(5);
+              continue;
+            }
+            targets.delete(head.id);
+            await pause(Math.random() * 40);
+            await remove(task.sessionId, head.id);
           }
         })(),
         (async () => {
@@ -189,7 +203,9 @@ describeEachDialect('queue management against two worker processes on %s', (dial
       expect(removed.size).toBeGreaterThan(0);
       expect(delivered.length).toBeGreaterThan(0);
       expect(reorders).toBeGreaterThan(0);
-      // The race was real: some reorder was drawn from a queue a dispatcher moved before it committed.
+      // The race was real: some removal met an entry a dispatcher had reserved, and some reorder was drawn
+      // from a queue a dispatcher moved before it committed.
+      expect(inFlightRefusals).toBeGreaterThan(0);
       expect(reorderRetries).toBeGreaterThan(0);
 
       // The receipts say the same: a removed entry replays as removed, a delivered one as delivered; neither queues again.
