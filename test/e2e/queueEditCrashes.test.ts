@@ -217,6 +217,40 @@ describeEachDialect('queue edits across worker crashes on %s', (dialect) => {
     await h.verified();
   });
 
+  it('kill -9 inside a queue.clear transaction: every entry still waits, none half removed; the clear then applies in full', async () => {
+    const h = await harness(dialect);
+    const first = await h.start('before_withdrawal_commit=hang');
+    const { task, ids, requests, commentIds, attachmentId } = await h.seedQueue(3);
+    await h.verified();
+    const before = await h.queueState(task);
+
+    const pending = h.client.clearQueue({ session_id: task.sessionId }, { timeoutMs: 2000 });
+    await h.reached(first, 'before_withdrawal_commit');
+    const backend = await h.hungBackend();
+    expect(await h.queueState(task)).toEqual(before);
+    await first.kill9();
+    expect(await pending).toMatchObject({ ok: false, error: { code: 'unavailable' } });
+
+    await h.start();
+    if (backend !== undefined) expect(await h.backendAlive(backend)).toBe(false);
+    expect(await h.queueState(task)).toEqual(before);
+    for (const [i, request] of requests.entries())
+      expect(await h.client.enqueue(request)).toMatchObject({ ok: true, replayed: true, status: 'waiting', queue_id: ids[i] });
+    await h.verified();
+
+    const cleared = await h.client.clearQueue({ session_id: task.sessionId });
+    expect(cleared).toMatchObject({ ok: true, released_attachment_ids: [attachmentId], revision: before.revision + 1, count: 0 });
+    if (!cleared.ok) throw new Error(JSON.stringify(cleared));
+    expect(cleared.removed.map((r) => r.queue_id)).toEqual(ids);
+    expect([...cleared.returned_comment_ids].sort()).toEqual([...commentIds].sort());
+    const after = await h.queueState(task);
+    expect(after.entries).toEqual([]);
+    expect(after.comments.map((c: Record<string, unknown>) => c.id).sort()).toEqual([...commentIds].sort());
+    expect(after.attachments).toEqual([expect.objectContaining({ id: attachmentId, state: 'staged', queue_id: '' })]);
+    expect(after.outcomes).toEqual([...ids].sort().map((id) => ({ id, status: 'removed' })));
+    await h.verified();
+  });
+
   it('kill -9 inside a queue.reorder transaction: the old order at the old revision, whole; the same reorder then applies in full', async () => {
     const h = await harness(dialect);
     const first = await h.start('before_reorder_commit=hang');
