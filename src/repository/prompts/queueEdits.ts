@@ -63,6 +63,8 @@ export interface ReorderQueueInput {
   queueIds: readonly string[];
   /** The queue's revision as its author saw it (`queue.list`). */
   revision: number;
+  /** Runs inside the transaction once every write is done, before it commits: a crash test's failpoint, nothing otherwise. */
+  beforeCommit?: () => Promise<void>;
 }
 
 export type ReorderQueueResult = { ok: true; taskId: string; entries: PromptReceiptRecord[]; revision: number } | NotFound | QueueChanged | Unavailable;
@@ -218,6 +220,8 @@ export async function reorderQueue(ctx: RepositoryContext, schema: PlanCommentSc
     }
     // The same order again changes nothing, so the revision stays.
     const next = moves.length > 0 ? await bumpQueueRevision(tx, sessionId) : revision;
-    return { ok: true, taskId, entries: await listWaitingQueuedPrompts(tx, table, sessionId), revision: next };
+    const entries = await listWaitingQueuedPrompts(tx, table, sessionId);
+    await input.beforeCommit?.();
+    return { ok: true, taskId, entries, revision: next };
   });
 }

@@ -28,6 +28,8 @@ export interface WithdrawInput {
   status: 'removed' | 'cancelled';
   /** '' for a removal; why, for a cancellation (`task_archived`, `session_completed`, ...). */
   reason: string;
+  /** Runs inside the transaction once every write is done, before it commits: a crash test's failpoint, nothing otherwise. */
+  beforeCommit?: () => Promise<void>;
 }
 
 interface WithdrawnEntry {
@@ -76,7 +78,9 @@ export function withdrawQueueEntries(ctx: RepositoryContext, schema: PlanComment
         }) as Extract<Conflict, { reason: 'entry_in_flight' }>;
     }
     const targets = found.filter((f) => f.waiting).map((f) => f.receipt);
-    return withdrawLocked(tx, table, { taskId, sessionId, targets, status: input.status, reason: input.reason });
+    const result = await withdrawLocked(tx, table, { taskId, sessionId, targets, status: input.status, reason: input.reason });
+    await input.beforeCommit?.();
+    return result;
   });
 }
 

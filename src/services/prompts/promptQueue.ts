@@ -22,6 +22,7 @@ import { queueStatusChanged } from './promptEvents.js';
 import type { PromptDispatch } from './promptDispatch.js';
 import { publishOrRefresh, type SummaryPorts } from '../publishOrRefresh.js';
 import type { PromptTargets } from './promptTargets.js';
+import { NO_FAILPOINTS, type Failpoints } from '../../failpoints.js';
 
 /**
  * The prompt queue's endpoints: `queue.enqueue`, `queue.list`, `queue.remove` and `queue.clear`.
@@ -52,6 +53,8 @@ export interface PromptQueueDeps {
   queueMaxPerSession: number;
   /** Issues a consumed collection's event (the shared collection publisher; not awaited). */
   publishComments(plan: PlanCommentsPayload): void;
+  /** Test-only boundaries (before_withdrawal_commit, before_reorder_commit); none unless a crash test's worker entry passes armed ones. */
+  failpoints?: Failpoints;
   logger: Logger;
 }
 
@@ -72,6 +75,8 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
   const { prompts, promptWrites, targets } = deps;
   const max = deps.queueMaxPerSession;
   const log = deps.logger.child({ component: 'prompt-queue' });
+  const failpoints = deps.failpoints ?? NO_FAILPOINTS;
+  const withdrawalFailpoint = () => failpoints.reach('before_withdrawal_commit');
 
   return {
     async enqueue(r) {
@@ -109,8 +114,9 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
       };
     },
 
-    remove: ({ session_id, queue_id }) => withdraw({ sessionId: session_id, queueIds: [queue_id], status: 'removed', reason: '' }),
-    clear: ({ session_id }) => withdraw({ sessionId: session_id, status: 'removed', reason: '' }),
+    remove: ({ session_id, queue_id }) =>
+      withdraw({ sessionId: session_id, queueIds: [queue_id], status: 'removed', reason: '', beforeCommit: withdrawalFailpoint }),
+    clear: ({ session_id }) => withdraw({ sessionId: session_id, status: 'removed', reason: '', beforeCommit: withdrawalFailpoint }),
 
     async update(r) {
       const updated = await prompts.updateQueueEntry({
@@ -143,7 +149,12 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
     drain: drainHead,
 
     async reorder(r) {
-      const reordered = await prompts.reorderQueue({ sessionId: r.session_id, queueIds: r.queue_ids, revision: r.revision });
+      const reordered = await prompts.reorderQueue({
+        sessionId: r.session_id,
+        queueIds: r.queue_ids,
+        revision: r.revision,
+        beforeCommit: () => failpoints.reach('before_reorder_commit'),
+      });
       if (!reordered.ok) return storeFailure(reordered);
       if (reordered.revision !== r.revision) {
         await publishQueueStatus({ sessionId: r.session_id, taskId: reordered.taskId }, reordered.entries.length, `revision:${reordered.revision}`);

@@ -59,7 +59,7 @@ export interface PromptServiceDeps {
   queueEvents: SummaryPorts;
   /** QUEUE_MAX_PER_SESSION: the most waiting queued prompts a session may hold. */
   queueMaxPerSession: number;
-  /** Test-only boundaries (after_accept_commit); none unless a crash test's worker entry passes armed ones. */
+  /** Test-only boundaries (after_accept_commit, and the queue edits' before_withdrawal_commit and before_reorder_commit); none unless a crash test's worker entry passes armed ones. */
   failpoints?: Failpoints;
   logger: Logger;
 }
