@@ -1,3 +1,4 @@
+import type { QueueEntryPayload } from './planCommentPayloads.js';
 import { MESSAGE_QUEUE_STATUS_CHANGED } from './subjects.js';
 
 export { MESSAGE_QUEUE_STATUS_CHANGED };
@@ -73,11 +74,16 @@ interface SessionStateChangedData {
 }
 
 /** Kandev's queue event: `count` queued prompts of the session are waiting, of at most `max`. */
+/** Kandev's queue status: its web client replaces its queue panel with `entries` (`entries ?? []`). */
 export interface QueueStatusChangedData {
   session_id: string;
   task_id: string;
+  /** The waiting entries in queue order, each a queue.list entry plus its `metadata`. */
+  entries: Array<QueueEntryPayload & { metadata: Record<string, unknown> }>;
   count: number;
   max: number;
+  auto_run: boolean;
+  merge_enabled: boolean;
 }
 
 export type KandevEvent = (

@@ -50,6 +50,8 @@ export interface SqlDialect {
   rawResultRows<T>(result: unknown): T[];
   /** Boolean expression: the JSON value at `key` is one of the four truthy encodings. Never NULL. */
   jsonFlag(column: string, key: string): string;
+  /** Boolean expression: the JSON value at `key` is exactly JSON `true` (Kandev's reading of its own flags). Never NULL. */
+  jsonTrue(column: string, key: string): string;
   /** Text expression: the JSON string at `path` (nested keys), NULL for any other type or document. */
   jsonString(column: string, ...path: string[]): string;
   /**
@@ -163,6 +165,9 @@ export const sqliteDialect: SqlDialect = {
       `WHEN 'text' THEN json_extract(${doc}, ${path}) IN ('true', '1') ELSE 0 END)`
     );
   },
+  jsonTrue(column, key) {
+    return `(COALESCE(json_type(${sqliteDoc(column)}, '$.${checkKey(key)}'), '') = 'true')`;
+  },
   jsonString(column, ...path) {
     const doc = sqliteDoc(column);
     const jsonPath = `'$.${path.map(checkKey).join('.')}'`;
@@ -219,6 +224,9 @@ export const postgresDialect: SqlDialect = {
   // turns a cast failure into "no keys" (PostgreSQL 15 has no pg_input_is_valid).
   jsonFlag(column, key) {
     return `pp_json_flag(${column}, '${checkKey(key)}')`;
+  },
+  jsonTrue(column, key) {
+    return `COALESCE(pp_safe_jsonb(${column}) -> '${checkKey(key)}' = 'true'::jsonb, false)`;
   },
   jsonString(column, ...path) {
     return `pp_json_string(${column}, '{${path.map(checkKey).join(',')}}')`;

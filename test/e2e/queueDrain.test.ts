@@ -168,7 +168,15 @@ describeEachDialect('a queue drained through a worker on %s', (dialect) => {
       .ofType(MESSAGE_QUEUE_STATUS_CHANGED)
       .filter((e) => e.data.session_id === task.sessionId)
       .at(-1);
-    expect(lastStatus?.data).toEqual({ session_id: task.sessionId, task_id: task.taskId, count: 0, max: 10 });
+    expect(lastStatus?.data).toEqual({
+      session_id: task.sessionId,
+      task_id: task.taskId,
+      entries: [],
+      count: 0,
+      max: 10,
+      auto_run: true,
+      merge_enabled: false,
+    });
     // Four fixed pauses of a poll interval and three deliveries: more than the default 30 s can hold on a loaded host.
   }, 90_000);
 });

@@ -211,7 +211,9 @@ describeEachDialect('queue endpoints over a real NATS on %s', (dialect) => {
       10_000,
       'the queue status event',
     );
-    expect(status.data).toEqual({ session_id: task.sessionId, task_id: task.taskId, count: 1, max: QUEUE_MAX });
+    // Kandev's shape: its web client replaces its queue panel with `entries`.
+    expect(status.data).toMatchObject({ session_id: task.sessionId, task_id: task.taskId, count: 1, max: QUEUE_MAX, auto_run: true, merge_enabled: false });
+    expect(status.data.entries).toMatchObject([{ id: callerId, session_id: task.sessionId, task_id: task.taskId, version: 1 }]);
     expect(status.source).toBe('pending-projector');
     // In the worker's events stream with a message id of its own, so a repeat of it is dropped.
     const jsm = await jetstreamManager(nc);

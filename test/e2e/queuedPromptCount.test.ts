@@ -103,6 +103,24 @@ describeEachSchemaAndDialect('queued_prompt_count in the task summary on %s', (d
     await t?.close();
   });
 
+  it.each([
+    ['reserved, not durable', '{"lifecycle_reserved_in_flight": true}', true],
+    ['durable and reserved', '{"lifecycle_durable_until_accepted": true, "lifecycle_reserved_in_flight": true}', false],
+    ['a PR automation row, reserved', '{"origin": "github_pr_automation", "lifecycle_reserved_in_flight": true}', false],
+    ['another origin, reserved', '{"origin": "user", "lifecycle_reserved_in_flight": true}', true],
+    ['durable, reserved as the string "true"', '{"lifecycle_durable_until_accepted": true, "lifecycle_reserved_in_flight": "true"}', true],
+    ['durable as 1, reserved', '{"lifecycle_durable_until_accepted": 1, "lifecycle_reserved_in_flight": true}', true],
+    ['durable, reserved as 1', '{"lifecycle_durable_until_accepted": true, "lifecycle_reserved_in_flight": 1}', true],
+    ['durable, not reserved', '{"lifecycle_durable_until_accepted": true}', true],
+    ['durable, reserved false', '{"lifecycle_durable_until_accepted": true, "lifecycle_reserved_in_flight": false}', true],
+  ])('a Kandev queue row %s counts exactly when Kandev calls it waiting', async (_, metadataJson, waits) => {
+    const { taskId, sessionId } = await w.session({ state: 'RUNNING' });
+    await kandevQueueRow(sessionId, taskId, 1, '{}');
+    await kandevQueueRow(sessionId, taskId, 2, metadataJson);
+    const summary = await reprojected(taskId);
+    expect(summary.queued_prompt_count).toBe(waits ? 2 : 1);
+  });
+
   it('counts the waiting queued prompts of every session, never a direct receipt, a reserved or attempted one, or a row Kandev flagged in flight; omitted at 0', async () => {
     const { taskId, sessionId } = await w.session({ state: 'RUNNING' });
     const other = await w.addSession({ taskId, state: 'RUNNING', isPrimary: false });
@@ -110,8 +128,8 @@ describeEachSchemaAndDialect('queued_prompt_count in the task summary on %s', (d
       await kandevQueueRow(sessionId, taskId, 1, ''),
       await kandevQueueRow(sessionId, taskId, 2, 'not json {'),
       await kandevQueueRow(sessionId, taskId, 3, '[1, 2]'),
-      await kandevQueueRow(other.id, taskId, 1, '{"lifecycle_reserved_in_flight": true}'),
-      await kandevQueueRow(other.id, taskId, 2, '{"lifecycle_reserved_in_flight": "1"}'),
+      await kandevQueueRow(other.id, taskId, 1, '{"lifecycle_durable_until_accepted": true, "lifecycle_reserved_in_flight": true}'),
+      await kandevQueueRow(other.id, taskId, 2, '{"origin": "github_pr_automation", "lifecycle_reserved_in_flight": true}'),
     ];
 
     const callerId = randomUUID();
@@ -124,7 +142,8 @@ describeEachSchemaAndDialect('queued_prompt_count in the task summary on %s', (d
       10_000,
       'the queue status event',
     );
-    expect(status.data).toEqual({ session_id: sessionId, task_id: taskId, count: schema === 'owned' ? 4 : 1, max: 10 });
+    expect(status.data).toMatchObject({ session_id: sessionId, task_id: taskId, count: schema === 'owned' ? 4 : 1, max: 10, auto_run: true });
+    expect((status.data.entries as unknown[]).length).toBe(status.data.count);
     // Through the worker: the status event reprojects the task. The three malformed-metadata rows wait.
     const published = await eventually(
       () => summaries.forTask(taskId).find((e) => e.status_summary.queued_prompt_count === 4),

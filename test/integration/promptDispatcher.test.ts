@@ -280,7 +280,15 @@ describeEachDialect('the prompt dispatcher over real NATS on %s', (dialect) => {
         5000,
         'the settled queue status',
       );
-      expect(settled.data).toEqual({ session_id: session.sessionId, task_id: session.taskId, count: 0, max: 10 });
+      expect(settled.data).toEqual({
+        session_id: session.sessionId,
+        task_id: session.taskId,
+        entries: [],
+        count: 0,
+        max: 10,
+        auto_run: true,
+        merge_enabled: false,
+      });
     }
     events.stop();
   });

@@ -34,7 +34,11 @@ describeEachDialect('prompt receipts counted by kind and step of delivery on %s'
     // Session b: a direct prompt past its marker, and one Kandev flagged in flight (not waiting).
     const direct = await insertQueuedReceipt(t.ctx, { sessionId: b.sessionId, taskId: b.taskId });
     await rawRows(t.ctx, `UPDATE queued_messages SET delivery_kind = 'direct', delivery_attempted_at = ? WHERE id = ?`, [t.ctx.clock(), direct]);
-    await insertQueuedReceipt(t.ctx, { sessionId: b.sessionId, taskId: b.taskId, metadata: { lifecycle_reserved_in_flight: true } });
+    await insertQueuedReceipt(t.ctx, {
+      sessionId: b.sessionId,
+      taskId: b.taskId,
+      metadata: { lifecycle_durable_until_accepted: true, lifecycle_reserved_in_flight: true },
+    });
     // Session c: a direct prompt not yet reserved.
     const waitingDirect = await insertQueuedReceipt(t.ctx, { sessionId: c.sessionId, taskId: c.taskId });
     await rawRows(t.ctx, `UPDATE queued_messages SET delivery_kind = 'direct' WHERE id = ?`, [waitingDirect]);

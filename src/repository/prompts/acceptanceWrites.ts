@@ -12,6 +12,7 @@ import { insertPromptTranscript } from './promptTranscript.js';
 import { CONSUMED_COMMENTS_KEY, consumedCommentsMetadata, TYPED_CONTENT_KEY } from './consumedComments.js';
 import { bumpQueueRevision } from './queueRevision.js';
 import { PRIMARY_ONLY_KEY } from './primaryGuard.js';
+import { KANDEV_IN_FLIGHT_FLAGS } from './queuedPrompts.js';
 
 /**
  * The accepting transaction's writes, after every check passed: consume the comments, claim the
@@ -200,7 +201,12 @@ async function writeDirectPrompt(
       model: req.model,
       planMode: req.planMode,
       attachments: claimed,
-      metadata: { client_message_id: callerId, plan_comment_refs: refList(req), plan_comment_request_fingerprint: req.fingerprint },
+      metadata: {
+        client_message_id: callerId,
+        plan_comment_refs: refList(req),
+        plan_comment_request_fingerprint: req.fingerprint,
+        ...KANDEV_IN_FLIGHT_FLAGS,
+      },
       transcriptMessageId: callerId,
       transcriptTurnId: transcript.turnId,
     });

@@ -18,6 +18,7 @@ import {
   type TranscriptResult,
 } from './promptDeliveryWrites.js';
 import { getPromptReceipt } from './promptReceipts.js';
+import { readQueueStatus, type QueueStatus } from './queueStatus.js';
 import {
   clearExpiredReservation,
   listDispatchableSessions,
@@ -81,8 +82,10 @@ export interface PromptReceiptStore {
   removeAttempted(id: string, label: PromptDeliveryLabel): Promise<SettledPrompt | undefined>;
   /** Reconciliation: deletes a receipt whose task is gone. */
   removeOrphan(id: string): Promise<boolean>;
-  /** Queued prompts of the session still waiting (`message.queue.status_changed`'s count). */
+  /** Queued prompts of the session still waiting. */
   countWaiting(sessionId: string): Promise<number>;
+  /** The session's queue as `message.queue.status_changed` tells it (queueStatus.ts). */
+  queueStatus(sessionId: string): Promise<QueueStatus>;
   /** Every receipt of the database by kind and step of delivery (the worker's gauges); undefined when there is no receipt table. */
   countByState(): Promise<PromptReceiptCount[] | undefined>;
   getReceipt(id: string): Promise<PromptReceiptRecord | undefined>;
@@ -119,6 +122,7 @@ export function createPromptReceiptStore(ctx: RepositoryContext, schema: PlanCom
     removeAttempted: (id, label) => removeAttemptedPromptReceipt(ctx, need(), id, label),
     removeOrphan: (id) => removeOrphanReceipt(ctx, need(), id),
     countWaiting: (sessionId) => (table ? countWaitingQueuedPrompts(ctx, table, sessionId) : Promise.resolve(0)),
+    queueStatus: (sessionId) => readQueueStatus(ctx, table, schema.queueState, sessionId),
     countByState: () => (table ? countPromptReceiptsByState(ctx, table) : Promise.resolve(undefined)),
     getReceipt: (id) => (table ? getPromptReceipt(ctx, table, id) : Promise.resolve(undefined)),
   };

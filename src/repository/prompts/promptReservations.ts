@@ -7,6 +7,7 @@ import type { ReceiptTable } from '../schema/planCommentTables.js';
 import { lockSessionTurnWrites } from '../sessionLocks.js';
 import { bumpQueueRevision } from './queueRevision.js';
 import { pausedPredicate } from './queueAutoRun.js';
+import { inFlightMetadata } from './queuedPrompts.js';
 import { instantAfter } from '../../timestamps.js';
 
 /**
@@ -70,10 +71,11 @@ export function reserveHead(
     await lockSessionTurnWrites(tx, [sessionId]);
     const now = tx.clock();
     const token = randomUUID();
+    const flags = inFlightMetadata(tx.dialect, true);
     const rows = await rawRows<Record<string, unknown>>(
       tx,
       `UPDATE ${table} AS q
-          SET delivery_reservation_token = ?, delivery_reservation_owner = ?, delivery_reservation_expires_at = ?,
+          SET metadata_json = ${flags.sql}, delivery_reservation_token = ?, delivery_reservation_owner = ?, delivery_reservation_expires_at = ?,
               delivery_attempts = q.delivery_attempts + 1
         WHERE q.id = (SELECT h.id FROM ${table} h WHERE h.session_id = ? AND h.delivery_attempted_at IS NULL ORDER BY ${headOrder(tx.dialect)} LIMIT 1)
           AND q.delivery_attempted_at IS NULL
@@ -83,7 +85,7 @@ export function reserveHead(
           AND NOT EXISTS (SELECT 1 FROM ${table} o WHERE o.session_id = q.session_id AND o.id <> q.id
                             AND (o.delivery_attempted_at IS NOT NULL OR (o.delivery_reservation_token IS NOT NULL AND o.delivery_reservation_expires_at > ?)))
         RETURNING *`,
-      [token, owner, instantAfter(now, ttlMs), sessionId, now, now, now],
+      [...flags.bindings, token, owner, instantAfter(now, ttlMs), sessionId, now, now, now],
     );
     if (!rows[0]) return undefined;
     const receipt = toPromptReceiptRecord(rows[0]);
@@ -142,14 +144,22 @@ export async function releaseReservation(
 ): Promise<{ ok: true } | ReservationLost> {
   return beginOrJoin(ctx, async (tx) => {
     const now = tx.clock();
+    const flags = inFlightMetadata(tx.dialect, false);
     const rows = await rawRows<Record<string, unknown>>(
       tx,
       `UPDATE ${table}
-          SET delivery_reservation_token = NULL, delivery_reservation_owner = NULL, delivery_reservation_expires_at = NULL,
+          SET metadata_json = ${flags.sql}, delivery_reservation_token = NULL, delivery_reservation_owner = NULL, delivery_reservation_expires_at = NULL,
               next_attempt_at = ?, last_error = ?,
               delivery_attempts = CASE WHEN ? = 1 OR delivery_attempts = 0 THEN delivery_attempts ELSE delivery_attempts - 1 END
         WHERE id = ? AND delivery_reservation_token = ? AND delivery_attempted_at IS NULL RETURNING delivery_kind, session_id`,
-      [input.retryAfterMs > 0 ? instantAfter(now, input.retryAfterMs) : null, input.error.slice(0, 2000), input.countsAsAttempt === false ? 0 : 1, id, token],
+      [
+        ...flags.bindings,
+        input.retryAfterMs > 0 ? instantAfter(now, input.retryAfterMs) : null,
+        input.error.slice(0, 2000),
+        input.countsAsAttempt === false ? 0 : 1,
+        id,
+        token,
+      ],
     );
     await queueChanged(tx, rows[0]);
     return rows.length > 0 ? { ok: true as const } : RESERVATION_LOST;
@@ -227,12 +237,13 @@ export async function listReconcilableReceipts(ctx: RepositoryContext, table: Re
  */
 export function clearExpiredReservation(ctx: RepositoryContext, table: ReceiptTable, id: string, token: string): Promise<boolean> {
   return beginOrJoin(ctx, async (tx) => {
+    const flags = inFlightMetadata(tx.dialect, false);
     const rows = await rawRows<Record<string, unknown>>(
       tx,
-      `UPDATE ${table} SET delivery_reservation_token = NULL, delivery_reservation_owner = NULL, delivery_reservation_expires_at = NULL
+      `UPDATE ${table} SET metadata_json = ${flags.sql}, delivery_reservation_token = NULL, delivery_reservation_owner = NULL, delivery_reservation_expires_at = NULL
         WHERE id = ? AND delivery_reservation_token = ? AND delivery_reservation_expires_at <= ? AND delivery_attempted_at IS NULL
         RETURNING delivery_kind, session_id`,
-      [id, token, tx.clock()],
+      [...flags.bindings, id, token, tx.clock()],
     );
     await queueChanged(tx, rows[0]);
     return rows.length > 0;

@@ -9,6 +9,7 @@ import { lockSessionQueue } from './sessionQueue.js';
 import { cancelFinishedQueue, listFinishedQueues, type CancelFinishedResult, type FinishedQueue, type FinishedScope } from './finishedQueues.js';
 import { withdrawQueueEntries, type WithdrawInput, type WithdrawResult } from './queueWithdrawal.js';
 import { readQueueRevision } from './queueRevision.js';
+import { readQueueStatus, type QueueStatus } from './queueStatus.js';
 import {
   reorderQueue,
   updateQueueEntry,
@@ -55,6 +56,8 @@ export interface PromptStore {
   setAutoRun(sessionId: string, autoRun: boolean): Promise<SetAutoRunResult>;
   /** Queues of the scope whose waiting entries can never be delivered (finishedQueues.ts); none without a receipt table. */
   listFinishedQueues(scope: FinishedScope): Promise<FinishedQueue[]>;
+  /** The session's queue as `message.queue.status_changed` tells it (queueStatus.ts); a session that is gone has an empty one. */
+  queueStatus(sessionId: string): Promise<QueueStatus>;
   /** Cancels a finished queue's waiting entries if it still is finished (finishedQueues.ts). */
   cancelFinishedQueue(taskId: string, sessionId: string): Promise<CancelFinishedResult>;
 }
@@ -78,6 +81,7 @@ export function createPromptStore(ctx: RepositoryContext, schema: PlanCommentSch
     withdraw: (input) => withdrawQueueEntries(ctx, schema, input),
     listFinishedQueues: (scope) => (schema.receiptTable ? listFinishedQueues(ctx, schema.receiptTable, scope) : Promise.resolve([])),
     cancelFinishedQueue: (taskId, sessionId) => cancelFinishedQueue(ctx, schema, taskId, sessionId),
+    queueStatus: (sessionId) => readQueueStatus(ctx, schema.receiptTable, schema.queueState, sessionId),
     updateQueueEntry: (input) => updateQueueEntry(ctx, schema, input),
     reorderQueue: (input) => reorderQueue(ctx, schema, input),
     async setAutoRun(sessionId, autoRun) {

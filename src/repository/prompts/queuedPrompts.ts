@@ -1,5 +1,5 @@
 import { rawRows, type RepositoryContext } from '../context.js';
-import type { SqlDialect } from '../dialect.js';
+import type { SqlDialect, SqlFragment } from '../dialect.js';
 import { toPromptReceiptRecord, type PromptReceiptRecord } from '../planComments/planCommentRows.js';
 import type { QueuedPromptTables } from '../schema/queueTables.js';
 import type { ReceiptTable } from '../schema/planCommentTables.js';
@@ -16,23 +16,50 @@ import type { ReceiptTable } from '../schema/planCommentTables.js';
  * - a row of Kandev's own `queued_messages` (beside Kandev: no receipt columns) waits unless Kandev
  *   flagged it `lifecycle_reserved_in_flight` in `metadata_json`.
  *
- * Both honour Kandev's in-flight flag (the dispatcher mirrors its reservation into it); a
- * `metadata_json` of `''` or garbage, written by another producer, reads as "no keys" (dialect.ts).
+ * Both honour Kandev's in-flight rule (`QueuedMessage.IsReservedInFlight`): a row is in flight when
+ * it is durable (`lifecycle_durable_until_accepted` is JSON `true`, or `origin` is
+ * `github_pr_automation`) **and** `lifecycle_reserved_in_flight` is JSON `true`; any other value
+ * (`1`, `"true"`) is not Kandev's `true`. The dispatcher writes both flags on a row it reserves and
+ * takes the reserved one off when it gives the row back (`inFlightMetadata`), so Kandev's readers of
+ * an owned-mode `queued_messages` hide exactly the rows in delivery. A `metadata_json` of `''` or
+ * garbage, written by another producer, reads as "no keys" (dialect.ts).
  */
 
 const KANDEV_IN_FLIGHT_KEY = 'lifecycle_reserved_in_flight';
+const KANDEV_DURABLE_KEY = 'lifecycle_durable_until_accepted';
+const KANDEV_DURABLE_ORIGIN = 'github_pr_automation';
+
+/** Both of Kandev's flags: a direct receipt carries them from its insert (it never waits in a queue). */
+export const KANDEV_IN_FLIGHT_FLAGS: Readonly<Record<string, true>> = { [KANDEV_DURABLE_KEY]: true, [KANDEV_IN_FLIGHT_KEY]: true };
+
+/** Kandev's in-flight rule over the metadata column `column`. */
+function kandevInFlight(dialect: SqlDialect, column: string): string {
+  const durable = `(${dialect.jsonTrue(column, KANDEV_DURABLE_KEY)} OR COALESCE(${dialect.jsonString(column, 'origin')}, '') = '${KANDEV_DURABLE_ORIGIN}')`;
+  return `(${durable} AND ${dialect.jsonTrue(column, KANDEV_IN_FLIGHT_KEY)})`;
+}
 
 /** The waiting rule over a receipt table aliased `alias`. */
 export function waitingReceiptPredicate(dialect: SqlDialect, alias: string): string {
   return (
     `${alias}.delivery_kind = 'queued' AND ${alias}.delivery_attempted_at IS NULL AND ${alias}.delivery_reservation_token IS NULL` +
-    ` AND NOT ${dialect.jsonFlag(`${alias}.metadata_json`, KANDEV_IN_FLIGHT_KEY)}`
+    ` AND NOT ${kandevInFlight(dialect, `${alias}.metadata_json`)}`
   );
 }
 
 /** The waiting rule over Kandev's own `queued_messages` aliased `alias` (no receipt columns there). */
 function waitingKandevQueuePredicate(dialect: SqlDialect, alias: string): string {
-  return `NOT ${dialect.jsonFlag(`${alias}.metadata_json`, KANDEV_IN_FLIGHT_KEY)}`;
+  return `NOT ${kandevInFlight(dialect, `${alias}.metadata_json`)}`;
+}
+
+/**
+ * The `metadata_json` of a receipt row as Kandev must read it: `inFlight` (reserved or being
+ * delivered) sets both of Kandev's flags; a queued row given back loses the reserved flag (it waits
+ * again), a direct one keeps both.
+ */
+export function inFlightMetadata(dialect: SqlDialect, inFlight: boolean): SqlFragment {
+  if (inFlight) return dialect.jsonPatch('metadata_json', KANDEV_IN_FLIGHT_FLAGS);
+  const released = dialect.jsonPatch('metadata_json', {}, [KANDEV_IN_FLIGHT_KEY]);
+  return { sql: `(CASE WHEN delivery_kind = 'queued' THEN ${released.sql} ELSE metadata_json END)`, bindings: released.bindings };
 }
 
 /** Waiting rows of one session in this service's receipt table: the queue it drains and limits. */

@@ -191,8 +191,7 @@ function lost(pass: Pass, step: string): DeliveryOutcome {
 async function queueStatus(pass: Pass, step: string): Promise<KandevEvent[]> {
   const { receipt, deps } = pass;
   if (receipt.deliveryKind === 'direct') return [];
-  const count = await deps.store.countWaiting(receipt.sessionId);
-  return [queueStatusChanged(receipt, count, deps.queueMax, `${receipt.id}:${step}`)];
+  return [queueStatusChanged(receipt, await deps.store.queueStatus(receipt.sessionId), deps.queueMax, `${receipt.id}:${step}`)];
 }
 
 /** Eligibility again under the reservation (it may have changed since the read): if not, released, uncounted. */

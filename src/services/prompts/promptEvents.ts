@@ -9,6 +9,8 @@ import {
 import type { PromptDeliveryLabel } from '../../repository/prompts/promptReceiptStore.js';
 import type { MessageRecord } from '../../repository/rowMapping.js';
 import { messageEvents } from '../messageUpdatedEvents.js';
+import { queueEntryPayload } from '../planCommentWire.js';
+import type { QueueStatus } from '../../repository/prompts/queueStatus.js';
 
 /**
  * The events of a prompt's delivery, each with a JetStream message id naming the step, so a step
@@ -55,13 +57,24 @@ export function sessionClaimedRunning(receipt: { id: string; taskId: string; ses
 }
 
 /**
- * The session's waiting queued prompts after a change; `step` names the change. The message id
- * carries the count too: the same step repeated with the same count says nothing new.
+ * Kandev's `message.queue.status_changed` after a change of the session's queue (`step` names it):
+ * the waiting entries in full, as Kandev's web client replaces its queue panel with `entries`, the
+ * count, the limit, whether the queue runs by itself, and `merge_enabled` (this service does not
+ * merge entries). The message id carries the count: the same step with the same count says nothing new.
  */
-export function queueStatusChanged(session: { taskId: string; sessionId: string }, count: number, max: number, step: string): KandevEvent {
+export function queueStatusChanged(session: { taskId: string; sessionId: string }, status: QueueStatus, max: number, step: string): KandevEvent {
+  const count = status.entries.length;
   return {
     type: MESSAGE_QUEUE_STATUS_CHANGED,
     msgId: `message.queue.status_changed:${session.sessionId}:${step}:${count}`,
-    data: { session_id: session.sessionId, task_id: session.taskId, count, max },
+    data: {
+      session_id: session.sessionId,
+      task_id: session.taskId,
+      entries: status.entries.map((entry) => ({ ...queueEntryPayload(entry), metadata: entry.metadata })),
+      count,
+      max,
+      auto_run: status.autoRun,
+      merge_enabled: false,
+    },
   };
 }

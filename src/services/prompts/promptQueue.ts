@@ -131,7 +131,7 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
       });
       if (!updated.ok) return storeFailure(updated);
       const { entry } = updated;
-      await publishQueueStatus(entry, updated.count, `updated:${entry.id}:${entry.version}`);
+      await publishQueueStatus(entry, `updated:${entry.id}:${entry.version}`);
       return { ok: true, entry: queueEntryPayload(entry), released_attachment_ids: updated.releasedAttachmentIds };
     },
 
@@ -141,7 +141,7 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
       if (set.changed) {
         // A resume delivers what waited without waiting for the poll.
         if (auto_run) deps.dispatch.kick(session_id);
-        await publishQueueStatus({ sessionId: session_id, taskId: set.taskId }, set.count, `auto_run:${auto_run ? 'on' : 'off'}:${randomUUID()}`);
+        await publishQueueStatus({ sessionId: session_id, taskId: set.taskId }, `auto_run:${auto_run ? 'on' : 'off'}:${randomUUID()}`);
       }
       return { ok: true, session_id, task_id: set.taskId, auto_run: set.autoRun };
     },
@@ -157,7 +157,7 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
       });
       if (!reordered.ok) return storeFailure(reordered);
       if (reordered.revision !== r.revision) {
-        await publishQueueStatus({ sessionId: r.session_id, taskId: reordered.taskId }, reordered.entries.length, `revision:${reordered.revision}`);
+        await publishQueueStatus({ sessionId: r.session_id, taskId: reordered.taskId }, `revision:${reordered.revision}`);
       }
       return { ok: true, entries: reordered.entries.map(queueEntryPayload), revision: reordered.revision };
     },
@@ -181,7 +181,7 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
       if (accepted.consumedCommentIds.length > 0 && reply.plan_comments) deps.publishComments(reply.plan_comments);
       const session = { sessionId: accepted.sessionId, taskId: accepted.taskId };
       await publishOrRefresh(deps.queueEvents, log, accepted.taskId, [
-        queueStatusChanged(session, accepted.queueCount ?? 0, max, `${accepted.receiptId}:enqueued`),
+        queueStatusChanged(session, await prompts.queueStatus(accepted.sessionId), max, `${accepted.receiptId}:enqueued`),
       ]);
     }
     return reply;
@@ -211,8 +211,8 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
   }
 
   /** Every committed change of a queue tells its subscribers, the summary's count included. */
-  async function publishQueueStatus(session: { sessionId: string; taskId: string }, count: number, step: string): Promise<void> {
-    await publishOrRefresh(deps.queueEvents, log, session.taskId, [queueStatusChanged(session, count, max, step)]);
+  async function publishQueueStatus(session: { sessionId: string; taskId: string }, step: string): Promise<void> {
+    await publishOrRefresh(deps.queueEvents, log, session.taskId, [queueStatusChanged(session, await prompts.queueStatus(session.sessionId), max, step)]);
   }
 
   async function withdraw(input: WithdrawInput): Promise<QueueWithdrawalReply> {
@@ -225,7 +225,9 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
     const plan = result.snapshot ? snapshotPayload(result.snapshot) : null;
     if (result.withdrawn.length > 0) {
       if (plan) deps.publishComments(plan);
-      await publishOrRefresh(deps.queueEvents, log, result.taskId, [queueStatusChanged(result, result.count, max, `revision:${result.revision}`)]);
+      await publishOrRefresh(deps.queueEvents, log, result.taskId, [
+        queueStatusChanged(result, await prompts.queueStatus(result.sessionId), max, `revision:${result.revision}`),
+      ]);
     }
     return {
       ok: true,

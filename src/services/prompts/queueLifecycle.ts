@@ -76,7 +76,7 @@ export function createQueueLifecycle(deps: QueueLifecycleDeps): QueueLifecycle {
           );
           if (result.snapshot) deps.publishComments(snapshotPayload(result.snapshot));
           await publishOrRefresh(deps.queueEvents, log, result.taskId, [
-            queueStatusChanged(result, result.count, deps.queueMaxPerSession, `revision:${result.revision}`),
+            queueStatusChanged(result, await deps.prompts.queueStatus(result.sessionId), deps.queueMaxPerSession, `revision:${result.revision}`),
           ]);
         } catch (err) {
           log.error({ ...queue, err }, 'could not cancel the queue of a finished session; the next reconciliation pass tries again');

@@ -93,9 +93,9 @@ export async function reconcilePromptReceipts(
     }
   }
   for (const session of changed.values()) {
-    const count = await store.countWaiting(session.sessionId).catch(() => undefined);
-    if (count !== undefined)
-      await publishOrRefresh(deps, log, session.taskId, [queueStatusChanged(session, count, deps.queueMax, `${session.receiptId}:reconciled`)]);
+    const status = await store.queueStatus(session.sessionId).catch(() => undefined);
+    if (status !== undefined)
+      await publishOrRefresh(deps, log, session.taskId, [queueStatusChanged(session, status, deps.queueMax, `${session.receiptId}:reconciled`)]);
   }
   // Every RESERVATION_TTL_MS: a pass that changed nothing (receipts merely waiting for a busy
   // session are handed over again each time) is not news.
