@@ -7,21 +7,18 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import { startWorker, type WorkerHandle } from '../src/bin/worker.js';
-import { createPendingProjectorClient, type PendingProjectorClient } from '../src/client/pendingProjectorClient.js';
+import type { PendingProjectorClient } from '../src/client/pendingProjectorClient.js';
+import { SETTINGS } from '../src/config.js';
 import { NatsPlanCommentPublisher } from '../src/events/planComments/natsPlanCommentPublisher.js';
-import { topologyFor } from '../src/contract/subjects.js';
-import { silentLogger } from '../src/logger.js';
 import { systemClock } from '../src/timestamps.js';
 import { createTaskAdmission } from '../src/repository/admission/taskAdmission.js';
 import type { DialectName } from '../src/repository/dialect.js';
 import { openPlanCommentStore, type PlanCommentStore } from '../src/repository/planComments/planCommentStore.js';
 import { createPromptStore } from '../src/repository/prompts/promptStore.js';
-import { rawRows, type RepositoryContext } from '../src/repository/context.js';
+import type { RepositoryContext } from '../src/repository/context.js';
 import { createPromptReceiptStore } from '../src/repository/prompts/promptReceiptStore.js';
 import { formatPlanCommentPrompt } from '../src/turns/planCommentPrompt.js';
-import { benchTopology, benchWorkerConfig, busRoundTrips } from './bus.js';
+import { busRoundTrips } from './bus.js';
 import {
   WrongAnswerError,
   expectFields,
@@ -30,7 +27,6 @@ import {
   onCleanup,
   progress,
   runBench,
-  sleep,
   timeEach,
   type BenchServices,
   type DialectResult,
@@ -38,8 +34,10 @@ import {
 import { openScratchDatabase, type ScratchDatabase } from './scratchDatabase.js';
 import { seedCommentedTask, type SeededCommentedTask } from './seed/fixtures.js';
 import { advisoryLockRoundTrips, bareAcceptance, discardReceipts, leaseAlone, repositorySend } from './sendParts.js';
-import { QUEUE_MAX_PER_SESSION, RESERVATION_TTL_MS, bareQueueSteps, enqueueUntilPrompt, startPromptAgent, type ExpectedPrompt } from './sendQueueParts.js';
-import { sendReport, type Figures } from './sendReport.js';
+import { QUEUE_EDIT_ENTRIES, bareRemoves, bareReorders, endpointRemoves, endpointReorders, seedWaitingQueue, type WaitingQueue } from './sendQueueEdits.js';
+import { QUEUE_MAX_PER_SESSION, RESERVATION_TTL_MS, bareQueueSteps, enqueueUntilPrompt, type ExpectedPrompt } from './sendQueueParts.js';
+import { sendReport, type Figures, type QueueRow } from './sendReport.js';
+import { quiesce, withSendWorker, type SendWorker } from './sendWorker.js';
 
 const COMMENTS_PER_SEND = 5;
 const LOCK_TIMEOUT_MS = 5_000;
@@ -51,7 +49,17 @@ interface Options {
   pool: number;
 }
 
-const TASK_SETS = ['bare', 'bareQueue', 'repo', 'sendLatency', 'sendThroughput', 'queueLatency', 'queueThroughput'] as const;
+const TASK_SETS = [
+  'bare',
+  'bareQueue',
+  'repo',
+  'sendLatency',
+  'sendThroughput',
+  'queueLatency',
+  'queueThroughput',
+  'queueLatencyAt1',
+  'queueThroughputAt1',
+] as const;
 type TaskSets = Record<(typeof TASK_SETS)[number], SeededCommentedTask[]>;
 
 /** `count` tasks per set, each with one IDLE session, a plan and 5 plan comments. */
@@ -106,8 +114,8 @@ async function measure(dialect: DialectName, options: Options, services: BenchSe
     const prompt = await promptOf(store, tasks.bare[0]!);
     // What the prompts delivered through the bus must carry, read before their comments are consumed.
     const contentOf = new Map<string, string>();
-    for (const task of [...tasks.sendLatency, ...tasks.sendThroughput, ...tasks.queueLatency, ...tasks.queueThroughput])
-      contentOf.set(task.taskId, await promptOf(store, task));
+    const throughBus = [tasks.sendLatency, tasks.sendThroughput, tasks.queueLatency, tasks.queueThroughput, tasks.queueLatencyAt1, tasks.queueThroughputAt1];
+    for (const task of throughBus.flat()) contentOf.set(task.taskId, await promptOf(store, task));
 
     // Everything without the bus comes first, while no worker (so no prompt dispatcher) exists:
     // one could take the bare queue steps' receipts before they reserve them, and it would deliver
@@ -126,15 +134,24 @@ async function measure(dialect: DialectName, options: Options, services: BenchSe
     progress(`[${dialect}] repository send (lease + acceptPrompt) x ${tasks.repo.length}`);
     const repoSend = await timeEach(tasks.repo, (task) => repositorySend(admission, createPromptStore(scratch.ctx, store.schema), task, TYPED));
 
-    // The bare queue steps settled theirs: only the direct receipts of bare and repo send are left.
+    progress(`[${dialect}] bare reorder and bare remove on a paused session of ${QUEUE_EDIT_ENTRIES} waiting entries x ${options.sends} each`);
+    const schema = { ...store.schema, receiptTable };
+    const bareQueue100 = await seedWaitingQueue(scratch.ctx, schema);
+    const bareReorder = await bareReorders(scratch.ctx, receiptTable, bareQueue100, options.sends);
+    const bareRemove = await bareRemoves(scratch.ctx, schema, bareQueue100, options.sends);
+
+    // The bare queue steps settled theirs: only the direct receipts of bare and repo send, and the bare edits' queue, are left.
+    const expected = tasks.bare.length + tasks.repo.length + QUEUE_EDIT_ENTRIES;
     const discarded = await discardReceipts(scratch.ctx, receiptTable);
-    if (discarded !== tasks.bare.length + tasks.repo.length) {
+    if (discarded !== expected) {
       throw new WrongAnswerError(
-        `expected the ${tasks.bare.length + tasks.repo.length} direct receipts of the bare transaction and the repository send, found ${discarded}`,
+        `expected the ${expected} receipts of the bare transaction, the repository send and the bare edits' queue, found ${discarded}`,
       );
     }
+    // Seeded now, after the discard, for the worker's queue.reorder and queue.remove; paused, so no dispatcher delivers from it.
+    const queue100 = await seedWaitingQueue(scratch.ctx, schema);
 
-    const throughTheBus = await measureThroughTheBus(dialect, nc, scratch, tasks, contentOf, options);
+    const throughTheBus = await measureThroughTheBus(dialect, nc, scratch, { tasks, contentOf, queue100 }, options);
     return sendReport(options, {
       dialect,
       bare: latencyOf(bare),
@@ -143,119 +160,135 @@ async function measure(dialect: DialectName, options: Options, services: BenchSe
       advisory: advisory && latencyOf(advisory),
       repoSend: latencyOf(repoSend),
       ...throughTheBus,
+      queueEdits: { ...throughTheBus.queueEdits, bareReorder: latencyOf(bareReorder), bareRemove: latencyOf(bareRemove) },
     });
   } finally {
     await drop();
   }
 }
 
-type BusFigures = Pick<Figures, 'rtt' | 'publish' | 'endpoint' | 'endpointConcurrentOpsPerSec' | 'queue' | 'queueConcurrentOpsPerSec'>;
+type BusFigures = Pick<Figures, 'rtt' | 'publish' | 'endpoint' | 'endpointConcurrentOpsPerSec' | 'queueRows'> & {
+  queueEdits: Pick<Figures['queueEdits'], 'reorder' | 'remove'>;
+};
 
-/** The figures through the bus, with the worker running on `scratch`. */
+/** What the figures through the bus run on: the task sets, the prompts they must deliver, the paused 100-entry queue. */
+interface BusInputs {
+  tasks: TaskSets;
+  contentOf: ReadonlyMap<string, string>;
+  queue100: WaitingQueue;
+}
+
+/** The worker's settings the figures through the bus depend on (besides the dispatcher's capacity). */
+const BUS_WORKER_CONFIG = {
+  projectionTransactions: 2,
+  admissionLockTimeoutMs: LOCK_TIMEOUT_MS,
+  // No turn-start hook (the default): the target is the service's own cost.
+  turnStartHookSubject: '',
+  // The values the bare queue steps use.
+  queueMaxPerSession: QUEUE_MAX_PER_SESSION,
+  reservationTtlMs: RESERVATION_TTL_MS,
+};
+
+/**
+ * The figures through the bus, each worker on a topology of its own: one at the dispatcher's
+ * default capacity for the sends and the queue rows, one at capacity 1 for the queue rows again
+ * (right after, so the two rows run on the same database as alike as possible), and last one at the
+ * default for the edits of the 100-entry queue, whose 30,000 position updates would otherwise be
+ * dead rows under the capacity-1 row on PostgreSQL.
+ */
 async function measureThroughTheBus(
   dialect: DialectName,
   nc: NatsConnection,
   scratch: ScratchDatabase,
-  tasks: TaskSets,
-  contentOf: ReadonlyMap<string, string>,
+  inputs: BusInputs,
   options: Options,
 ): Promise<BusFigures> {
-  const { prefix, topology, remove: removeTopology } = benchTopology(nc, 'benchsend', dialect);
-  const receiptTable = (await openPlanCommentStore(scratch.ctx)).schema.receiptTable ?? 'queued_messages';
-  const worker = await startWorker({
-    db: scratch.db,
-    nc,
-    logger: silentLogger(),
-    config: benchWorkerConfig(prefix, {
-      projectionTransactions: 2,
-      admissionLockTimeoutMs: LOCK_TIMEOUT_MS,
-      // No turn-start hook (the default): the target is the service's own cost.
-      turnStartHookSubject: '',
-      // The values the bare queue steps use.
-      queueMaxPerSession: QUEUE_MAX_PER_SESSION,
-      reservationTtlMs: RESERVATION_TTL_MS,
-    }),
+  const { tasks, contentOf } = inputs;
+  const workerOptions = { dialect, nc, scratch, config: BUS_WORKER_CONFIG };
+  const atDefault = await withSendWorker({ ...workerOptions, capacity: DEFAULT_CAPACITY }, async (bus) => ({
+    ...(await measureSends(dialect, bus, inputs, options)),
+    queue: await measureQueueRows(dialect, bus, contentOf, DEFAULT_CAPACITY, [tasks.queueLatency, tasks.queueThroughput], options),
+  }));
+  const atOne = await withSendWorker({ ...workerOptions, capacity: 1 }, (bus) =>
+    measureQueueRows(dialect, bus, contentOf, 1, [tasks.queueLatencyAt1, tasks.queueThroughputAt1], options),
+  );
+  const queueEdits = await withSendWorker({ ...workerOptions, capacity: DEFAULT_CAPACITY }, async (bus) => {
+    progress(`[${dialect}] queue.reorder, then queue.remove, on a paused session of ${QUEUE_EDIT_ENTRIES} waiting entries x ${options.sends} each`);
+    const reorder = latencyOf(await endpointReorders(bus, inputs.queue100, options.sends));
+    const remove = latencyOf(await endpointRemoves(bus, inputs.queue100, options.sends));
+    return { reorder, remove };
   });
-  const jsm = await jetstreamManager(nc);
-  const stopWorker = onCleanup(() => worker.stop());
-  try {
-    // The seeded tasks exist before the worker: its start-up refill of the summary bucket is over before any figure.
-    await worker.summaryBucketFilled();
-    const contentFor = (task: SeededCommentedTask) => contentOf.get(task.taskId)!;
-
-    progress(`[${dialect}] bus round trips x ${options.sends}`);
-    const echoBody = JSON.stringify({ session_id: randomUUID(), caller_id: randomUUID(), content: TYPED, plan_comment_refs: tasks.bare[0]!.refs });
-    const rtt = await busRoundTrips(nc, prefix, echoBody, options.sends);
-
-    progress(`[${dialect}] task_plan.comments_updated publish x ${options.sends}`);
-    const publisher = new NatsPlanCommentPublisher(nc, topology, systemClock);
-    const publish = await timeEach(
-      Array.from({ length: options.sends }, () => randomUUID()),
-      (taskId) => publisher.publishComments({ task_id: taskId, plan_id: randomUUID(), revision: 1, comments: [] }, `${taskId}:bench:1`),
-    );
-
-    const agent = startPromptAgent(nc, topology);
-    const client = createPendingProjectorClient(nc, { prefix });
-    progress(`[${dialect}] message.send x ${tasks.sendLatency.length} one at a time, then ${tasks.sendThroughput.length} at ${options.concurrency} in flight`);
-    const sent: ExpectedPrompt[] = [];
-    const sendRecorded = async (task: SeededCommentedTask) => {
-      sent.push({ receiptId: await sendOnce(client, task), task, deliveryKind: 'direct', content: contentFor(task) });
-    };
-    // One at a time means on an idle worker: each sample starts once the previous prompt was
-    // delivered, settled and its events projected, so it measures the send, not the overlap with
-    // its predecessor's delivery (the throughput below has all of that in flight at once).
-    const endpoint = await timeEach(tasks.sendLatency, async (task) => {
-      const t0 = performance.now();
-      const receiptId = await sendOnce(client, task);
-      const ms = performance.now() - t0;
-      await agent.arrival({ receiptId, task, deliveryKind: 'direct', content: contentFor(task) });
-      await quiesce(scratch.ctx, receiptTable, worker, jsm, receiptId);
-      return ms;
-    });
-    const endpointConcurrentOpsPerSec = await inFlight(tasks.sendThroughput, options.concurrency, sendRecorded);
-
-    // The sends' deliveries run in the background; the queue's figures must not wait behind them.
-    progress(`[${dialect}] waiting for the ${sent.length} sends' prompts at the agent`);
-    await Promise.all(sent.map((expected) => agent.arrival(expected)));
-
-    progress(
-      `[${dialect}] queue.enqueue until its prompt x ${tasks.queueLatency.length} one at a time, then ${tasks.queueThroughput.length} at ${options.concurrency} in flight`,
-    );
-    const enqueue = (task: SeededCommentedTask) => enqueueUntilPrompt(client, agent, task, TYPED, contentFor(task));
-    const queue = await timeEach(tasks.queueLatency, async (task) => {
-      const sample = await enqueue(task);
-      await quiesce(scratch.ctx, receiptTable, worker, jsm, sample.receiptId);
-      return sample.ms;
-    });
-    const queueConcurrentOpsPerSec = await inFlight(tasks.queueThroughput, options.concurrency, enqueue);
-    agent.stop();
-    return {
-      rtt: latencyOf(rtt),
-      publish: latencyOf(publish),
-      endpoint: latencyOf(endpoint),
-      endpointConcurrentOpsPerSec,
-      queue: latencyOf(queue),
-      queueConcurrentOpsPerSec,
-    };
-  } finally {
-    await stopWorker();
-    await removeTopology();
-  }
+  const { queue, ...sends } = atDefault;
+  return { ...sends, queueRows: [queue, atOne], queueEdits };
 }
 
-/**
- * Until the receipt was settled, its pass's events are in the events stream, the worker's consumer
- * has settled every event, and the projections they asked for are done: an idle worker.
- */
-async function quiesce(ctx: RepositoryContext, receiptTable: string, worker: WorkerHandle, jsm: JetStreamManager, receiptId: string): Promise<void> {
-  while ((await rawRows(ctx, `SELECT 1 FROM ${receiptTable} WHERE id = ?`, [receiptId])).length > 0) await sleep(1);
-  await worker.promptsIdle();
-  for (;;) {
-    const info = await jsm.consumers.info(worker.topology.eventsStream, worker.topology.consumer);
-    if (info.num_pending === 0 && info.num_ack_pending === 0) break;
-    await sleep(1);
-  }
-  await worker.projector.whenIdle();
+/** The dispatcher's capacity of a worker that is not told one (PROMPT_DISPATCH_CONCURRENCY). */
+const DEFAULT_CAPACITY = SETTINGS.promptDispatchConcurrency.default;
+
+/** The figures of message.send through the bus: the round trip, the publish alone, the send one at a time and in flight. */
+async function measureSends(
+  dialect: DialectName,
+  bus: SendWorker,
+  { tasks, contentOf }: BusInputs,
+  options: Options,
+): Promise<Pick<BusFigures, 'rtt' | 'publish' | 'endpoint' | 'endpointConcurrentOpsPerSec'>> {
+  const { nc, prefix, topology, client, agent } = bus;
+  const contentFor = (task: SeededCommentedTask) => contentOf.get(task.taskId)!;
+  progress(`[${dialect}] bus round trips x ${options.sends}`);
+  const echoBody = JSON.stringify({ session_id: randomUUID(), caller_id: randomUUID(), content: TYPED, plan_comment_refs: tasks.bare[0]!.refs });
+  const rtt = await busRoundTrips(nc, prefix, echoBody, options.sends);
+
+  progress(`[${dialect}] task_plan.comments_updated publish x ${options.sends}`);
+  const publisher = new NatsPlanCommentPublisher(nc, topology, systemClock);
+  const publish = await timeEach(
+    Array.from({ length: options.sends }, () => randomUUID()),
+    (taskId) => publisher.publishComments({ task_id: taskId, plan_id: randomUUID(), revision: 1, comments: [] }, `${taskId}:bench:1`),
+  );
+
+  progress(`[${dialect}] message.send x ${tasks.sendLatency.length} one at a time, then ${tasks.sendThroughput.length} at ${options.concurrency} in flight`);
+  const sent: ExpectedPrompt[] = [];
+  const sendRecorded = async (task: SeededCommentedTask) => {
+    sent.push({ receiptId: await sendOnce(client, task), task, deliveryKind: 'direct', content: contentFor(task) });
+  };
+  // One at a time means on an idle worker: each sample starts once the previous prompt was
+  // delivered, settled and its events projected, so it measures the send, not the overlap with
+  // its predecessor's delivery (the throughput below has all of that in flight at once).
+  const endpoint = await timeEach(tasks.sendLatency, async (task) => {
+    const t0 = performance.now();
+    const receiptId = await sendOnce(client, task);
+    const ms = performance.now() - t0;
+    await agent.arrival({ receiptId, task, deliveryKind: 'direct', content: contentFor(task) });
+    await quiesce(bus, receiptId);
+    return ms;
+  });
+  const endpointConcurrentOpsPerSec = await inFlight(tasks.sendThroughput, options.concurrency, sendRecorded);
+
+  // The sends' deliveries run in the background; the queue's figures must not wait behind them.
+  progress(`[${dialect}] waiting for the ${sent.length} sends' prompts at the agent`);
+  await Promise.all(sent.map((expected) => agent.arrival(expected)));
+  return { rtt: latencyOf(rtt), publish: latencyOf(publish), endpoint: latencyOf(endpoint), endpointConcurrentOpsPerSec };
+}
+
+/** queue.enqueue until its prompt, one at a time on `latency`'s tasks, then `throughput`'s at --concurrency in flight. */
+async function measureQueueRows(
+  dialect: DialectName,
+  bus: SendWorker,
+  contentOf: ReadonlyMap<string, string>,
+  capacity: number,
+  [latency, throughput]: [SeededCommentedTask[], SeededCommentedTask[]],
+  options: Options,
+): Promise<QueueRow> {
+  progress(
+    `[${dialect}] dispatcher capacity ${capacity}: queue.enqueue until its prompt x ${latency.length} one at a time, then ${throughput.length} at ${options.concurrency} in flight`,
+  );
+  const enqueue = (task: SeededCommentedTask) => enqueueUntilPrompt(bus.client, bus.agent, task, TYPED, contentOf.get(task.taskId)!);
+  const queue = await timeEach(latency, async (task) => {
+    const sample = await enqueue(task);
+    await quiesce(bus, sample.receiptId);
+    return sample.ms;
+  });
+  const concurrentOpsPerSec = await inFlight(throughput, options.concurrency, enqueue);
+  return { capacity, isDefault: capacity === DEFAULT_CAPACITY, queue: latencyOf(queue), concurrentOpsPerSec };
 }
 
 runBench<Options>({

@@ -23,8 +23,12 @@ import type { PromptReceiptStore } from '../src/repository/prompts/promptReceipt
 import { WrongAnswerError, expectFields } from './harness.js';
 import type { SeededCommentedTask } from './seed/fixtures.js';
 
-/** The worker's QUEUE_MAX_PER_SESSION and RESERVATION_TTL_MS in this bench; the bare steps use the same. */
-export const QUEUE_MAX_PER_SESSION = 10;
+/**
+ * The worker's QUEUE_MAX_PER_SESSION and RESERVATION_TTL_MS in this bench; the bare steps use the
+ * same. The queue limit is the queue-edit row's 100 waiting entries (sendQueueEdits.ts); a higher
+ * limit costs nothing: acceptance compares one count either way.
+ */
+export const QUEUE_MAX_PER_SESSION = 100;
 export const RESERVATION_TTL_MS = 30_000;
 /** How long a prompt may take to reach the agent before the run stops as a wrong answer. */
 const PROMPT_TIMEOUT_MS = 60_000;

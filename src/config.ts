@@ -4,7 +4,6 @@ import { BUCKET_STORAGES } from './events/summaryBucket.js';
 import { DEFAULT_DATABASE_URL, SCHEMA_MODE_SETTINGS, TIMESTAMP_FORM_SETTINGS } from './settingValues.js';
 import { redactCredentials } from './redaction.js';
 import { LOG_FORMAT_SETTINGS } from './logger.js';
-import { wrapText } from './textWrap.js';
 
 /**
  * The one reader of process.env. Every setting has an env name and a flag; a flag wins over the
@@ -287,6 +286,13 @@ export const SETTINGS = {
     default: 1_000,
     help: 'how often the prompt dispatcher looks for due receipts besides the kicks of admission and session events (the safety net)',
   },
+  promptDispatchConcurrency: {
+    env: 'PROMPT_DISPATCH_CONCURRENCY',
+    flag: 'prompt-dispatch-concurrency',
+    schema: intFrom(1, 64),
+    default: 4,
+    help: "sessions whose queue heads one worker process delivers at once (1 to 64); a session's own prompts go one at a time either way",
+  },
   respondDeadlineMs: {
     env: 'RESPOND_DEADLINE_MS',
     flag: 'respond-deadline-ms',
@@ -380,20 +386,4 @@ export function loadConfig(
 export function withDefaults<T extends Partial<Config>, const N extends readonly SettingName[]>(given: T, names: N): T & SettingsOf<N> {
   const missing = names.filter((name) => given[name] === undefined);
   return { ...given, ...loadConfig({}, {}, missing) } as T & SettingsOf<N>;
-}
-
-/** Columns `--help` fits in. */
-export const HELP_WIDTH = 100;
-
-/** Help lines for the settings a command uses: the names on one line, the meaning wrapped below. */
-export function describeSettings(only: readonly SettingName[]): string {
-  return only
-    .map((name) => {
-      const s = SETTINGS[name];
-      const alias = namesOf(name)[1];
-      const aka = alias ? `; alias --${alias.flag} / ${alias.env}` : '';
-      const shown = isSecretSetting(name) ? 'secret, never shown' : `default: ${redactCredentials(JSON.stringify(s.default))}`;
-      return `${wrapText(`--${s.flag}, ${s.env} (${shown}${aka})`, HELP_WIDTH, '      ', '  ')}\n${wrapText(s.help, HELP_WIDTH, '      ')}`;
-    })
-    .join('\n');
 }

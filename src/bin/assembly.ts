@@ -194,7 +194,7 @@ function createTurnStartHook(parts: Parts, nc: NatsConnection, config: PlanComme
 }
 
 /** What the prompt dispatcher reads of the configuration. */
-export type PromptDispatchConfig = PlanCommentsConfig & Pick<Config, 'reservationTtlMs' | 'promptDeadlineMs' | 'dispatchPollMs'>;
+export type PromptDispatchConfig = PlanCommentsConfig & Pick<Config, 'reservationTtlMs' | 'promptDeadlineMs' | 'dispatchPollMs' | 'promptDispatchConcurrency'>;
 
 export interface PromptDelivery {
   dispatcher: PromptDispatcher;
@@ -239,6 +239,7 @@ export async function createPromptDelivery(
     promptDeadlineMs: deps.config.promptDeadlineMs,
     queueMax,
     ineligibleRetryMs: deps.config.dispatchPollMs,
+    maxConcurrentSessions: deps.config.promptDispatchConcurrency,
     metrics: deps.metrics,
     onUndeliverable: deps.onUndeliverable,
   });

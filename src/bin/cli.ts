@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
-import { ConfigError, HELP_WIDTH, describeSettings, loadConfig, namesOf, type Config, type SettingName, type SettingsOf } from '../config.js';
+import { ConfigError, loadConfig, namesOf, type Config, type SettingName, type SettingsOf } from '../config.js';
+import { HELP_WIDTH, describeSettings } from '../describeSettings.js';
 import { runMigrateCommand } from './migrateCommand.js';
 import { runWorkerCommand } from './workerCommand.js';
 import { runReconcileCommand, runVerifyCommand } from './reconcileCommands.js';

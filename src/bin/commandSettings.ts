@@ -36,6 +36,7 @@ export const WORKER_ONLY_SETTINGS = [
   'reservationTtlMs',
   'promptDeadlineMs',
   'dispatchPollMs',
+  'promptDispatchConcurrency',
   'queueMaxPerSession',
 ] as const satisfies readonly SettingName[];
 

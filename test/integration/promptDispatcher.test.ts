@@ -63,6 +63,7 @@ describeEachDialect('the prompt dispatcher over real NATS on %s', (dialect) => {
       promptDeadlineMs: 5000,
       queueMax: 10,
       ineligibleRetryMs: 20,
+      maxConcurrentSessions: 4,
     });
     d.start();
     dispatchers.push(d);

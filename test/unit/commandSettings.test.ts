@@ -31,6 +31,7 @@ describe('startWorker', () => {
       dispatchPollMs: 75,
       queueMaxPerSession: SETTINGS.queueMaxPerSession.default,
       reservationTtlMs: SETTINGS.reservationTtlMs.default,
+      promptDispatchConcurrency: SETTINGS.promptDispatchConcurrency.default,
       natsInboxPrefix: SETTINGS.natsInboxPrefix.default,
       schemaMode: SETTINGS.schemaMode.default,
     });

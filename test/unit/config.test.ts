@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, describeSettings, loadConfig } from '../../src/config.js';
+import { ConfigError, loadConfig } from '../../src/config.js';
+import { describeSettings } from '../../src/describeSettings.js';
 
 const batchSize = (flags: Record<string, string>, env: Record<string, string>) => loadConfig(flags, env, ['projectionBatchSize']).projectionBatchSize;
 

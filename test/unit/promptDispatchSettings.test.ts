@@ -6,14 +6,15 @@ import { releaseBackoffMs } from '../../src/services/prompts/promptDispatcher.js
 import { instantAfter } from '../../src/timestamps.js';
 import { createFailpoints } from '../support/failpoints.js';
 
-const SETTINGS = ['reservationTtlMs', 'promptDeadlineMs', 'dispatchPollMs', 'queueMaxPerSession'] as const;
+const SETTINGS = ['reservationTtlMs', 'promptDeadlineMs', 'dispatchPollMs', 'promptDispatchConcurrency', 'queueMaxPerSession'] as const;
 
 describe('the prompt dispatcher settings', () => {
-  it('default to a 30 s reservation, a 10 s prompt deadline, a 1 s poll and 10 queued prompts', () => {
+  it('default to a 30 s reservation, a 10 s prompt deadline, a 1 s poll, 4 sessions at once and 10 queued prompts', () => {
     expect(loadConfig({}, {}, SETTINGS)).toEqual({
       reservationTtlMs: 30_000,
       promptDeadlineMs: 10_000,
       dispatchPollMs: 1_000,
+      promptDispatchConcurrency: 4,
       queueMaxPerSession: 10,
     });
   });
@@ -23,12 +24,14 @@ describe('the prompt dispatcher settings', () => {
       RESERVATION_TTL_MS: '1500',
       PROMPT_DEADLINE_MS: '2000',
       DISPATCH_POLL_MS: '50',
+      PROMPT_DISPATCH_CONCURRENCY: '2',
       QUEUE_MAX_PER_SESSION: '3',
     };
     expect(loadConfig({ 'dispatch-poll-ms': '75' }, env, SETTINGS)).toEqual({
       reservationTtlMs: 1500,
       promptDeadlineMs: 2000,
       dispatchPollMs: 75,
+      promptDispatchConcurrency: 2,
       queueMaxPerSession: 3,
     });
   });
@@ -42,6 +45,23 @@ describe('the prompt dispatcher settings', () => {
       problems = (err as ConfigError).problems.join('\n');
     }
     expect(problems).toContain('QUEUE_MAX_PER_SESSION / --queue-max-per-session');
+  });
+
+  it('take the dispatch concurrency from its flag over its env name, 1 and 64 included', () => {
+    expect(loadConfig({ 'prompt-dispatch-concurrency': '1' }, { PROMPT_DISPATCH_CONCURRENCY: '64' }, SETTINGS).promptDispatchConcurrency).toBe(1);
+    expect(loadConfig({}, { PROMPT_DISPATCH_CONCURRENCY: '64' }, SETTINGS).promptDispatchConcurrency).toBe(64);
+  });
+
+  it.each(['0', '65', '2.5', 'four', ''])('refuse a dispatch concurrency of %j, naming both ways to set it and the range', (raw) => {
+    let problems = '';
+    try {
+      loadConfig({}, { PROMPT_DISPATCH_CONCURRENCY: raw }, SETTINGS);
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      problems = (err as ConfigError).problems.join('\n');
+    }
+    expect(problems).toContain(`PROMPT_DISPATCH_CONCURRENCY / --prompt-dispatch-concurrency = ${JSON.stringify(raw)} (from PROMPT_DISPATCH_CONCURRENCY)`);
+    expect(problems).toContain('1 to 64');
   });
 });
 

@@ -1,6 +1,7 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, describeSettings, isSecretSetting, loadConfig, SETTINGS, type SettingName } from '../../src/config.js';
+import { ConfigError, isSecretSetting, loadConfig, SETTINGS, type SettingName } from '../../src/config.js';
+import { describeSettings } from '../../src/describeSettings.js';
 import { createLogger } from '../../src/logger.js';
 import { createDatabase } from '../../src/repository/database.js';
 import { isSecretParameter, redactCredentials } from '../../src/redaction.js';

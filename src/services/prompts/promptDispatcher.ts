@@ -16,8 +16,8 @@ import { deliverHead, type DeliveryPassDeps } from './promptDeliveryPass.js';
 
 export interface PromptDispatcherDeps extends Omit<DeliveryPassDeps, 'releaseBackoffMs'> {
   logger: Logger;
-  /** Sessions delivered at once by this process (default 4). */
-  maxConcurrentSessions?: number;
+  /** Sessions whose heads this process delivers at once (PROMPT_DISPATCH_CONCURRENCY). */
+  maxConcurrentSessions: number;
   /** Counts each reserved receipt's outcome, and gauges the sessions in delivery and waiting for a slot. */
   metrics?: Metrics;
 }
@@ -60,7 +60,7 @@ export function createPromptDispatcher(deps: PromptDispatcherDeps): PromptDispat
   };
 
   const passes = new KeyedCoalescer<string>({
-    concurrency: deps.maxConcurrentSessions ?? 4,
+    concurrency: deps.maxConcurrentSessions,
     run: async ([sessionId]) => {
       // A kick from admission arrives while its endpoint is still replying: the pass starts on the
       // next turn of the event loop, after that reply went out. On SQLite every statement runs
