@@ -33,6 +33,7 @@ import { createPlanCommentStore, openPlanCommentStore } from '../repository/plan
 import { detectPlanCommentSchema, type PlanCommentSchema } from '../repository/schema/planCommentTables.js';
 import { isPromptableSessionState } from '../turns/sessionStates.js';
 import { createQueueLifecycle, type QueueLifecycle } from '../services/prompts/queueLifecycle.js';
+import { createQueueStatusEvents, type QueueStatusEvents } from '../services/prompts/queueStatusEvents.js';
 import { acceptanceRecorded } from '../repository/prompts/promptReplay.js';
 import { getPrimarySession, getSession, getTask } from '../repository/tasks/tasks.js';
 import { NO_PROMPT_DISPATCH, type PromptDispatch } from '../services/prompts/promptDispatch.js';
@@ -49,7 +50,6 @@ import { createPromptService, type PromptService, type PromptTargets } from '../
 import { createAttachmentService, type AttachmentService } from '../services/attachments/attachmentService.js';
 import { createAttachmentStore } from '../repository/attachments/attachmentStore.js';
 import { createPromptStore, type PromptStore } from '../repository/prompts/promptStore.js';
-import type { SummaryPorts } from '../services/publishOrRefresh.js';
 import { NO_TURN_START_HOOK } from '../services/prompts/turnStartHook.js';
 import { ADD_INDEXES_COMMAND } from './addIndexesCommand.js';
 import type { DatabaseConfig } from './connectDatabase.js';
@@ -255,6 +255,8 @@ export interface PromptServices {
   endpoints: { planComments: PlanCommentService; prompts: PromptService; attachments: AttachmentService };
   /** The collection events both services issue; the worker waits for them on stop, after the endpoints. */
   commentEvents: PlanCommentPublisher;
+  /** The queue status events the services issue after their replies; the worker waits for them on stop, after the endpoints. */
+  queueStatus: QueueStatusEvents;
   /** Cancels the entries of queues whose session finished: on the events that say so, and on each reconciliation pass. */
   queueLifecycle: QueueLifecycle;
 }
@@ -312,10 +314,7 @@ export async function createPromptServices(
   });
   const promptStore = createPromptStore(ctx, schema);
   const promptWrites = admitted((tx) => createPromptStore(tx, schema));
-  const queueEvents = {
-    events: new NatsEventPublisher(deps.nc, parts.topology, parts.clock),
-    refreshSummary: (taskId: string) => parts.projector.reproject(taskId),
-  };
+  const queueStatus = queueStatusEventsOver(parts, promptStore, deps);
   const prompts = createPromptService({
     prompts: promptStore,
     promptWrites,
@@ -324,7 +323,7 @@ export async function createPromptServices(
     admission,
     hook: createTurnStartHook(parts, deps.nc, deps.config),
     targets: promptTargets(ctx, schema),
-    queueEvents,
+    queueStatus,
     queueMaxPerSession: deps.config.queueMaxPerSession,
     // The worker's dispatcher; without one (one-shot commands, tests of admission alone) receipts wait for a worker.
     dispatch: deps.dispatch ?? NO_PROMPT_DISPATCH,
@@ -332,8 +331,8 @@ export async function createPromptServices(
     logger: deps.logger,
   });
   const attachments = createAttachmentService({ store: createAttachmentStore(ctx, schema) });
-  const queueLifecycle = queueLifecycleOver({ promptStore, promptWrites, queueEvents, commentEvents, ...deps });
-  return { endpoints: { planComments, prompts, attachments }, commentEvents, queueLifecycle };
+  const queueLifecycle = queueLifecycleOver({ promptStore, promptWrites, queueStatus, commentEvents, ...deps });
+  return { endpoints: { planComments, prompts, attachments }, commentEvents, queueStatus, queueLifecycle };
 }
 
 /** What cancelling finished queues reads of the configuration. */
@@ -354,33 +353,40 @@ export async function createQueueLifecycleOf(
     onWarning: (message) => deps.logger.warn({ component: 'admission' }, message),
   });
   const commentEvents = createPlanCommentPublisher(new NatsPlanCommentPublisher(deps.nc, parts.topology, parts.clock), deps.logger);
+  const promptStore = createPromptStore(ctx, schema);
+  const queueStatus = queueStatusEventsOver(parts, promptStore, deps);
   const lifecycle = queueLifecycleOver({
-    promptStore: createPromptStore(ctx, schema),
+    promptStore,
     promptWrites: { mutate: (taskId, fn) => admission.withMutation(ctx, taskId, (tx) => fn(createPromptStore(tx, schema))) },
-    queueEvents: {
-      events: new NatsEventPublisher(deps.nc, parts.topology, parts.clock),
-      refreshSummary: (taskId: string) => parts.projector.reproject(taskId),
-    },
+    queueStatus,
     commentEvents,
     ...deps,
   });
-  return { lifecycle, settled: () => commentEvents.settled() };
+  return { lifecycle, settled: async () => void (await Promise.all([commentEvents.settled(), queueStatus.settled()])) };
+}
+
+/** `message.queue.status_changed` after each change, read from `store`, published on the bus (the summary refreshed when it refuses). */
+function queueStatusEventsOver(parts: Parts, store: PromptStore, deps: { nc: NatsConnection; config: Pick<Config, 'queueMaxPerSession'>; logger: Logger }) {
+  return createQueueStatusEvents({
+    ports: { events: new NatsEventPublisher(deps.nc, parts.topology, parts.clock), refreshSummary: (taskId) => parts.projector.reproject(taskId) },
+    read: (sessionId) => store.queueStatus(sessionId),
+    queueMax: deps.config.queueMaxPerSession,
+    logger: deps.logger,
+  });
 }
 
 function queueLifecycleOver(deps: {
   promptStore: PromptStore;
   promptWrites: AdmittedWrites<PromptStore>;
-  queueEvents: SummaryPorts;
+  queueStatus: QueueStatusEvents;
   commentEvents: PlanCommentPublisher;
-  config: QueueLifecycleConfig;
   logger: Logger;
 }): QueueLifecycle {
   return createQueueLifecycle({
     prompts: deps.promptStore,
     promptWrites: deps.promptWrites,
-    queueEvents: deps.queueEvents,
+    queueStatus: deps.queueStatus,
     publishComments: (plan) => deps.commentEvents.publish(plan),
-    queueMaxPerSession: deps.config.queueMaxPerSession,
     logger: deps.logger,
   });
 }

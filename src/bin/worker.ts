@@ -204,8 +204,12 @@ async function startHoldingLock(deps: WorkerDeps & { config: StartWorkerSettings
       graceMs: config.respondDeadlineMs + RECOVERY_MARGIN_MS,
       logger,
     }),
-    // Stopped after the endpoints: the collection events of the last requests they answered go out.
-    { name: 'plan-comment-events', start: async () => undefined, stop: () => promptServices.commentEvents.settled() },
+    // Stopped after the endpoints: the collection and queue events of the last requests they answered go out.
+    {
+      name: 'plan-comment-events',
+      start: async () => undefined,
+      stop: async () => void (await Promise.all([promptServices.commentEvents.settled(), promptServices.queueStatus.settled()])),
+    },
     serviceEndpointsComponent({
       nc,
       topology,

@@ -220,7 +220,8 @@ export async function reorderQueue(ctx: RepositoryContext, schema: PlanCommentSc
     }
     // The same order again changes nothing, so the revision stays.
     const next = moves.length > 0 ? await bumpQueueRevision(tx, sessionId) : revision;
-    const entries = await listWaitingQueuedPrompts(tx, table, sessionId);
+    // The rows locked above at their new positions, in the new order: nothing else can have moved under the locks.
+    const entries = input.queueIds.map((id, i) => ({ ...byId.get(id)!, position: positions[i]! }));
     await input.beforeCommit?.();
     return { ok: true, taskId, entries, revision: next };
   });

@@ -18,9 +18,8 @@ import type { QueueWithdrawalReply } from '../../contract/planCommentReplies.js'
 import type { WithdrawInput } from '../../repository/prompts/promptStore.js';
 import { admissionPayload, lockTimeoutFailure, queueEntryPayload, reasoned, snapshotPayload, storeFailure } from '../planCommentWire.js';
 import type { PlanCommentsPayload } from '../../contract/planCommentPayloads.js';
-import { queueStatusChanged } from './promptEvents.js';
 import type { PromptDispatch } from './promptDispatch.js';
-import { publishOrRefresh, type SummaryPorts } from '../publishOrRefresh.js';
+import type { QueueStatusEvents } from './queueStatusEvents.js';
 import type { PromptTargets } from './promptTargets.js';
 import { NO_FAILPOINTS, type Failpoints } from '../../failpoints.js';
 
@@ -48,8 +47,8 @@ export interface PromptQueueDeps {
   promptWrites: AdmittedWrites<PromptStore>;
   targets: PromptTargets;
   dispatch: PromptDispatch;
-  /** Where `message.queue.status_changed` goes, and the summary refresh when the bus refuses it. */
-  queueEvents: SummaryPorts;
+  /** `message.queue.status_changed` after every change, issued after the reply (queueStatusEvents.ts). */
+  queueStatus: QueueStatusEvents;
   queueMaxPerSession: number;
   /** Issues a consumed collection's event (the shared collection publisher; not awaited). */
   publishComments(plan: PlanCommentsPayload): void;
@@ -131,7 +130,7 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
       });
       if (!updated.ok) return storeFailure(updated);
       const { entry } = updated;
-      await publishQueueStatus(entry, `updated:${entry.id}:${entry.version}`);
+      publishQueueStatus(entry, `updated:${entry.id}:${entry.version}`);
       return { ok: true, entry: queueEntryPayload(entry), released_attachment_ids: updated.releasedAttachmentIds };
     },
 
@@ -141,7 +140,7 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
       if (set.changed) {
         // A resume delivers what waited without waiting for the poll.
         if (auto_run) deps.dispatch.kick(session_id);
-        await publishQueueStatus({ sessionId: session_id, taskId: set.taskId }, `auto_run:${auto_run ? 'on' : 'off'}:${randomUUID()}`);
+        publishQueueStatus({ sessionId: session_id, taskId: set.taskId }, `auto_run:${auto_run ? 'on' : 'off'}:${randomUUID()}`);
       }
       return { ok: true, session_id, task_id: set.taskId, auto_run: set.autoRun };
     },
@@ -157,7 +156,7 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
       });
       if (!reordered.ok) return storeFailure(reordered);
       if (reordered.revision !== r.revision) {
-        await publishQueueStatus({ sessionId: r.session_id, taskId: reordered.taskId }, `revision:${reordered.revision}`);
+        publishQueueStatus({ sessionId: r.session_id, taskId: reordered.taskId }, `revision:${reordered.revision}`);
       }
       return { ok: true, entries: reordered.entries.map(queueEntryPayload), revision: reordered.revision };
     },
@@ -179,10 +178,7 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
       // The kick first: delivery need not wait for the events, which are hints for the summary.
       deps.dispatch.kick(accepted.sessionId);
       if (accepted.consumedCommentIds.length > 0 && reply.plan_comments) deps.publishComments(reply.plan_comments);
-      const session = { sessionId: accepted.sessionId, taskId: accepted.taskId };
-      await publishOrRefresh(deps.queueEvents, log, accepted.taskId, [
-        queueStatusChanged(session, await prompts.queueStatus(accepted.sessionId), max, `${accepted.receiptId}:enqueued`),
-      ]);
+      deps.queueStatus.issue({ sessionId: accepted.sessionId, taskId: accepted.taskId }, `${accepted.receiptId}:enqueued`);
     }
     return reply;
   }
@@ -211,8 +207,8 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
   }
 
   /** Every committed change of a queue tells its subscribers, the summary's count included. */
-  async function publishQueueStatus(session: { sessionId: string; taskId: string }, step: string): Promise<void> {
-    await publishOrRefresh(deps.queueEvents, log, session.taskId, [queueStatusChanged(session, await prompts.queueStatus(session.sessionId), max, step)]);
+  function publishQueueStatus(session: { sessionId: string; taskId: string }, step: string): void {
+    deps.queueStatus.issue(session, step);
   }
 
   async function withdraw(input: WithdrawInput): Promise<QueueWithdrawalReply> {
@@ -225,9 +221,7 @@ export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
     const plan = result.snapshot ? snapshotPayload(result.snapshot) : null;
     if (result.withdrawn.length > 0) {
       if (plan) deps.publishComments(plan);
-      await publishOrRefresh(deps.queueEvents, log, result.taskId, [
-        queueStatusChanged(result, await prompts.queueStatus(result.sessionId), max, `revision:${result.revision}`),
-      ]);
+      publishQueueStatus(result, `revision:${result.revision}`);
     }
     return {
       ok: true,

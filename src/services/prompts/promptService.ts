@@ -23,7 +23,7 @@ import { admissionPayload, lockTimeoutFailure, reasoned, snapshotPayload, storeF
 import type { ReasonedFailure } from '../../contract/planCommentPayloads.js';
 import type { PlanCommentPublisher } from '../planComments/planCommentEvents.js';
 import type { PromptDispatch } from './promptDispatch.js';
-import type { SummaryPorts } from '../publishOrRefresh.js';
+import type { QueueStatusEvents } from './queueStatusEvents.js';
 import { createPromptQueue } from './promptQueue.js';
 import type { PromptTargets } from './promptTargets.js';
 import type { TurnStartHook } from './turnStartHook.js';
@@ -55,8 +55,8 @@ export interface PromptServiceDeps {
   targets: PromptTargets;
   /** Kicked after every newly accepted prompt, so this replica delivers it without waiting for a poll. */
   dispatch: PromptDispatch;
-  /** Publishes `message.queue.status_changed` after a new queue entry (refreshing the summary when the bus refuses it). */
-  queueEvents: SummaryPorts;
+  /** `message.queue.status_changed` after every change of a queue, issued after the reply. */
+  queueStatus: QueueStatusEvents;
   /** QUEUE_MAX_PER_SESSION: the most waiting queued prompts a session may hold. */
   queueMaxPerSession: number;
   /** Test-only boundaries (after_accept_commit, and the queue edits' before_withdrawal_commit and before_reorder_commit); none unless a crash test's worker entry passes armed ones. */

@@ -3,16 +3,14 @@ import type { AdmittedWrites } from '../admittedWrites.js';
 import type { PlanCommentsPayload } from '../../contract/planCommentPayloads.js';
 import type { FinishedScope, PromptStore } from '../../repository/prompts/promptStore.js';
 import { snapshotPayload } from '../planCommentWire.js';
-import { publishOrRefresh, type SummaryPorts } from '../publishOrRefresh.js';
-import { queueStatusChanged } from './promptEvents.js';
+import type { QueueStatusEvents } from './queueStatusEvents.js';
 
 export interface QueueLifecycleDeps {
   prompts: PromptStore;
   /** Cancelling returns comments to the collection: a mutation under the task's admission lock. */
   promptWrites: AdmittedWrites<PromptStore>;
-  queueEvents: SummaryPorts;
+  queueStatus: QueueStatusEvents;
   publishComments(plan: PlanCommentsPayload): void;
-  queueMaxPerSession: number;
   logger: Logger;
 }
 
@@ -34,7 +32,8 @@ export interface QueueLifecycle {
  * No entry outlives its session: the worker settles the task's or session's queues on the event
  * that reports an archive, a deletion or a terminal state, and every queue of the database on each
  * reconciliation pass (a missed event). Each cancellation is its own transaction and publishes
- * like a `queue.clear`: the collection event when comments came back, then the queue status.
+ * like a `queue.clear`: the collection event when comments came back, then the queue status
+ * (issued: the caller's projection does not wait for it).
  */
 export function createQueueLifecycle(deps: QueueLifecycleDeps): QueueLifecycle {
   const log = deps.logger.child({ component: 'queue-lifecycle' });
@@ -75,9 +74,7 @@ export function createQueueLifecycle(deps: QueueLifecycleDeps): QueueLifecycle {
             'cancelled the waiting queue entries of a finished session',
           );
           if (result.snapshot) deps.publishComments(snapshotPayload(result.snapshot));
-          await publishOrRefresh(deps.queueEvents, log, result.taskId, [
-            queueStatusChanged(result, await deps.prompts.queueStatus(result.sessionId), deps.queueMaxPerSession, `revision:${result.revision}`),
-          ]);
+          deps.queueStatus.issue(result, `revision:${result.revision}`);
         } catch (err) {
           log.error({ ...queue, err }, 'could not cancel the queue of a finished session; the next reconciliation pass tries again');
           report.failed++;
