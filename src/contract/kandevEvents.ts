@@ -1,7 +1,7 @@
 import type { QueueEntryPayload } from './planCommentPayloads.js';
-import { MESSAGE_QUEUE_STATUS_CHANGED } from './subjects.js';
+import { MESSAGE_QUEUE_STATUS_CHANGED, TASK_PLAN_DELETED } from './subjects.js';
 
-export { MESSAGE_QUEUE_STATUS_CHANGED };
+export { MESSAGE_QUEUE_STATUS_CHANGED, TASK_PLAN_DELETED };
 
 /**
  * The Kandev events this service publishes when the clarification endpoints or the prompt
@@ -84,6 +84,25 @@ export interface QueueStatusChangedData {
   max: number;
   auto_run: boolean;
   merge_enabled: boolean;
+}
+
+/**
+ * Kandev's `task_plan.deleted`: the deleted plan as it was, every column of `task_plans` (Kandev's
+ * `TaskPlan`), timestamps RFC 3339. `comments_revision` is this service's column beside Kandev's.
+ * Published through the output stream (plan-comment publisher), not the events stream.
+ */
+export interface TaskPlanDeletedData {
+  id: string;
+  task_id: string;
+  title: string;
+  content: string;
+  created_by: string;
+  created_at: string;
+  updated_at: string;
+  implementation_started_at: string | null;
+  implementation_started_session_id: string | null;
+  implementation_started_by: string | null;
+  comments_revision: number;
 }
 
 export type KandevEvent = (

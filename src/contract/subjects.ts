@@ -30,6 +30,8 @@ export const SUMMARY_UPDATED = 'task.status_summary.updated';
 export const SESSION_PENDING_ACTION_CHANGED = 'task_session.pending_action_changed';
 /** The full replacement of a task's plan-comment collection after every committed change. */
 export const PLAN_COMMENTS_UPDATED = 'task_plan.comments_updated';
+/** Kandev's event after a plan was deleted (`plan.delete` in owned mode): data is the deleted plan row. */
+export const TASK_PLAN_DELETED = 'task_plan.deleted';
 export const SERVICE_SUBJECT_ROOT = 'pending_projector.v1';
 /** Kandev's event after a session's queue changed: `{session_id, task_id, count, max}`. */
 export const MESSAGE_QUEUE_STATUS_CHANGED = 'message.queue.status_changed';
@@ -48,6 +50,8 @@ export interface Topology {
   sessionPendingSubject: string;
   /** `<prefix>task_plan.comments_updated`, captured by the output stream. */
   planCommentsSubject: string;
+  /** `<prefix>task_plan.deleted`, captured by the output stream. */
+  planDeletedSubject: string;
   deadLetterSubject: string;
   /** Stream capturing detached-clarification resume commands (`<prefix>agent.*.resume`). */
   agentResumeStream: string;
@@ -83,6 +87,7 @@ export function topologyFor(prefix: string): Topology {
     summarySubject: `${prefix}${SUMMARY_UPDATED}`,
     sessionPendingSubject: `${prefix}${SESSION_PENDING_ACTION_CHANGED}`,
     planCommentsSubject: `${prefix}${PLAN_COMMENTS_UPDATED}`,
+    planDeletedSubject: `${prefix}${TASK_PLAN_DELETED}`,
     deadLetterSubject: `${prefix}pending_projector.dead_letter`,
     agentResumeStream: `${upper}PENDING_PROJECTOR_AGENT_RESUME`,
     agentResumeSubjects: [`${prefix}agent.*.resume`],

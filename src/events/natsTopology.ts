@@ -45,8 +45,9 @@ async function ensureStream(jsm: JetStreamManager, config: Partial<StreamConfig>
  * Creates or updates everything the worker needs, idempotently (several replicas may race here):
  * - the events stream capturing Kandev's plain publishes on the inbound subjects, so nothing sent
  *   while no worker runs is lost (limits retention keeps history for `replay`);
- * - the output stream for summaries, session pending actions and plan-comment collections (its
- *   duplicate window dedupes retried publishes by `task_id:revision`, `task_id:plan_id:revision`);
+ * - the output stream for summaries, session pending actions, plan-comment collections and plan
+ *   deletions (its duplicate window dedupes retried publishes by `task_id:revision`,
+ *   `task_id:plan_id:revision`, `task_id:plan_id:task_plan.deleted`);
  * - the dead-letter stream, which also captures JetStream's MAX_DELIVERIES advisories of the
  *   worker's consumer (an event no delivery ever settled, e.g. one that crashed the worker);
  * - the agent resume stream capturing `<prefix>agent.*.resume` (detached clarification answers);
@@ -130,8 +131,9 @@ export async function ensureOutputTopology(nc: NatsConnection, topology: Topolog
   const jsm = await jetstreamManager(nc);
   await ensureStream(jsm, {
     name: topology.outputStream,
-    // An output stream made before plan comments existed gets their subject added (ensureStream updates it).
-    subjects: [topology.summarySubject, topology.sessionPendingSubject, topology.planCommentsSubject],
+    // An output stream made before plan comments (or plan deletions) were published gets their
+    // subjects added (ensureStream updates it).
+    subjects: [topology.summarySubject, topology.sessionPendingSubject, topology.planCommentsSubject, topology.planDeletedSubject],
     retention: RetentionPolicy.Limits,
     storage: StorageType.File,
     max_age: nanos(24 * 3_600_000),

@@ -1,5 +1,7 @@
 import type { AttachmentRecord } from '../repository/attachments/attachmentStore.js';
 import type { PlanCommentRecord, PlanCommentSnapshot, StoreFailure } from '../repository/planComments/planCommentStore.js';
+import type { TaskPlanRecord } from '../repository/planComments/planCommentRows.js';
+import type { TaskPlanDeletedData } from '../contract/kandevEvents.js';
 import type { AcceptedPrompt, PromptReceiptRecord } from '../repository/prompts/promptStore.js';
 import type {
   AdmissionPayload,
@@ -30,6 +32,23 @@ export function commentPayload(c: PlanCommentRecord): PlanCommentPayload {
 
 export function snapshotPayload(s: PlanCommentSnapshot): PlanCommentsPayload {
   return { task_id: s.taskId, plan_id: s.planId, revision: s.revision, comments: s.comments.map(commentPayload) };
+}
+
+/** A plan row as Kandev's plan events carry it (`task_plan.deleted`). */
+export function taskPlanPayload(p: TaskPlanRecord): TaskPlanDeletedData {
+  return {
+    id: p.id,
+    task_id: p.taskId,
+    title: p.title,
+    content: p.content,
+    created_by: p.createdBy,
+    created_at: p.createdAt,
+    updated_at: p.updatedAt,
+    implementation_started_at: p.implementationStartedAt,
+    implementation_started_session_id: p.implementationStartedSessionId,
+    implementation_started_by: p.implementationStartedBy,
+    comments_revision: p.commentsRevision,
+  };
 }
 
 export function attachmentPayload(a: AttachmentRecord): AttachmentPayload {

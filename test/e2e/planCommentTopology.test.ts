@@ -22,7 +22,7 @@ describe('the output stream and task_plan.comments_updated', () => {
     await nc?.drain();
   });
 
-  it('an output stream made before plan comments gets their subject added, keeping its messages', async () => {
+  it('an output stream made before plan comments and plan deletions gets their subjects added, keeping its messages', async () => {
     const topology = topologyFor(prefix);
     const jsm = await jetstreamManager(nc);
     await jsm.streams.add({
@@ -35,11 +35,16 @@ describe('the output stream and task_plan.comments_updated', () => {
     await js.publish(topology.summarySubject, new TextEncoder().encode('{}'));
     await ensureOutputTopology(nc, topology);
     const info = await jsm.streams.info(topology.outputStream);
-    expect([...info.config.subjects].sort()).toEqual([topology.planCommentsSubject, topology.sessionPendingSubject, topology.summarySubject].sort());
+    expect([...info.config.subjects].sort()).toEqual(
+      [topology.planCommentsSubject, topology.planDeletedSubject, topology.sessionPendingSubject, topology.summarySubject].sort(),
+    );
     expect(info.state.messages).toBe(1);
     const ack = await js.publish(topology.planCommentsSubject, new TextEncoder().encode('{}'), { msgID: 't:p:1' });
     expect(ack.stream).toBe(topology.outputStream);
     expect((await js.publish(topology.planCommentsSubject, new TextEncoder().encode('{}'), { msgID: 't:p:1' })).duplicate).toBe(true);
+    expect((await js.publish(topology.planDeletedSubject, new TextEncoder().encode('{}'), { msgID: 't:p:task_plan.deleted' })).stream).toBe(
+      topology.outputStream,
+    );
   });
 });
 

@@ -66,6 +66,7 @@ describeEachDialect('plan-comment tables by schema mode on %s', (dialect) => {
       receiptTable: 'pending_projector_prompt_receipts',
       // That schema has no queue_session_state: its queues cannot be paused.
       queueState: false,
+      kandevOwnsPlans: true,
     });
     const task = await createTask(t.ctx, { workspaceId: 'ws' });
     const session = await createSession(t.ctx, { taskId: task.id, state: 'IDLE', isPrimary: true });
@@ -127,6 +128,7 @@ describeEachDialect('plan-comment tables by schema mode on %s', (dialect) => {
       missingForPrompts: [],
       receiptTable: 'pending_projector_prompt_receipts',
       queueState: true,
+      kandevOwnsPlans: true,
     });
 
     const task = await seedPlanTask(t.ctx);
@@ -142,5 +144,10 @@ describeEachDialect('plan-comment tables by schema mode on %s', (dialect) => {
     expect(accepted).toMatchObject({ ok: true, consumedCommentIds: [created.comment.id], snapshot: { revision: 2, comments: [] } });
     expect(await rawRows(t.ctx, 'SELECT id FROM pending_projector_prompt_receipts')).toEqual([{ id: callerId }]);
     expect(await rawRows(t.ctx, 'SELECT id FROM queued_messages')).toEqual([]);
+
+    // Kandev's plan stays Kandev's to delete: refused before any statement.
+    const plans = await rawRows(t.ctx, 'SELECT * FROM task_plans ORDER BY id');
+    expect(await store.deletePlan({ taskId: task.taskId, planId: task.planId })).toMatchObject({ ok: false, code: 'conflict', reason: 'plan_owned_by_kandev' });
+    expect(await rawRows(t.ctx, 'SELECT * FROM task_plans ORDER BY id')).toEqual(plans);
   });
 });

@@ -252,10 +252,12 @@ describeEachDialect('the plan-comment collection on %s', (dialect) => {
       expect(await store.deletePlan({ taskId: task.taskId, planId: task.planId })).toEqual({
         ok: true,
         deleted: true,
+        // The row as it was under the lock, for task_plan.deleted.
+        plan: expect.objectContaining({ id: task.planId, taskId: task.taskId, commentsRevision: 2, implementationStartedAt: null }),
         snapshot: { taskId: task.taskId, planId: null, revision: 0, comments: [] },
       });
       expect(Number((await t.ctx.knex('task_plan_comments').where({ task_id: task.taskId }).count<{ n: number }[]>({ n: '*' }).first())?.n)).toBe(0);
-      expect(await store.deletePlan({ taskId: task.taskId, planId: task.planId })).toMatchObject({ ok: true, deleted: false });
+      expect(await store.deletePlan({ taskId: task.taskId, planId: task.planId })).toMatchObject({ ok: true, deleted: false, plan: null });
       expect(await store.deletePlan({ taskId: 'nope', planId: task.planId })).toMatchObject({ ok: false, code: 'not_found', reason: 'task_not_found' });
       expect(snapshotOf(await store.getSnapshot(other.taskId))).toEqual(otherBefore);
       // A recreated plan starts at revision 0, and the old comment's create is still a replay.

@@ -6,7 +6,8 @@ import type { NatsPermissionNeed } from '../../events/natsPermissions.js';
  * topology, consumer and message reads, its acks, its KV puts, its dead letters, its deliveries to
  * agents, and its inbox. What it does not probe, because a probe there would reach other
  * subscribers: its endpoints' subscriptions (checked as they are made, startServiceEndpoints), and
- * its publishes of summaries, session pending actions, plan-comment collections and Kandev events
+ * its publishes of summaries, session pending actions, plan-comment collections, plan deletions
+ * (`task_plan.deleted`) and Kandev events
  * and of the turn-start hook (denied at first use, logged with the subject). deploy/nats grants all
  * of them to the `worker` user; docs/security.md lists them.
  */

@@ -56,6 +56,11 @@ export type Conflict =
   | { ok: false; code: 'conflict'; reason: 'entry_in_flight'; message: string; queueIds: string[] }
   /** A queue change drawn from a stale view (an entry's version, the queue's revision, the waiting set): the queue as it is now. */
   | { ok: false; code: 'conflict'; reason: 'queue_changed'; message: string; revision: number; entries: PromptReceiptRecord[] }
+  /**
+   * `plan.delete` beside Kandev's tables: the plan is Kandev's, and only Kandev's plan service deletes
+   * it (keeping its revisions and publishing `task_plan.deleted`). Nothing was read or written.
+   */
+  | { ok: false; code: 'conflict'; reason: 'plan_owned_by_kandev'; message: string }
   /** The collection is at PLAN_COMMENT_LIMITS.commentsPerPlan. */
   | { ok: false; code: 'conflict'; reason: 'plan_comments_full'; message: string; limit: number; snapshot: PlanCommentSnapshot };
 
@@ -86,6 +91,18 @@ export function conflict<R extends ConflictReason>(
   details: Omit<Extract<Conflict, { reason: R }>, 'ok' | 'code' | 'reason' | 'message'>,
 ): Conflict {
   return { ok: false, code: 'conflict', reason, message, ...details } as Conflict;
+}
+
+/** The refusal of `plan.delete` beside Kandev's tables, naming what deletes a plan there. */
+export function planOwnedByKandev(taskId: string, planId: string): Extract<Conflict, { reason: 'plan_owned_by_kandev' }> {
+  return {
+    ok: false,
+    code: 'conflict',
+    reason: 'plan_owned_by_kandev',
+    message:
+      `plan ${planId} of task ${taskId} is Kandev's: beside Kandev's tables this service deletes no plan. ` +
+      "Delete it through Kandev's plan service, which deletes the plan row, keeps its revisions and publishes task_plan.deleted",
+  };
 }
 
 export type CommentsChanged = Extract<Conflict, { reason: 'plan_comments_changed' }>;

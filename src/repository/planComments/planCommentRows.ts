@@ -26,6 +26,10 @@ export interface TaskPlanRecord {
   createdBy: string;
   createdAt: string;
   updatedAt: string;
+  /** Kandev's implementation-start fields: null until an implementation started from the plan. */
+  implementationStartedAt: string | null;
+  implementationStartedSessionId: string | null;
+  implementationStartedBy: string | null;
   commentsRevision: number;
 }
 
@@ -152,6 +156,9 @@ export function toTaskPlanRecord(row: Row): TaskPlanRecord {
     createdBy: str(row.created_by),
     createdAt: readInstant(row.created_at),
     updatedAt: readInstant(row.updated_at),
+    implementationStartedAt: readInstantOrNull(row.implementation_started_at),
+    implementationStartedSessionId: strOrNull(row.implementation_started_session_id),
+    implementationStartedBy: strOrNull(row.implementation_started_by),
     commentsRevision: Number(row.comments_revision ?? 0),
   };
 }

@@ -13,7 +13,7 @@ import {
   type UpdatePlanCommentInput,
   type UpdatePlanCommentResult,
 } from './planComments.js';
-import { notFound, unavailable, type NotFound, type Unavailable } from './planCommentOutcomes.js';
+import { notFound, planOwnedByKandev, unavailable, type NotFound, type Unavailable } from './planCommentOutcomes.js';
 import type { PlanCommentSnapshot } from './planCommentRows.js';
 import { detectPlanCommentSchema, type PlanCommentSchema } from '../schema/planCommentTables.js';
 import { readPlanCommentSnapshot } from './taskPlans.js';
@@ -47,7 +47,10 @@ export interface PlanCommentStore {
   updateComment(input: UpdatePlanCommentInput): Promise<UpdatePlanCommentResult | Unavailable>;
   /** At the given version only; an already-absent comment is `deleted: false`. */
   deleteComment(input: DeletePlanCommentInput): Promise<DeletePlanCommentResult | Unavailable>;
-  /** Deletes the plan and its collection (`plan.delete`). */
+  /**
+   * Deletes the plan and its collection (`plan.delete`). Beside Kandev's tables (`kandevOwnsPlans`)
+   * it is refused, `plan_owned_by_kandev`, before any statement: the plan is Kandev's to delete.
+   */
   deletePlan(input: { taskId: string; planId: string }): Promise<DeletePlanResult | Unavailable>;
   /** One-time, idempotent import of browser drafts (also after they were consumed). */
   importLegacy(input: { taskId: string; drafts: readonly LegacyPlanDraft[] }): Promise<ImportLegacyResult | Unavailable>;
@@ -67,7 +70,8 @@ export function createPlanCommentStore(ctx: RepositoryContext, schema: PlanComme
     createComment: (input) => comments(() => createPlanComment(ctx, input)),
     updateComment: (input) => comments(() => updatePlanComment(ctx, input)),
     deleteComment: (input) => comments(() => deletePlanComment(ctx, input)),
-    deletePlan: (input) => comments(() => deleteTaskPlan(ctx, input)),
+    deletePlan: (input) =>
+      comments(() => (schema.kandevOwnsPlans ? Promise.resolve(planOwnedByKandev(input.taskId, input.planId)) : deleteTaskPlan(ctx, input))),
     importLegacy: (input) => comments(() => importLegacyPlanComments(ctx, input)),
   };
 }

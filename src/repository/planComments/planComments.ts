@@ -55,8 +55,14 @@ export type DeletePlanCommentResult =
   { ok: true; deleted: boolean; snapshot: PlanCommentSnapshot } | NotFound | Extract<Conflict, { reason: 'plan_comments_changed' }>;
 
 export type DeletePlanResult =
-  /** `deleted: false`: the task has no plan of that id (already deleted). `snapshot` is the task's collection afterwards. */
-  { ok: true; deleted: boolean; snapshot: PlanCommentSnapshot } | NotFound;
+  /**
+   * `deleted: false` (and `plan: null`): the task has no plan of that id (already deleted). `plan` is
+   * the deleted row as it was; `snapshot` is the task's collection afterwards.
+   */
+  | { ok: true; deleted: boolean; plan: TaskPlanRecord | null; snapshot: PlanCommentSnapshot }
+  | NotFound
+  /** Only the store answers it (beside Kandev's tables); deleteTaskPlan itself always deletes. */
+  | Extract<Conflict, { reason: 'plan_owned_by_kandev' }>;
 
 /** The task's plan under lock, or why there is none to write (task or plan not found). */
 export async function lockedPlanOf(tx: RepositoryContext, taskId: string, planId: string | undefined): Promise<TaskPlanRecord | NotFound> {
@@ -181,10 +187,10 @@ export function deleteTaskPlan(ctx: RepositoryContext, input: { taskId: string; 
     const plan = await lockedPlanOf(tx, input.taskId, input.planId);
     if (isNotFound(plan)) {
       if (plan.reason === 'task_not_found') return plan;
-      return { ok: true, deleted: false, snapshot: await snapshotIn(tx, input.taskId) };
+      return { ok: true, deleted: false, plan: null, snapshot: await snapshotIn(tx, input.taskId) };
     }
     await tx.knex('task_plan_comments').where({ task_id: input.taskId, plan_id: plan.id }).del();
     await tx.knex('task_plans').where({ id: plan.id, task_id: input.taskId }).del();
-    return { ok: true, deleted: true, snapshot: await snapshotIn(tx, input.taskId) };
+    return { ok: true, deleted: true, plan, snapshot: await snapshotIn(tx, input.taskId) };
   });
 }

@@ -13,7 +13,7 @@ import {
 
 /**
  * A task's plan and the snapshot of its comment collection. Plan writes are Kandev's; this service
- * writes only `comments_revision` (and deletes a plan on `plan.delete`). `upsertTaskPlan` exists for
+ * writes only `comments_revision` (and deletes a plan on `plan.delete`, in owned mode only). `upsertTaskPlan` exists for
  * tests, the demo and the benchmarks.
  */
 

@@ -1,4 +1,5 @@
 import { tableColumns, type SchemaTarget } from './catalog.js';
+import { detectSchema } from './schemaMode.js';
 
 /**
  * The tables behind task-owned plan comments and prompt receipts (ADR 0002), and which of them a
@@ -94,6 +95,12 @@ export interface PlanCommentSchema {
   readonly receiptTable: ReceiptTable | null;
   /** Whether Kandev's `queue_session_state (session_id, auto_run)` exists: without it no queue can be paused. */
   readonly queueState: boolean;
+  /**
+   * Whether the plans are Kandev's (the `kandev` schema mode): Kandev's plan service is then the only
+   * one that deletes a plan (it keeps the plan's revisions and publishes `task_plan.deleted`), so
+   * `plan.delete` is refused here.
+   */
+  readonly kandevOwnsPlans: boolean;
 }
 
 /** Every table and column present: what owned mode's migration 0004 gives. */
@@ -103,6 +110,7 @@ export const COMPLETE_PLAN_COMMENT_SCHEMA: PlanCommentSchema = {
   missingForPrompts: [],
   receiptTable: 'queued_messages',
   queueState: true,
+  kandevOwnsPlans: false,
 };
 
 function missingOf(catalog: Map<string, Array<{ name: string }>>, wanted: Readonly<Record<string, readonly string[]>>): string[] {
@@ -119,7 +127,7 @@ function missingOf(catalog: Map<string, Array<{ name: string }>>, wanted: Readon
   return missing;
 }
 
-/** Reads the catalog once: which plan-comment, attachment and receipt tables exist, with the columns the store names. */
+/** Reads the catalog: which plan-comment, attachment and receipt tables exist, with the columns the store names, and whose plans they are. */
 export async function detectPlanCommentSchema(target: SchemaTarget): Promise<PlanCommentSchema> {
   const catalog = await tableColumns(target, [
     ...Object.keys(PLAN_COMMENT_COLUMNS),
@@ -148,5 +156,6 @@ export async function detectPlanCommentSchema(target: SchemaTarget): Promise<Pla
     missingForPrompts: [...missingOf(catalog, PROMPT_SEQ_COLUMNS), ...missingOf(catalog, QUEUE_RECORD_COLUMNS), ...missingReceipt],
     receiptTable,
     queueState: missingOf(catalog, QUEUE_STATE_COLUMNS).length === 0,
+    kandevOwnsPlans: (await detectSchema(target)).shape === 'kandev',
   };
 }

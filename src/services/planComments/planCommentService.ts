@@ -12,7 +12,7 @@ import type {
   planCommentUpdateSchema,
   planDeleteSchema,
 } from '../../contract/planCommentRequests.js';
-import { commentPayload, lockTimeoutFailure, snapshotPayload, storeFailure } from '../planCommentWire.js';
+import { commentPayload, lockTimeoutFailure, snapshotPayload, storeFailure, taskPlanPayload } from '../planCommentWire.js';
 import type { PlanCommentsPayload } from '../../contract/planCommentPayloads.js';
 import type { PlanCommentPublisher } from './planCommentEvents.js';
 
@@ -21,7 +21,8 @@ import type { PlanCommentPublisher } from './planCommentEvents.js';
  * `plan.delete`, legacy import). Every change runs in one admitted write (`AdmittedWrites`), so it waits while a
  * send on the task holds the lease, and then sees what that send committed; after every committed
  * change the full collection goes out on `task_plan.comments_updated`, deduplicated by
- * `task_id:plan_id:revision` (planCommentEvents.ts).
+ * `task_id:plan_id:revision` (planCommentEvents.ts); a deleted plan also goes out as Kandev's
+ * `task_plan.deleted`. Beside Kandev's tables `plan.delete` is refused (`plan_owned_by_kandev`).
  */
 
 export type { PlanCommentEvents } from './planCommentEvents.js';
@@ -45,7 +46,7 @@ export interface PlanCommentService {
 }
 
 /** What a committed change replies beside the collection, and whether it publishes it. */
-type ChangeReply<B extends object> = { changed: boolean; msgId?: string; body: B };
+type ChangeReply<B extends object> = { changed: boolean; msgId?: string; body: B; after?: () => void };
 
 /** One collection change under the task's mutation lock, then its event when it changed something. */
 function createMutation(deps: PlanCommentServiceDeps) {
@@ -59,8 +60,9 @@ function createMutation(deps: PlanCommentServiceDeps) {
     const result = outcome.value;
     if (!result.ok) return storeFailure(result as StoreFailure);
     const plan = snapshotPayload(result.snapshot);
-    const { changed, msgId, body } = reply(result as Extract<T, { ok: true }>, plan);
+    const { changed, msgId, body, after } = reply(result as Extract<T, { ok: true }>, plan);
     if (changed) deps.comments.publish(plan, msgId);
+    after?.();
     return { ok: true, plan_comments: plan, ...body };
   };
 }
@@ -108,7 +110,15 @@ export function createPlanCommentService(deps: PlanCommentServiceDeps): PlanComm
         r.task_id,
         (s) => s.deletePlan({ taskId: r.task_id, planId: r.plan_id }),
         // The collection after it has no plan (revision 0): the id names the deleted plan instead.
-        (ok) => ({ changed: ok.deleted, msgId: `${r.task_id}:${r.plan_id}:deleted`, body: { deleted: ok.deleted } }),
+        // Then Kandev's task_plan.deleted with the plan as it was (beside Kandev the store refuses).
+        (ok) => ({
+          changed: ok.deleted,
+          msgId: `${r.task_id}:${r.plan_id}:deleted`,
+          body: { deleted: ok.deleted },
+          after: () => {
+            if (ok.plan) deps.comments.planDeleted(taskPlanPayload(ok.plan));
+          },
+        }),
       ),
 
     importLegacy: (r) =>
