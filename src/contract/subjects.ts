@@ -21,8 +21,9 @@ export const INBOUND_SUBJECTS = [
   'task.created',
   'task.updated',
   'task.deleted',
-  // Published by this service after every queue change; consumed so the task's
-  // queued_prompt_count is reprojected, whichever replica changed the queue.
+  // Published by this service after every queue change, and by Kandev's backend after every change
+  // of its own queue (with `entries`, sometimes without task_id: the task is the session's);
+  // consumed so the task's queued_prompt_count is reprojected, whoever changed the queue.
   'message.queue.status_changed',
 ] as const;
 

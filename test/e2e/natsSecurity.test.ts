@@ -15,7 +15,7 @@ import { createPendingProjectorClient } from '../../src/client/pendingProjectorC
 import { listDeadLetters } from '../../src/events/deadLetters.js';
 import { summaryKey } from '../../src/events/natsTopology.js';
 import { topologyFor } from '../../src/contract/subjects.js';
-import { TASK_SESSION_STATE_CHANGED } from '../../src/contract/kandevEvents.js';
+import { MESSAGE_QUEUE_STATUS_CHANGED, TASK_PLAN_DELETED, TASK_SESSION_STATE_CHANGED } from '../../src/contract/kandevEvents.js';
 import { rawRows } from '../../src/repository/context.js';
 import { openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { startFakeAgent } from '../support/fakeAgent.js';
@@ -328,6 +328,100 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     }
     expect(await rawRows(t.ctx, 'SELECT id FROM queued_messages WHERE session_id = ?', [task.sessionId])).toEqual([]);
   });
+
+  /** A queue row as Kandev's backend writes one (its queue columns only), and the entry its queue event lists for it. */
+  async function kandevQueueRow(sessionId: string, taskId: string, position: number) {
+    const row = {
+      id: randomUUID(),
+      session_id: sessionId,
+      task_id: taskId,
+      position,
+      content: `queued in Kandev ${position}`,
+      model: '',
+      plan_mode: 0,
+      attachments_json: '[]',
+      metadata_json: '{}',
+      queued_at: new Date().toISOString(),
+      queued_by: 'user',
+    };
+    await t.ctx.knex('queued_messages').insert(row);
+    const { attachments_json: _a, metadata_json: _m, plan_mode, ...entry } = row;
+    return { ...entry, plan_mode: plan_mode !== 0, attachments: [], metadata: {} };
+  }
+
+  /** Kandev's own message.queue.status_changed (its backend's payload, entries and all), published as `backend`. */
+  function publishKandevQueueStatus(data: { session_id: string; task_id?: string; entries: unknown[] }) {
+    backend.publish(
+      MESSAGE_QUEUE_STATUS_CHANGED,
+      envelope(MESSAGE_QUEUE_STATUS_CHANGED, { ...data, count: data.entries.length, max: 10, auto_run: true, merge_enabled: false }),
+    );
+  }
+
+  const queuedCount = (taskId: string, count: number) =>
+    eventually(
+      () => (summaries.latest(taskId)?.status_summary.queued_prompt_count === count ? true : undefined),
+      15_000,
+      `queued_prompt_count ${count} in the summary the ui sees`,
+    );
+
+  it("lets the backend publish Kandev's message.queue.status_changed, and the worker reprojects the task on it, with task_id or only the session", async () => {
+    const refused = permissionErrors(backend);
+    // RUNNING sessions: the worker's dispatcher leaves their queues waiting, as Kandev's does.
+    const withTask = await w.session({ state: 'RUNNING' });
+    const entries = [await kandevQueueRow(withTask.sessionId, withTask.taskId, 1), await kandevQueueRow(withTask.sessionId, withTask.taskId, 2)];
+    // Nothing announced the rows yet: only the queue event below projects the task.
+    expect(summaries.latest(withTask.taskId)).toBeUndefined();
+    publishKandevQueueStatus({ session_id: withTask.sessionId, task_id: withTask.taskId, entries });
+    await queuedCount(withTask.taskId, 2);
+
+    // Kandev's payload without task_id: the worker resolves the task from the session.
+    const bySession = await w.session({ state: 'RUNNING' });
+    const entry = await kandevQueueRow(bySession.sessionId, bySession.taskId, 1);
+    expect(summaries.latest(bySession.taskId)).toBeUndefined();
+    publishKandevQueueStatus({ session_id: bySession.sessionId, entries: [entry] });
+    await queuedCount(bySession.taskId, 1);
+    // The count follows the database on the next event: Kandev's drain took the head.
+    await t.ctx.knex('queued_messages').where({ id: entry.id }).del();
+    publishKandevQueueStatus({ session_id: bySession.sessionId, entries: [] });
+    await eventually(
+      () => (summaries.latest(bySession.taskId)?.status_summary.queued_prompt_count === undefined ? true : undefined),
+      15_000,
+      'queued_prompt_count omitted at 0',
+    );
+    await backend.flush();
+    expect(refused).toEqual([]);
+
+    // Still no one else's: the ui may not publish it.
+    const uiRefused = permissionErrors(ui);
+    ui.publish(MESSAGE_QUEUE_STATUS_CHANGED, envelope(MESSAGE_QUEUE_STATUS_CHANGED, { session_id: withTask.sessionId, task_id: withTask.taskId }));
+    await ui.flush();
+    await eventually(
+      () => (uiRefused.some((e) => e.operation === 'publish' && e.subject === MESSAGE_QUEUE_STATUS_CHANGED) ? true : undefined),
+      5000,
+      'the ui refused',
+    );
+  }, 60_000);
+
+  it("publishes task_plan.deleted as worker after the backend's plan.delete, and the ui receives it", async () => {
+    const task = await seedPlanTask(t.ctx);
+    const deletions = ui.subscribe(TASK_PLAN_DELETED);
+    await ui.flush();
+    try {
+      expect(await createPendingProjectorClient(backend, { prefix: '' }).deletePlan({ task_id: task.taskId, plan_id: task.planId })).toMatchObject({
+        ok: true,
+        deleted: true,
+      });
+      for await (const m of deletions) {
+        const event = m.json<{ type: string; data: Record<string, unknown> }>();
+        if (event.data.task_id !== task.taskId) continue;
+        expect(event).toMatchObject({ type: TASK_PLAN_DELETED, data: { id: task.planId, task_id: task.taskId, content: '# Plan\n1. migrate\n2. test' } });
+        break;
+      }
+    } finally {
+      deletions.unsubscribe();
+    }
+    expect(worker.output()).not.toMatch(/NATS refused|Permissions Violation/);
+  }, 30_000);
 
   it('exits 2 on a wrong password, naming the user and the setting to correct and never the password', async () => {
     const wrong = `pw${randomBytes(12).toString('hex')}`;
