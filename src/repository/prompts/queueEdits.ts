@@ -100,9 +100,9 @@ async function replaceAttachments(
   tx: RepositoryContext,
   receipt: PromptReceiptRecord,
   input: UpdateQueueEntryInput,
+  held: readonly AttachmentRecord[],
 ): Promise<{ attachments: AttachmentRecord[]; released: string[] }> {
   const wanted = input.attachmentIds!;
-  const held = (await tx.knex('task_message_attachments').where({ queue_id: receipt.id, state: 'claimed' })).map(toAttachmentRecord);
   const heldIds = new Set(held.map((a) => a.id));
   const dropped = held.filter((a) => !wanted.includes(a.id)).map((a) => a.id);
   const released = dropped.length > 0 ? await releaseQueuedAttachments(tx, receipt.id, dropped) : [];
@@ -150,10 +150,10 @@ export async function updateQueueEntry(ctx: RepositoryContext, schema: PlanComme
       if ('ok' in expanded) return expanded;
       // A transcript its dispatcher wrote before giving it back holds the old text: the next delivery writes the new one.
       await dropUnsentTranscript(tx, table, receipt);
-      const heldIds = (await tx.knex('task_message_attachments').select('id').where({ queue_id: queueId, state: 'claimed' })).map((r) => String(r.id));
-      const newIds = (input.attachmentIds ?? []).filter((id) => !heldIds.includes(id));
+      const held = (await tx.knex('task_message_attachments').where({ queue_id: queueId, state: 'claimed' })).map(toAttachmentRecord);
+      const newIds = (input.attachmentIds ?? []).filter((id) => !held.some((a) => a.id === id));
       if (newIds.length > 0 && !input.attachmentOwnerId) return badRequest('attachment_owner_required', 'attachment ids need the owner that staged them');
-      const replaced = input.attachmentIds ? await replaceAttachments(tx, receipt, input) : undefined;
+      const replaced = input.attachmentIds ? await replaceAttachments(tx, receipt, input, held) : undefined;
       const metadata = input.content === undefined ? receipt.metadata : { ...receipt.metadata, [TYPED_CONTENT_KEY]: input.content };
       const rows = await rawRows<Record<string, unknown>>(
         tx,
