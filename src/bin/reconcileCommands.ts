@@ -26,9 +26,12 @@ export async function runReconcileCommand(config: ReconcileSettings, taskIds: st
       settled.failed += report.failed;
     }
     await queues.settled();
-    process.stdout.write(
-      `cancelled ${plural(settled.cancelled, 'waiting queue entry', 'waiting queue entries')} of ${plural(settled.queues, 'finished session')}${settled.failed > 0 ? `, ${settled.failed} failed` : ''}\n`,
-    );
+    // Said only when there was something to cancel: stdout is the command's summary.
+    if (settled.cancelled > 0 || settled.failed > 0) {
+      process.stdout.write(
+        `cancelled ${plural(settled.cancelled, 'waiting queue entry', 'waiting queue entries')} of ${plural(settled.queues, 'finished session')}${settled.failed > 0 ? `, ${settled.failed} failed` : ''}\n`,
+      );
+    }
     const total = taskIds.length > 0 ? taskIds.length : await countTasks(ctx);
     const progress = createProgressReporter();
     const started = Date.now();

@@ -50,11 +50,6 @@ export function legacyDraftFingerprint(taskId: string, sessionId: string, draftI
   return fingerprintOf({ kind: 'plan_comment.import_legacy', task_id: taskId, session_id: sessionId, draft_id: draftId });
 }
 
-/** The stored id of a legacy draft: stable for (task, session, draft), so a repeated import finds its admission. */
-export function legacyCommentId(taskId: string, sessionId: string, draftId: string): string {
-  return `legacy:${createHash('sha256').update(`${taskId}|${sessionId}|${draftId}`).digest('hex')}`;
-}
-
 export interface PromptIdentity {
   callerId: string;
   /** Send names its session; Run names the task and means "its primary", whichever session that is. */

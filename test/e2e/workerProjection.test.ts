@@ -216,8 +216,13 @@ describeEachSchemaAndDialect('the worker over a real NATS on %s', (dialect, sche
     const { taskId, sessionId } = await w.session();
     publish('task_session.state_changed', { task_id: taskId, session_id: sessionId });
     const published = await eventually(() => summaries.latest(taskId));
-    const reply = await nc.request(topologyFor(prefix).serviceSubject('summary.get'), JSON.stringify({ task_id: taskId }), { timeout: 5000 });
-    expect(reply.json()).toEqual({ ok: true, task_id: taskId, workspace_id: published.workspace_id, status_summary: published.status_summary });
+    // The summary reaches the bus before its COMMIT (ADR 0004): the stored row follows a moment later.
+    const stored = await eventually(async () => {
+      const reply = await nc.request(topologyFor(prefix).serviceSubject('summary.get'), JSON.stringify({ task_id: taskId }), { timeout: 5000 });
+      const body = reply.json<{ ok: boolean }>();
+      return body.ok ? body : undefined;
+    });
+    expect(stored).toEqual({ ok: true, task_id: taskId, workspace_id: published.workspace_id, status_summary: published.status_summary });
     const missing = await nc.request(topologyFor(prefix).serviceSubject('summary.get'), JSON.stringify({ task_id: 'no-such-task' }), { timeout: 5000 });
     expect(missing.json()).toMatchObject({ ok: false, error: { code: 'not_found' } });
     const bad = await nc.request(topologyFor(prefix).serviceSubject('summary.get'), '{not json', { timeout: 5000 });

@@ -145,6 +145,15 @@ describeEachDialect('plan-comment tables by schema mode on %s', (dialect) => {
     expect(await rawRows(t.ctx, 'SELECT id FROM pending_projector_prompt_receipts')).toEqual([{ id: callerId }]);
     expect(await rawRows(t.ctx, 'SELECT id FROM queued_messages')).toEqual([]);
 
+    // Kandev addresses comments by UUID: any other id is refused before anything is written.
+    const revision = (await rawRows<{ comments_revision: number }>(t.ctx, 'SELECT comments_revision FROM task_plans WHERE id = ?', [task.planId]))[0];
+    expect(await store.createComment({ taskId: task.taskId, planId: task.planId, commentId: 'c-not-a-uuid', body: 'refused' })).toMatchObject({
+      ok: false,
+      code: 'bad_request',
+      reason: 'invalid_comment_id',
+    });
+    expect((await rawRows<{ comments_revision: number }>(t.ctx, 'SELECT comments_revision FROM task_plans WHERE id = ?', [task.planId]))[0]).toEqual(revision);
+
     // Kandev's plan stays Kandev's to delete: refused before any statement.
     const plans = await rawRows(t.ctx, 'SELECT * FROM task_plans ORDER BY id');
     expect(await store.deletePlan({ taskId: task.taskId, planId: task.planId })).toMatchObject({ ok: false, code: 'conflict', reason: 'plan_owned_by_kandev' });

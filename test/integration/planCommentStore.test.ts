@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { legacyCommentId } from '../../src/repository/requestFingerprint.js';
+import { legacyCommentId, previousLegacyCommentId } from '../../src/repository/planComments/commentIds.js';
 import type { LegacyPlanDraft, PlanCommentSnapshot } from '../../src/repository/planComments/planCommentStore.js';
 import { createSession, setSessionState } from '../../src/repository/tasks/tasks.js';
 import { upsertTaskPlan } from '../../src/repository/planComments/taskPlans.js';
@@ -331,6 +331,42 @@ describeEachDialect('the plan-comment collection on %s', (dialect) => {
         snapshot: { comments: [] },
       });
       expect(await acceptanceState(t.ctx, task.taskId)).toEqual(emptied);
+    });
+
+    it("keeps a draft's own UUID as the comment id and derives a UUIDv5 for any other; a draft already in the collection or its ledger creates nothing", async () => {
+      const task = await seedPlanTask(t.ctx);
+      const own = draft(task.sessionId);
+      const legacyShaped = draft(task.sessionId, { id: 'draft-17' });
+      // Kandev's browser migration created this one already, under the draft's own UUID.
+      const migrated = draft(task.sessionId);
+      await create(task, 'migrated by Kandev', { commentId: migrated.id });
+      // This one was imported before ids were UUIDs: its admission is under the old `legacy:` id.
+      const importedBefore = draft(task.sessionId, { id: 'draft-18' });
+      await t.ctx.knex('task_plan_comment_admissions').insert({
+        id: previousLegacyCommentId(task.taskId, importedBefore.sessionId, importedBefore.id),
+        task_id: task.taskId,
+        plan_id: task.planId,
+        request_fingerprint: 'x',
+        created_at: T0,
+      });
+
+      const result = await store.importLegacy({ taskId: task.taskId, drafts: [own, legacyShaped, migrated, importedBefore] });
+
+      const derived = legacyCommentId(task.taskId, task.sessionId, 'draft-17');
+      expect(derived).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      expect(result).toMatchObject({
+        ok: true,
+        imported: [own.id, derived],
+        skipped: [
+          { id: migrated.id, reason: 'already_imported' },
+          { id: 'draft-18', reason: 'already_imported' },
+        ],
+      });
+      expect(
+        snapshotOf(result as never)
+          .comments.map((c) => c.id)
+          .sort(),
+      ).toEqual([own.id, derived, migrated.id].sort());
     });
 
     it('refuses the whole import for one malformed draft, and answers not_found without a plan', async () => {

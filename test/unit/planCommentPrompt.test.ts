@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { canonicalJson, legacyCommentId, promptRequestFingerprint, type PromptIdentity } from '../../src/repository/requestFingerprint.js';
+import { canonicalJson, promptRequestFingerprint, type PromptIdentity } from '../../src/repository/requestFingerprint.js';
+import { isUuid, legacyCommentId, previousLegacyCommentId, uuidV5 } from '../../src/repository/planComments/commentIds.js';
 import { fenceFor, formatPlanCommentPrompt, normalizeLineEndings, utf8Length, type PromptPlanComment } from '../../src/turns/index.js';
 
 const comment = (id: string, body: string, selected_text = '', created_at = '2026-09-02T10:00:00.000000000Z'): PromptPlanComment => ({
@@ -127,12 +128,22 @@ describe('request fingerprints', () => {
     expect(promptRequestFingerprint({ ...run, deliveryKind: 'queued' })).toBe(promptRequestFingerprint(run));
   });
 
-  it('derives a legacy comment id from task, session and draft, 64 hex digits after the prefix', () => {
+  it("derives a non-UUID draft's comment id as a UUIDv5 of task, session and draft, stable and distinct", () => {
     const id = legacyCommentId('t', 's', 'd');
-    expect(id).toMatch(/^legacy:[0-9a-f]{64}$/);
+    expect(isUuid(id)).toBe(true);
+    expect(id[14]).toBe('5');
     expect(legacyCommentId('t', 's', 'd')).toBe(id);
     expect(legacyCommentId('t', 's2', 'd')).not.toBe(id);
     expect(legacyCommentId('t2', 's', 'd')).not.toBe(id);
     expect(legacyCommentId('t', 's', 'd2')).not.toBe(id);
+    expect(previousLegacyCommentId('t', 's', 'd')).toMatch(/^legacy:[0-9a-f]{64}$/);
+  });
+
+  it("keeps a draft's own UUID, in lower case", () => {
+    expect(legacyCommentId('t', 's', '0B8E7C6D-5A4F-4E3D-9C2B-1A0F9E8D7C6B')).toBe('0b8e7c6d-5a4f-4e3d-9c2b-1a0f9e8d7c6b');
+  });
+
+  it('computes RFC 9562 UUIDv5 (the DNS namespace example)', () => {
+    expect(uuidV5('6ba7b810-9dad-11d1-80b4-00c04fd430c8', 'www.example.com')).toBe('2ed6657d-e927-568b-95e1-2665a8aea6a2');
   });
 });

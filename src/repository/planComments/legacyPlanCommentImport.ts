@@ -2,7 +2,8 @@ import { beginOrJoin, type RepositoryContext } from '../context.js';
 import { lockedPlanOf, snapshotIn } from './planComments.js';
 import { badRequest, type BadRequest, type Conflict, type NotFound } from './planCommentOutcomes.js';
 import { writtenInstant, writtenNow, type PlanCommentSnapshot } from './planCommentRows.js';
-import { legacyCommentId, legacyDraftFingerprint } from '../requestFingerprint.js';
+import { legacyDraftFingerprint } from '../requestFingerprint.js';
+import { legacyCommentId, previousLegacyCommentId } from './commentIds.js';
 import { bumpCommentsRevision } from './taskPlans.js';
 import { toCanonicalTimestamp } from '../../timestamps.js';
 import { normalizeLineEndings, PLAN_COMMENT_LIMITS } from '../../turns/planCommentPrompt.js';
@@ -10,9 +11,10 @@ import { normalizeLineEndings, PLAN_COMMENT_LIMITS } from '../../turns/planComme
 /**
  * The one-time import of plan comments a browser kept in `sessionStorage` per session (Kandev's
  * `PlanComment` shape), into the task's one collection. Idempotent through the admissions ledger:
- * each draft's comment id is derived from (task, session, draft id), and a draft whose admission
- * exists is skipped, so repeating an import, also after its comments were consumed or deleted,
- * creates nothing. All or nothing.
+ * each draft's comment id is its own UUID or one derived from (task, session, draft id)
+ * (commentIds.ts), and a draft whose id has an admission or a comment already (an earlier import,
+ * Kandev's own browser migration, or an import before ids were UUIDs) is skipped, so repeating an
+ * import, also after its comments were consumed or deleted, creates nothing. All or nothing.
  */
 
 /** A browser draft, as Kandev's web client stores it. */
@@ -70,7 +72,7 @@ export function importLegacyPlanComments(ctx: RepositoryContext, input: { taskId
       else if (draft.status === 'sent') skip('sent');
       else if (draft.source !== undefined && draft.source !== 'plan') skip('not_plan');
       else if (draft.text.trim() === '') skip('empty');
-      else if (await tx.knex('task_plan_comment_admissions').where({ id: commentId }).first()) skip('already_imported');
+      else if (await importedBefore(tx, commentId, previousLegacyCommentId(input.taskId, draft.sessionId, draft.id))) skip('already_imported');
       else accepted.push({ draft, commentId, createdAt: createdAts[index]! });
       seen.add(commentId);
     }
@@ -112,4 +114,12 @@ export function importLegacyPlanComments(ctx: RepositoryContext, input: { taskId
     await bumpCommentsRevision(tx, plan);
     return { ok: true, imported: accepted.map((a) => a.commentId), skipped, snapshot: await snapshotIn(tx, input.taskId) };
   });
+}
+
+/** Whether the draft is in the collection or its ledger already, under its id or the id the first imports gave it. */
+async function importedBefore(tx: RepositoryContext, commentId: string, previousId: string): Promise<boolean> {
+  const ids = [commentId, previousId];
+  const admitted = await tx.knex('task_plan_comment_admissions').whereIn('id', ids).first();
+  if (admitted) return true;
+  return (await tx.knex('task_plan_comments').whereIn('id', ids).first()) !== undefined;
 }

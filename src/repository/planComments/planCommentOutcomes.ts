@@ -24,7 +24,9 @@ export type BadRequestReason =
   /** A legacy draft whose `createdAt` is not a UTC timestamp: the whole import is refused. */
   | 'invalid_draft'
   /** `queue.update` of the text of an entry that keeps no readable copy of its consumed comments (another producer's row). */
-  | 'entry_not_editable';
+  | 'entry_not_editable'
+  /** Beside Kandev's tables, a new comment's id that is not a UUID (Kandev's comment service refuses it). */
+  | 'invalid_comment_id';
 
 export type NotFound = { ok: false; code: 'not_found'; reason: NotFoundReason; message: string };
 export type BadRequest = { ok: false; code: 'bad_request'; reason: BadRequestReason; message: string };

@@ -13,7 +13,8 @@ import {
   type UpdatePlanCommentInput,
   type UpdatePlanCommentResult,
 } from './planComments.js';
-import { notFound, planOwnedByKandev, unavailable, type NotFound, type Unavailable } from './planCommentOutcomes.js';
+import { badRequest, notFound, planOwnedByKandev, unavailable, type BadRequest, type NotFound, type Unavailable } from './planCommentOutcomes.js';
+import { isUuid } from './commentIds.js';
 import type { PlanCommentSnapshot } from './planCommentRows.js';
 import { detectPlanCommentSchema, type PlanCommentSchema } from '../schema/planCommentTables.js';
 import { readPlanCommentSnapshot } from './taskPlans.js';
@@ -42,7 +43,7 @@ export interface PlanCommentStore {
   /** The task's collection, comments in (created_at, id) order. A task without a plan has `planId: null`. */
   getSnapshot(taskId: string): Promise<SnapshotResult>;
   /** Idempotent by comment id through the admissions ledger; a replay after consumption returns `replayed` and `comment: null`. */
-  createComment(input: CreatePlanCommentInput): Promise<CreatePlanCommentResult | Unavailable>;
+  createComment(input: CreatePlanCommentInput): Promise<CreatePlanCommentResult | BadRequest | Unavailable>;
   /** At the given version only; a stale one is `plan_comments_changed` with the current snapshot. */
   updateComment(input: UpdatePlanCommentInput): Promise<UpdatePlanCommentResult | Unavailable>;
   /** At the given version only; an already-absent comment is `deleted: false`. */
@@ -67,7 +68,17 @@ export function createPlanCommentStore(ctx: RepositoryContext, schema: PlanComme
       const snapshot = await readPlanCommentSnapshot(ctx, taskId);
       return snapshot ? { ok: true, snapshot } : notFound('task_not_found', `task ${taskId} does not exist`);
     },
-    createComment: (input) => comments(() => createPlanComment(ctx, input)),
+    createComment: (input) =>
+      comments<CreatePlanCommentResult | BadRequest>(() =>
+        schema.kandevOwnsPlans && !isUuid(input.commentId)
+          ? Promise.resolve(
+              badRequest(
+                'invalid_comment_id',
+                `comment_id ${JSON.stringify(input.commentId)} is not a UUID: beside Kandev's tables comment ids are UUIDs, as Kandev's comment service requires`,
+              ),
+            )
+          : createPlanComment(ctx, input),
+      ),
     updateComment: (input) => comments(() => updatePlanComment(ctx, input)),
     deleteComment: (input) => comments(() => deletePlanComment(ctx, input)),
     deletePlan: (input) =>
