@@ -7,6 +7,7 @@ import { rawRows } from '../../src/repository/context.js';
 import { runCli } from '../support/cliProcess.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, eventually, natsUrl, uniquePrefix } from '../support/nats.js';
+import { createCommentsThrough, stageThrough } from '../support/clientFixtures.js';
 import { seedPlanTask, type PlanTask } from '../support/planComments.js';
 import { spawnWorker, type WorkerProcess } from '../support/workerProcess.js';
 
@@ -50,37 +51,14 @@ async function harness(dialect: DialectName) {
   /** A RUNNING session with `n` waiting entries; the first two carry a plan comment each, the first an attachment too. */
   async function seedQueue(n: number) {
     const task = await seedPlanTask(t.ctx, { sessionState: 'RUNNING' });
-    const comments = [];
-    for (let i = 0; i < 2; i++) {
-      const reply = await client.createPlanComment({
-        task_id: task.taskId,
-        plan_id: task.planId,
-        comment_id: `c-${randomUUID()}`,
-        body: `comment ${i}`,
-        selected_text: `line ${i}`,
-        anchor_from: i,
-        anchor_to: i + 3,
-      });
-      if (!reply.ok) throw new Error(JSON.stringify(reply));
-      comments.push(reply.comment!);
-    }
-    const owner = `user-${randomUUID()}`;
-    const staged = await client.stageAttachment({
-      id: `att-${randomUUID()}`,
-      owner_id: owner,
-      workspace_id: task.workspaceId,
-      name: 'a.png',
-      mime_type: 'image/png',
-      size_bytes: 10,
-      storage_key: `key-${randomUUID()}`,
-    });
-    if (!staged.ok) throw new Error(JSON.stringify(staged));
+    const comments = await createCommentsThrough(client, task, 2);
+    const { id: attachmentId, owner } = await stageThrough(client, task.workspaceId);
     const requests = [];
     const ids: string[] = [];
     for (let i = 0; i < n; i++) {
       const extra =
         i === 0
-          ? { plan_comment_refs: [{ id: comments[0]!.id, version: comments[0]!.version }], attachment_ids: [staged.attachment.id], attachment_owner_id: owner }
+          ? { plan_comment_refs: [{ id: comments[0]!.id, version: comments[0]!.version }], attachment_ids: [attachmentId], attachment_owner_id: owner }
           : i === 1
             ? { plan_comment_refs: [{ id: comments[1]!.id, version: comments[1]!.version }] }
             : {};
@@ -90,7 +68,7 @@ async function harness(dialect: DialectName) {
       requests.push(request);
       ids.push(reply.queue_id!);
     }
-    return { task, ids, requests, commentIds: comments.map((c) => c.id), attachmentId: staged.attachment.id };
+    return { task, ids, requests, commentIds: comments.map((c) => c.id), attachmentId };
   }
 
   /** Everything a removal or a reorder writes, for one task's session, in a stable order. */

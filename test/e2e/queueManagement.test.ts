@@ -12,6 +12,7 @@ import { collectEvents } from '../support/busEvents.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, envelope, eventually, uniquePrefix } from '../support/nats.js';
 import { seedPlanTask } from '../support/planComments.js';
+import { createCommentsThrough, stageThrough } from '../support/clientFixtures.js';
 import { promptsOnStream } from '../support/promptReceipts.js';
 import { testWorkerConfig } from '../support/workerConfig.js';
 
@@ -31,20 +32,7 @@ describeEachDialect('queue management over a real NATS on %s', (dialect) => {
 
   async function seedComments(n: number) {
     const task = await seedPlanTask(t.ctx, { sessionState: 'RUNNING' });
-    const comments = [];
-    for (let i = 0; i < n; i++) {
-      const reply = await client.createPlanComment({
-        task_id: task.taskId,
-        plan_id: task.planId,
-        comment_id: `c-${randomUUID()}`,
-        body: `comment ${i}`,
-        selected_text: `line ${i}`,
-        anchor_from: i,
-        anchor_to: i + 5,
-      });
-      if (!reply.ok) throw new Error(JSON.stringify(reply));
-      comments.push(reply.comment!);
-    }
+    const comments = await createCommentsThrough(client, task, n);
     return { ...task, comments };
   }
 
@@ -84,19 +72,9 @@ describeEachDialect('queue management over a real NATS on %s', (dialect) => {
     const task = await seedComments(2);
     const before = await client.listPlanComments({ task_id: task.taskId });
     if (!before.ok) throw new Error(JSON.stringify(before));
-    const owner = `user-${randomUUID()}`;
-    const stage = await client.stageAttachment({
-      id: `att-${randomUUID()}`,
-      owner_id: owner,
-      workspace_id: task.workspaceId,
-      name: 'a.png',
-      mime_type: 'image/png',
-      size_bytes: 10,
-      storage_key: `key-${randomUUID()}`,
-    });
-    if (!stage.ok) throw new Error(JSON.stringify(stage));
+    const staged = await stageThrough(client, task.workspaceId);
     const refs = task.comments.map((c) => ({ id: c.id, version: c.version }));
-    const { request, reply } = await enqueue(task.sessionId, { plan_comment_refs: refs, attachment_ids: [stage.attachment.id], attachment_owner_id: owner });
+    const { request, reply } = await enqueue(task.sessionId, { plan_comment_refs: refs, attachment_ids: [staged.id], attachment_owner_id: staged.owner });
     const kept = await enqueue(task.sessionId);
     const listed = await client.listQueue({ session_id: task.sessionId });
     if (!listed.ok) throw new Error(JSON.stringify(listed));
@@ -109,7 +87,7 @@ describeEachDialect('queue management over a real NATS on %s', (dialect) => {
       task_id: task.taskId,
       removed: [{ queue_id: reply.queue_id, position: reply.position }],
       dropped_comment_ids: [],
-      released_attachment_ids: [stage.attachment.id],
+      released_attachment_ids: [staged.id],
       revision: listed.revision + 1,
       count: 1,
     });
@@ -122,7 +100,7 @@ describeEachDialect('queue management over a real NATS on %s', (dialect) => {
     expect(after.plan_comments.comments.map(shape)).toEqual(before.plan_comments.comments.map(shape));
     expect(after.plan_comments.revision).toBe(before.plan_comments.revision + 2);
     expect(removed.plan_comments).toEqual(after.plan_comments);
-    expect(await t.ctx.knex('task_message_attachments').where({ id: stage.attachment.id }).first()).toMatchObject({ state: 'staged', queue_id: '' });
+    expect(await t.ctx.knex('task_message_attachments').where({ id: staged.id }).first()).toMatchObject({ state: 'staged', queue_id: '' });
     expect(await client.listQueue({ session_id: task.sessionId })).toMatchObject({
       count: 1,
       entries: [{ id: kept.reply.queue_id }],
