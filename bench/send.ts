@@ -238,7 +238,7 @@ async function measureSends(
   const echoBody = JSON.stringify({ session_id: randomUUID(), caller_id: randomUUID(), content: TYPED, plan_comment_refs: tasks.bare[0]!.refs });
   const rtt = await busRoundTrips(nc, prefix, echoBody, options.sends);
 
-  progress(`[${dialect}] task_plan.comments_updated publish x ${options.sends}`);
+  progress(`[${dialect}] task_plan.comments.changed publish x ${options.sends}`);
   const publisher = new NatsPlanCommentPublisher(nc, topology, systemClock);
   const publish = await timeEach(
     Array.from({ length: options.sends }, () => randomUUID()),

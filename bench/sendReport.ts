@@ -22,7 +22,7 @@ export interface QueueRow {
 
 /**
  * Latencies one at a time: the bare transaction and queue steps, the round trip, the lease (PostgreSQL
- * also the advisory lock alone), the repository send, the comments_updated publish alone, the send
+ * also the advisory lock alone), the repository send, the comments.changed publish alone, the send
  * (endpoint), the queue path at each dispatcher capacity, and the edits of a 100-entry queue with
  * their bare transactions; and the sends and prompts per second at --concurrency in flight.
  */
@@ -63,7 +63,7 @@ export function sendReport(options: { sends: number; concurrency: number }, f: F
     [`lease alone x ${n}, p50 / p99 (ms)`, pair(f.lease), '', f.dialect === 'postgres' ? 'permit + reserved connection + lock + unlock' : 'in-process mutex'],
     ...(f.advisory ? [[`advisory lock + unlock on one reserved connection x ${n}, p50 / p99 (ms)`, pair(f.advisory), '', '3 round trips'] as const] : []),
     [`context: repository send (lease + acceptPrompt) x ${n}, p50 / p99 (ms)`, pair(f.repoSend), '', `${int(f.repoSend.opsPerSec)} sends/s`],
-    [`context: comments_updated publish alone x ${n}, p50 / p99 (ms)`, pair(f.publish), '', 'JetStream publish + ack, as a send makes after COMMIT'],
+    [`context: comments.changed publish alone x ${n}, p50 / p99 (ms)`, pair(f.publish), '', 'JetStream publish + ack, as a send makes after COMMIT'],
     [`message.send x ${n}, one at a time, p50 / p99 (ms)`, pair(f.endpoint), '', `${int(f.endpoint.opsPerSec)} sends/s`],
     [`send p99 / (${x} x bare p99 + rtt p99 = ${f2(bound)} ms)`, f2(f.endpoint.p99 / bound), '<= 1', verdict(checks[0]!)],
     [`context: message.send throughput, ${c} in flight (sends/s)`, int(f.endpointConcurrentOpsPerSec), '', ''],
@@ -85,7 +85,7 @@ export function sendReport(options: { sends: number; concurrency: number }, f: F
       ['lease alone', latencyCell(f.lease), ''],
       ['advisory lock + unlock, one reserved connection', f.advisory ? latencyCell(f.advisory) : 'n/a', ''],
       ['repository send (lease + acceptPrompt)', perSec(f.repoSend), ''],
-      ['`task_plan.comments_updated` publish alone', latencyCell(f.publish), ''],
+      ['`task_plan.comments.changed` publish alone', latencyCell(f.publish), ''],
       ['`message.send` with 5 comments through the bus', `${latencyCell(f.endpoint)}; ${int(f.endpointConcurrentOpsPerSec)}/s in flight`, ''],
       [`send p99 ÷ (${x} × bare p99 + rtt p99)`, `${f2(f.endpoint.p99 / bound)} ${verdict(checks[0]!)}`, '≤ 1'],
       ...f.queueRows.flatMap((q, i): Array<[string, string, string]> => [

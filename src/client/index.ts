@@ -33,7 +33,7 @@ export { REPLY_ERROR_CODES } from '../contract/replyErrorCodes.js';
 export type * from '../contract/replies.js';
 export type { PublishedSummary } from '../contract/publishedSummary.js';
 export type { ClarificationAnswerPayload, ClarificationDeliveryPayload } from '../contract/clarificationPayloads.js';
-export { MESSAGE_QUEUE_STATUS_CHANGED, PLAN_COMMENTS_UPDATED, SERVICE_SUBJECT_ROOT, TASK_PLAN_DELETED, topologyFor } from '../contract/subjects.js';
+export { MESSAGE_QUEUE_STATUS_CHANGED, PLAN_COMMENTS_CHANGED, SERVICE_SUBJECT_ROOT, TASK_PLAN_DELETED, topologyFor } from '../contract/subjects.js';
 export type { QueueStatusChangedData, TaskPlanDeletedData } from '../contract/kandevEvents.js';
 export type { Topology } from '../contract/subjects.js';
 export * from '../turns/index.js';

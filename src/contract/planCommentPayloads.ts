@@ -2,7 +2,7 @@ import type { ReplyFailure } from './replyErrorCodes.js';
 
 /**
  * The wire shapes (snake_case, like Kandev's JSON) of the plan-comment endpoints and of the
- * `task_plan.comments_updated` event, which carries exactly the `plan_comments` a reply does.
+ * `task_plan.comments.changed` event, which carries exactly the `plan_comments` a reply does.
  */
 
 export interface PlanCommentPayload {

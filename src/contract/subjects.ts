@@ -28,9 +28,10 @@ export const INBOUND_SUBJECTS = [
 ] as const;
 
 export const SUMMARY_UPDATED = 'task.status_summary.updated';
-export const SESSION_PENDING_ACTION_CHANGED = 'task_session.pending_action_changed';
+/** Kandev's name: its web client's handler of this type drops a payload without `workspace_id`. */
+export const SESSION_PENDING_ACTION_CHANGED = 'session.pending_action_changed';
 /** The full replacement of a task's plan-comment collection after every committed change. */
-export const PLAN_COMMENTS_UPDATED = 'task_plan.comments_updated';
+export const PLAN_COMMENTS_CHANGED = 'task_plan.comments.changed';
 /** Kandev's event after a plan was deleted (`plan.delete` in owned mode): data is the deleted plan row. */
 export const TASK_PLAN_DELETED = 'task_plan.deleted';
 export const SERVICE_SUBJECT_ROOT = 'pending_projector.v1';
@@ -49,7 +50,7 @@ export interface Topology {
   inboundSubjects: string[];
   summarySubject: string;
   sessionPendingSubject: string;
-  /** `<prefix>task_plan.comments_updated`, captured by the output stream. */
+  /** `<prefix>task_plan.comments.changed`, captured by the output stream. */
   planCommentsSubject: string;
   /** `<prefix>task_plan.deleted`, captured by the output stream. */
   planDeletedSubject: string;
@@ -87,7 +88,7 @@ export function topologyFor(prefix: string): Topology {
     inboundSubjects: INBOUND_SUBJECTS.map((s) => `${prefix}${s}`),
     summarySubject: `${prefix}${SUMMARY_UPDATED}`,
     sessionPendingSubject: `${prefix}${SESSION_PENDING_ACTION_CHANGED}`,
-    planCommentsSubject: `${prefix}${PLAN_COMMENTS_UPDATED}`,
+    planCommentsSubject: `${prefix}${PLAN_COMMENTS_CHANGED}`,
     planDeletedSubject: `${prefix}${TASK_PLAN_DELETED}`,
     deadLetterSubject: `${prefix}pending_projector.dead_letter`,
     agentResumeStream: `${upper}PENDING_PROJECTOR_AGENT_RESUME`,

@@ -68,7 +68,7 @@ export class NatsSummaryPublisher implements SummaryPublisher {
         const envelope = createEnvelope(
           SESSION_PENDING_ACTION_CHANGED,
           this.topology.sessionPendingSubject,
-          { session_id: u.sessionId, task_id: u.taskId, pending_action: u.pendingAction, pending_action_revision: u.revision },
+          { workspace_id: u.workspaceId, task_id: u.taskId, session_id: u.sessionId, pending_action: u.pendingAction, pending_action_revision: u.revision },
           randomUUID(),
           this.clock(),
         );

@@ -16,6 +16,8 @@ interface PendingActionRevision {
 export interface SessionPendingActionUpdate {
   sessionId: string;
   taskId: string;
+  /** Kandev's web client drops a `session.pending_action_changed` without it. */
+  workspaceId: string;
   pendingAction: PendingAction | null;
   revision: PendingActionRevision;
 }

@@ -167,7 +167,13 @@ export class Projector {
       if (projection.outcome !== 'changed' && projection.outcome !== 'unchanged') continue;
       for (const s of projection.state.sessions) {
         if (this.lastSessionAction.has(s.sessionId) && this.lastSessionAction.get(s.sessionId) === s.pendingAction) continue;
-        updates.push({ sessionId: s.sessionId, taskId, pendingAction: s.pendingAction, revision: { epoch: this.options.epoch, sequence } });
+        updates.push({
+          sessionId: s.sessionId,
+          taskId,
+          workspaceId: projection.state.workspaceId,
+          pendingAction: s.pendingAction,
+          revision: { epoch: this.options.epoch, sequence },
+        });
       }
     }
     if (updates.length === 0) return;

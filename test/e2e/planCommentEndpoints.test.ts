@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
-import { PLAN_COMMENTS_UPDATED } from '../../src/contract/subjects.js';
+import { PLAN_COMMENTS_CHANGED } from '../../src/contract/subjects.js';
 import { silentLogger } from '../../src/logger.js';
 import { createSession } from '../../src/repository/tasks/tasks.js';
 import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
@@ -35,11 +35,11 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
 
   const eventsOf = (taskId: string) =>
     bus
-      .ofType(PLAN_COMMENTS_UPDATED)
+      .ofType(PLAN_COMMENTS_CHANGED)
       .filter((e) => e.data.task_id === taskId)
       .map((e) => e.data as unknown as PlanCommentsPayload);
   const eventAt = (taskId: string, revision: number) =>
-    eventually(() => eventsOf(taskId).find((e) => e.revision === revision), 10_000, `the comments_updated event of revision ${revision}`);
+    eventually(() => eventsOf(taskId).find((e) => e.revision === revision), 10_000, `the comments.changed event of revision ${revision}`);
 
   /** The test's turn-start hook: replies at once, unless the caller id is held or refused. */
   function serveHook(subject: string): Subscription {
@@ -87,7 +87,7 @@ describeEachDialect('plan-comment endpoints over a real NATS on %s', (dialect) =
     t = await openTestDatabase(dialect);
     nc = await connectTestNats();
     prefix = uniquePrefix(`plans_${dialect}`);
-    bus = collectEvents(nc, prefix, [PLAN_COMMENTS_UPDATED]);
+    bus = collectEvents(nc, prefix, [PLAN_COMMENTS_CHANGED]);
     hookSub = serveHook(`${prefix}${HOOK_SUBJECT}`);
     worker = await startWorker({
       db: t.db,

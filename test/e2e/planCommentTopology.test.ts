@@ -11,7 +11,7 @@ import { createDatabase } from '../../src/repository/database.js';
 import { isAvailable, openTestDatabase } from '../support/databases.js';
 import { testWorkerConfig } from '../support/workerConfig.js';
 
-describe('the output stream and task_plan.comments_updated', () => {
+describe('the output stream and task_plan.comments.changed', () => {
   let nc: NatsConnection;
   const prefix = uniquePrefix('plantopo');
   beforeAll(async () => {

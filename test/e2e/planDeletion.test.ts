@@ -3,7 +3,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
 import { TASK_PLAN_DELETED } from '../../src/contract/kandevEvents.js';
-import { PLAN_COMMENTS_UPDATED } from '../../src/contract/subjects.js';
+import { PLAN_COMMENTS_CHANGED } from '../../src/contract/subjects.js';
 import { silentLogger } from '../../src/logger.js';
 import { rawRows, type RepositoryContext } from '../../src/repository/context.js';
 import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
@@ -65,7 +65,7 @@ describeEachSchemaAndDialect('plan.delete by schema mode on %s', (dialect, schem
     if (schema === 'kandev') await createKandevPlanTables(t.db);
     nc = await connectTestNats();
     prefix = uniquePrefix(`plandel_${dialect}_${schema}`);
-    bus = collectEvents(nc, prefix, [TASK_PLAN_DELETED, PLAN_COMMENTS_UPDATED]);
+    bus = collectEvents(nc, prefix, [TASK_PLAN_DELETED, PLAN_COMMENTS_CHANGED]);
     worker = await startWorker({ db: t.db, nc, config: testWorkerConfig(prefix), logger: silentLogger() });
     ctx = await serviceContext(t, schema);
     w = rowWriter(schema, ctx);
@@ -85,7 +85,7 @@ describeEachSchemaAndDialect('plan.delete by schema mode on %s', (dialect, schem
       const planId = await kandevPlan(taskId, sessionId);
       const comment = await client.createPlanComment({ task_id: taskId, plan_id: planId, comment_id: randomUUID(), body: 'split step 2' });
       if (!comment.ok) throw new Error(JSON.stringify(comment));
-      await eventually(() => bus.about('task_id', taskId).find((e) => e.type === PLAN_COMMENTS_UPDATED), 10_000, 'the create event');
+      await eventually(() => bus.about('task_id', taskId).find((e) => e.type === PLAN_COMMENTS_CHANGED), 10_000, 'the create event');
       const before = await planTables();
       const eventsBefore = bus.about('task_id', taskId).length;
 
@@ -109,7 +109,7 @@ describeEachSchemaAndDialect('plan.delete by schema mode on %s', (dialect, schem
           .about('task_id', taskId)
           .slice(eventsBefore)
           .map((e) => [e.type, e.data.revision]),
-      ).toEqual([[PLAN_COMMENTS_UPDATED, 2]]);
+      ).toEqual([[PLAN_COMMENTS_CHANGED, 2]]);
       expect(bus.ofType(TASK_PLAN_DELETED)).toEqual([]);
     });
   } else {

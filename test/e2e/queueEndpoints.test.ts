@@ -4,7 +4,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
 import { TASK_SESSION_STATE_CHANGED } from '../../src/contract/kandevEvents.js';
-import { MESSAGE_QUEUE_STATUS_CHANGED, PLAN_COMMENTS_UPDATED } from '../../src/contract/subjects.js';
+import { MESSAGE_QUEUE_STATUS_CHANGED, PLAN_COMMENTS_CHANGED } from '../../src/contract/subjects.js';
 import { silentLogger } from '../../src/logger.js';
 import { rawRows } from '../../src/repository/context.js';
 import { createSession, setSessionState } from '../../src/repository/tasks/tasks.js';
@@ -116,7 +116,7 @@ describeEachDialect('queue endpoints over a real NATS on %s', (dialect) => {
     t = await openTestDatabase(dialect);
     nc = await connectTestNats();
     prefix = uniquePrefix(`queue_${dialect}`);
-    bus = collectEvents(nc, prefix, [PLAN_COMMENTS_UPDATED, MESSAGE_QUEUE_STATUS_CHANGED]);
+    bus = collectEvents(nc, prefix, [PLAN_COMMENTS_CHANGED, MESSAGE_QUEUE_STATUS_CHANGED]);
     hookSub = serveHook(`${prefix}${HOOK_SUBJECT}`);
     worker = await startWorker({
       db: t.db,
@@ -222,9 +222,9 @@ describeEachDialect('queue endpoints over a real NATS on %s', (dialect) => {
     expect(stored?.header.get('Nats-Msg-Id')).toBe(msgId);
     expect((await jetstream(nc).publish(`${prefix}${MESSAGE_QUEUE_STATUS_CHANGED}`, stored!.data, { msgID: msgId })).duplicate).toBe(true);
     await eventually(
-      () => bus.ofType(PLAN_COMMENTS_UPDATED).find((e) => e.data.task_id === task.taskId && e.data.revision === 4),
+      () => bus.ofType(PLAN_COMMENTS_CHANGED).find((e) => e.data.task_id === task.taskId && e.data.revision === 4),
       10_000,
-      'the comments_updated event',
+      'the comments.changed event',
     );
 
     const listed = await client.listQueue({ session_id: task.sessionId });

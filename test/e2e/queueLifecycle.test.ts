@@ -4,7 +4,7 @@ import { jetstream } from '@nats-io/jetstream';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
 import { TASK_SESSION_STATE_CHANGED, TASK_UPDATED } from '../../src/contract/kandevEvents.js';
-import { MESSAGE_QUEUE_STATUS_CHANGED, PLAN_COMMENTS_UPDATED } from '../../src/contract/subjects.js';
+import { MESSAGE_QUEUE_STATUS_CHANGED, PLAN_COMMENTS_CHANGED } from '../../src/contract/subjects.js';
 import { silentLogger } from '../../src/logger.js';
 import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
 import { collectEvents } from '../support/busEvents.js';
@@ -70,7 +70,7 @@ describeEachDialect('queues of finished sessions over a real NATS on %s', (diale
       'the queue status after the cancellation',
     );
     await eventually(
-      () => bus.ofType(PLAN_COMMENTS_UPDATED).find((e) => e.data.task_id === task.taskId && (e.data.comments as unknown[]).length === 1),
+      () => bus.ofType(PLAN_COMMENTS_CHANGED).find((e) => e.data.task_id === task.taskId && (e.data.comments as unknown[]).length === 1),
       10_000,
       'the collection event of the return',
     );
@@ -82,7 +82,7 @@ describeEachDialect('queues of finished sessions over a real NATS on %s', (diale
     t = await openTestDatabase(dialect, undefined, { file: true });
     nc = await connectTestNats();
     prefix = uniquePrefix(`queue_lifecycle_${dialect}`);
-    bus = collectEvents(nc, prefix, [PLAN_COMMENTS_UPDATED, MESSAGE_QUEUE_STATUS_CHANGED]);
+    bus = collectEvents(nc, prefix, [PLAN_COMMENTS_CHANGED, MESSAGE_QUEUE_STATUS_CHANGED]);
     summaries = collectSummaries(nc, prefix);
     worker = await startWorker({ db: t.db, nc, config: testWorkerConfig(prefix, { reservationTtlMs: TTL_MS }), logger: silentLogger() });
     client = createPendingProjectorClient(nc, { prefix, timeoutMs: 30_000 });

@@ -4,7 +4,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
 import { TASK_SESSION_STATE_CHANGED } from '../../src/contract/kandevEvents.js';
-import { MESSAGE_QUEUE_STATUS_CHANGED, PLAN_COMMENTS_UPDATED } from '../../src/contract/subjects.js';
+import { MESSAGE_QUEUE_STATUS_CHANGED, PLAN_COMMENTS_CHANGED } from '../../src/contract/subjects.js';
 import { silentLogger } from '../../src/logger.js';
 import { rawRows } from '../../src/repository/context.js';
 import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
@@ -56,7 +56,7 @@ describeEachDialect('queue management over a real NATS on %s', (dialect) => {
     t = await openTestDatabase(dialect);
     nc = await connectTestNats();
     prefix = uniquePrefix(`queue_mgmt_${dialect}`);
-    bus = collectEvents(nc, prefix, [PLAN_COMMENTS_UPDATED, MESSAGE_QUEUE_STATUS_CHANGED]);
+    bus = collectEvents(nc, prefix, [PLAN_COMMENTS_CHANGED, MESSAGE_QUEUE_STATUS_CHANGED]);
     worker = await startWorker({ db: t.db, nc, config: testWorkerConfig(prefix, { queueMaxPerSession: 20 }), logger: silentLogger() });
     client = createPendingProjectorClient(nc, { prefix, timeoutMs: 30_000 });
   });
@@ -108,7 +108,7 @@ describeEachDialect('queue management over a real NATS on %s', (dialect) => {
     });
 
     await eventually(
-      () => bus.ofType(PLAN_COMMENTS_UPDATED).find((e) => e.data.task_id === task.taskId && e.data.revision === after.plan_comments.revision),
+      () => bus.ofType(PLAN_COMMENTS_CHANGED).find((e) => e.data.task_id === task.taskId && e.data.revision === after.plan_comments.revision),
       10_000,
       'the collection event of the return',
     );

@@ -176,7 +176,7 @@ describeEachSchemaAndDialect('the worker over a real NATS on %s', (dialect, sche
 
   it("publishes each session's pending action under this boot's epoch, its sequence increasing, without a message id", async () => {
     const seen: Array<{ subject: string; msgId: string | undefined; envelope: { type: string; source: string; data: Record<string, unknown> } }> = [];
-    const sub = nc.subscribe(`${prefix}task_session.pending_action_changed`, {
+    const sub = nc.subscribe(`${prefix}session.pending_action_changed`, {
       callback: (_err, m) => {
         seen.push({ subject: m.subject, msgId: m.headers?.get('Nats-Msg-Id') || undefined, envelope: m.json() });
       },
@@ -190,8 +190,8 @@ describeEachSchemaAndDialect('the worker over a real NATS on %s', (dialect, sche
       const ofSession = () => seen.filter((e) => e.envelope.data.session_id === sessionId);
       const asked = await eventually(() => ofSession().find((e) => e.envelope.data.pending_action === 'clarification'));
       const meta = await t.ctx.knex('kandev_meta').where({ key: PENDING_ACTION_EPOCH_KEY }).first();
-      expect(asked.subject).toBe(`${prefix}task_session.pending_action_changed`);
-      expect(asked.envelope).toMatchObject({ type: 'task_session.pending_action_changed', source: 'pending-projector' });
+      expect(asked.subject).toBe(`${prefix}session.pending_action_changed`);
+      expect(asked.envelope).toMatchObject({ type: 'session.pending_action_changed', source: 'pending-projector' });
       expect(asked.envelope.data).toMatchObject({ task_id: taskId, pending_action_revision: { epoch: meta.value } });
       // The sequence orders one boot's publishes; no retry ever repeats one, so a msg id would only
       // fill the stream's duplicate window.

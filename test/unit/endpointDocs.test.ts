@@ -8,7 +8,7 @@ const DOC = path.resolve(import.meta.dirname, '../../docs/endpoints.md');
 /**
  * The endpoints docs/endpoints.md gives a heading of their own: a `##` or `###` heading made only of
  * endpoint names (`summary.get and task.reproject`). A heading with other words (`The
- * task_plan.comments_updated event`) names something else.
+ * task_plan.comments.changed event`) names something else.
  */
 function endpointHeadings(markdown: string): string[] {
   const names: string[] = [];
@@ -34,7 +34,7 @@ describe('docs/endpoints.md', () => {
   });
 
   it('reads a heading of several endpoints, and leaves a heading with other words out', () => {
-    expect(endpointHeadings('## summary.get and task.reproject\n### The `task_plan.comments_updated` event\n### plan.delete\n# a.b\n')).toEqual([
+    expect(endpointHeadings('## summary.get and task.reproject\n### The `task_plan.comments.changed` event\n### plan.delete\n# a.b\n')).toEqual([
       'summary.get',
       'task.reproject',
       'plan.delete',

@@ -6,13 +6,13 @@ import type { PlanCommentsPayload } from '../../contract/planCommentPayloads.js'
 import type { TaskPlanDeletedData } from '../../contract/kandevEvents.js';
 import type { Clock } from '../../timestamps.js';
 import { createEnvelope } from '../../contract/envelope.js';
-import { PLAN_COMMENTS_UPDATED, TASK_PLAN_DELETED, type Topology } from '../../contract/subjects.js';
+import { PLAN_COMMENTS_CHANGED, TASK_PLAN_DELETED, type Topology } from '../../contract/subjects.js';
 
 const encoder = new TextEncoder();
 
 /**
  * Publishes a task's whole plan-comment collection as the standard envelope on
- * `<prefix>task_plan.comments_updated`, through JetStream (the output stream captures it) with
+ * `<prefix>task_plan.comments.changed`, through JetStream (the output stream captures it) with
  * `Nats-Msg-Id` = `msgId` (`task_id:plan_id:revision`), so a repeated publish of one revision is
  * dropped within the stream's duplicate window. Clients keep the highest (plan_id, revision).
  * A deleted plan goes out the same way as Kandev's `task_plan.deleted` on `<prefix>task_plan.deleted`.
@@ -31,7 +31,7 @@ export class NatsPlanCommentPublisher implements PlanCommentEvents {
 
   async publishComments(payload: PlanCommentsPayload, msgId: string): Promise<void> {
     const subject = this.topology.planCommentsSubject;
-    const envelope = createEnvelope(PLAN_COMMENTS_UPDATED, subject, { ...payload }, randomUUID(), this.clock());
+    const envelope = createEnvelope(PLAN_COMMENTS_CHANGED, subject, { ...payload }, randomUUID(), this.clock());
     const h = headers();
     h.set('Pending-Projector-Task-Id', payload.task_id);
     h.set('Pending-Projector-Revision', String(payload.revision));

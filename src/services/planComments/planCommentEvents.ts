@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { PlanCommentsPayload } from '../../contract/planCommentPayloads.js';
 import { TASK_PLAN_DELETED, type TaskPlanDeletedData } from '../../contract/kandevEvents.js';
 
-/** Publishes `task_plan.comments_updated` and `task_plan.deleted` with the given message id (its JetStream `Nats-Msg-Id`). */
+/** Publishes `task_plan.comments.changed` and `task_plan.deleted` with the given message id (its JetStream `Nats-Msg-Id`). */
 export interface PlanCommentEvents {
   publishComments(payload: PlanCommentsPayload, msgId: string): Promise<void>;
   publishPlanDeleted(plan: TaskPlanDeletedData, msgId: string): Promise<void>;
@@ -45,7 +45,7 @@ export function createPlanCommentPublisher(events: PlanCommentEvents, logger: Lo
           // Committed already: the database is the truth, and the next change republishes it all.
           log.warn(
             { err, taskId: payload.task_id, planId: payload.plan_id, revision: payload.revision },
-            'task_plan.comments_updated not published; the next change of the collection publishes it whole',
+            'task_plan.comments.changed not published; the next change of the collection publishes it whole',
           );
         }),
       );

@@ -20,7 +20,7 @@ import type { PlanCommentPublisher } from './planCommentEvents.js';
  * Task-owned plan comments (ADR 0002): the collection's endpoints (list, create, update, delete,
  * `plan.delete`, legacy import). Every change runs in one admitted write (`AdmittedWrites`), so it waits while a
  * send on the task holds the lease, and then sees what that send committed; after every committed
- * change the full collection goes out on `task_plan.comments_updated`, deduplicated by
+ * change the full collection goes out on `task_plan.comments.changed`, deduplicated by
  * `task_id:plan_id:revision` (planCommentEvents.ts); a deleted plan also goes out as Kandev's
  * `task_plan.deleted`. Beside Kandev's tables `plan.delete` is refused (`plan_owned_by_kandev`).
  */

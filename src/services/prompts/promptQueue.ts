@@ -32,7 +32,7 @@ import { NO_FAILPOINTS, type Failpoints } from '../../failpoints.js';
  * and the transaction there is nothing to hold a lease around, and the transaction re-validates
  * everything itself. Without refs it takes no admission lock, as a send without refs.
  *
- * After COMMIT a new entry publishes `task_plan.comments_updated` (when it consumed comments) and
+ * After COMMIT a new entry publishes `task_plan.comments.changed` (when it consumed comments) and
  * `message.queue.status_changed` (which the worker's events stream captures, so the task's
  * `queued_prompt_count` is reprojected), then kicks the dispatcher. If the bus refuses the status
  * event the summary is refreshed directly (`publishOrRefresh`), so the count converges anyway.
