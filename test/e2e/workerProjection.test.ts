@@ -192,7 +192,10 @@ describeEachSchemaAndDialect('the worker over a real NATS on %s', (dialect, sche
       const meta = await t.ctx.knex('kandev_meta').where({ key: PENDING_ACTION_EPOCH_KEY }).first();
       expect(asked.subject).toBe(`${prefix}session.pending_action_changed`);
       expect(asked.envelope).toMatchObject({ type: 'session.pending_action_changed', source: 'pending-projector' });
-      expect(asked.envelope.data).toMatchObject({ task_id: taskId, pending_action_revision: { epoch: meta.value } });
+      // Kandev's payload: its web handler drops one without workspace_id; the epoch is a string.
+      const { workspace_id: workspaceId } = await t.ctx.knex('tasks').select('workspace_id').where({ id: taskId }).first();
+      expect(asked.envelope.data).toMatchObject({ workspace_id: workspaceId, task_id: taskId, pending_action_revision: { epoch: meta.value } });
+      expect(typeof (asked.envelope.data.pending_action_revision as { epoch: unknown }).epoch).toBe('string');
       // The sequence orders one boot's publishes; no retry ever repeats one, so a msg id would only
       // fill the stream's duplicate window.
       expect(asked.msgId).toBeUndefined();
