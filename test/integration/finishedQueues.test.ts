@@ -33,7 +33,7 @@ describeEachDialect('cancelling the queues of finished sessions on %s', (dialect
     expect(cancelled).toMatchObject({ ok: true, reasons: [reason], count: 0, returnedCommentIds: [ref.id], droppedCommentIds: [] });
     expect(cancelled.ok && cancelled.withdrawn.map((w) => w.id)).toEqual([first, second]);
     expect(await commentIds(task.taskId)).toEqual([ref.id]);
-    expect(await f.receipts.countWaiting(task.sessionId)).toBe(0);
+    expect((await f.receipts.queueStatus(task.sessionId)).entries.length).toBe(0);
     expect(await getPromptOutcome(f.t.ctx, first)).toMatchObject({ status: 'cancelled', reason });
     expect(await f.store.acceptPrompt(input)).toMatchObject({ ok: true, replayed: true, status: 'cancelled', statusReason: reason });
     expect(await f.store.listFinishedQueues('all')).not.toContainEqual(expect.objectContaining({ sessionId: task.sessionId }));

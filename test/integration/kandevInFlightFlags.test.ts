@@ -28,7 +28,7 @@ describeEachDialect("receipt rows as Kandev's queue readers see them on %s", (di
     expect(kandevSeesInFlight(await metadataOf(id))).toBe(true);
     expect(await f.receipts.release(id, first!.token, { retryAfterMs: 0, error: 'busy', countsAsAttempt: false })).toEqual({ ok: true });
     expect(kandevSeesInFlight(await metadataOf(id))).toBe(false);
-    expect(await f.receipts.countWaiting(task.sessionId)).toBe(1);
+    expect((await f.receipts.queueStatus(task.sessionId)).entries.length).toBe(1);
 
     const second = await f.receipts.reserveHead(task.sessionId, 'dispatcher-A', 60_000);
     expect(await f.receipts.persistTranscript(id, second!.token)).toMatchObject({ ok: true });

@@ -383,7 +383,7 @@ describeEachDialect('prompt receipt writes fenced by the reservation token on %s
       expect(await store.clearExpiredReservation(waiting, 'another-token')).toBe(false);
       expect(await store.clearExpiredReservation(waiting, r!.token)).toBe(true);
       expect(await receiptRow(waiting)).toMatchObject({ delivery_reservation_token: null, delivery_reservation_owner: null });
-      expect(await store.countWaiting(task.sessionId)).toBe(1);
+      expect((await store.queueStatus(task.sessionId)).entries.length).toBe(1);
 
       await t.ctx.knex('task_plans').where({ task_id: orphanTask.taskId }).delete();
       await t.ctx.knex('task_sessions').where({ task_id: orphanTask.taskId }).delete();

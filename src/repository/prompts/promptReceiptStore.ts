@@ -1,4 +1,3 @@
-import { countWaitingQueuedPrompts } from './queuedPrompts.js';
 import { countPromptReceiptsByState, type PromptReceiptCount } from './promptReceiptCounts.js';
 import type { RepositoryContext } from '../context.js';
 import type { PromptReceiptRecord } from '../planComments/planCommentRows.js';
@@ -82,8 +81,6 @@ export interface PromptReceiptStore {
   removeAttempted(id: string, label: PromptDeliveryLabel): Promise<SettledPrompt | undefined>;
   /** Reconciliation: deletes a receipt whose task is gone. */
   removeOrphan(id: string): Promise<boolean>;
-  /** Queued prompts of the session still waiting. */
-  countWaiting(sessionId: string): Promise<number>;
   /** The session's queue as `message.queue.status_changed` tells it (queueStatus.ts). */
   queueStatus(sessionId: string): Promise<QueueStatus>;
   /** Every receipt of the database by kind and step of delivery (the worker's gauges); undefined when there is no receipt table. */
@@ -121,7 +118,6 @@ export function createPromptReceiptStore(ctx: RepositoryContext, schema: PlanCom
     clearExpiredReservation: (id, token) => clearExpiredReservation(ctx, need(), id, token),
     removeAttempted: (id, label) => removeAttemptedPromptReceipt(ctx, need(), id, label),
     removeOrphan: (id) => removeOrphanReceipt(ctx, need(), id),
-    countWaiting: (sessionId) => (table ? countWaitingQueuedPrompts(ctx, table, sessionId) : Promise.resolve(0)),
     queueStatus: (sessionId) => readQueueStatus(ctx, table, schema.queueState, sessionId),
     countByState: () => (table ? countPromptReceiptsByState(ctx, table) : Promise.resolve(undefined)),
     getReceipt: (id) => (table ? getPromptReceipt(ctx, table, id) : Promise.resolve(undefined)),

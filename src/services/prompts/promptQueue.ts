@@ -73,7 +73,6 @@ export interface PromptQueue {
 export function createPromptQueue(deps: PromptQueueDeps): PromptQueue {
   const { prompts, promptWrites, targets } = deps;
   const max = deps.queueMaxPerSession;
-  const log = deps.logger.child({ component: 'prompt-queue' });
   const failpoints = deps.failpoints ?? NO_FAILPOINTS;
   const withdrawalFailpoint = () => failpoints.reach('before_withdrawal_commit');
 
