@@ -35,12 +35,21 @@ export interface MessageEventData {
   updated_at: string;
 }
 
-/** A live waiter confirmed the response of the bundle owned by `clarification_turn_id`. */
-interface PrimaryAnsweredData {
-  pending_id: string;
+/**
+ * A live waiter confirmed the response of the bundle owned by `clarification_turn_id`. Kandev's
+ * fields, plus `status`.
+ */
+export interface PrimaryAnsweredData {
   session_id: string;
   task_id: string;
+  pending_id: string;
   clarification_turn_id: string;
+  /** The bundle's question prompts, one per line. */
+  question: string;
+  /** What the agent is told when Kandev's watchdog resumes it instead; '' for a rejection. */
+  answer_text: string;
+  rejected: boolean;
+  reject_reason: string;
   status: 'answered' | 'rejected';
 }
 

@@ -226,6 +226,10 @@ describeEachSchemaAndDialect('clarification endpoints over a real NATS on %s', (
         session_id: sessionId,
         task_id: taskId,
         clarification_turn_id: realTurn.id,
+        question: 'q1?\nq2?',
+        answer_text: 'q1?: Yes, ok\nq2?: No',
+        rejected: false,
+        reject_reason: '',
         status: 'answered',
       });
       await eventually(async () => ((await storedPending(taskId))?.pending === undefined ? true : undefined), 10_000, 'the summary to clear');

@@ -4,7 +4,20 @@ import { silentLogger } from '../../src/logger.js';
 import { publishOrRefresh, refreshThenPublish } from '../../src/services/publishOrRefresh.js';
 
 const EVENTS: KandevEvent[] = [
-  { type: CLARIFICATION_PRIMARY_ANSWERED, data: { pending_id: 'p1', session_id: 's1', task_id: 'task-1', clarification_turn_id: 't1', status: 'answered' } },
+  {
+    type: CLARIFICATION_PRIMARY_ANSWERED,
+    data: {
+      pending_id: 'p1',
+      session_id: 's1',
+      task_id: 'task-1',
+      clarification_turn_id: 't1',
+      question: 'Proceed?',
+      answer_text: 'Yes',
+      rejected: false,
+      reject_reason: '',
+      status: 'answered',
+    },
+  },
 ];
 
 /** Event and refresh ports that record each call in order, and refuse when told to. */

@@ -14,6 +14,7 @@ import { messageUpdatedEvents } from '../messageUpdatedEvents.js';
 import { describeRequestIssues } from '../../contract/describeRequestIssues.js';
 import { inspectBundle, validateOutcome, type BundleQuestionView, type NormalizedOutcome } from './outcomeValidation.js';
 import { publishOrRefresh, refreshThenPublish } from '../publishOrRefresh.js';
+import { primaryAnsweredData } from './primaryAnsweredData.js';
 import { recordedOutcome } from './recordedOutcome.js';
 import { failure, type ReplyFailure, type RespondReply, type RespondResult } from '../../contract/replies.js';
 import { respondRequestSchema, type ParsedRespondRequest, type RespondRequest } from '../../contract/requests.js';
@@ -190,10 +191,7 @@ async function finishDelivered(
   const events = messageUpdatedEvents(finalized);
   const turnId = payload.clarification_turn_id;
   if (delivery === 'live') {
-    events.push({
-      type: CLARIFICATION_PRIMARY_ANSWERED,
-      data: { pending_id: pendingId, session_id: sessionId, task_id: taskId, clarification_turn_id: turnId, status: payload.status },
-    });
+    events.push({ type: CLARIFICATION_PRIMARY_ANSWERED, data: primaryAnsweredData(claimed.rows, payload) });
   } else if (delivery === 'none') {
     events.push({
       type: CLARIFICATION_STALE_DISMISSED,
