@@ -12,6 +12,11 @@ export interface NatsPermissionNeed {
   queue?: string;
   /** What it is needed for, as the denial message says it. */
   purpose: string;
+  /**
+   * A publish on a subject others subscribe to (Kandev's events): probed with a no-op envelope
+   * rather than an empty message, so its readers skip it as they skip any event they do not handle.
+   */
+  othersSubscribe?: true;
 }
 
 export interface NatsPermissionDenial {
@@ -41,6 +46,13 @@ function describeDenial(d: NatsPermissionDenial): string {
 // stream has, so every stream capturing a probed subject refuses to store it (it must match).
 const PROBE_TOKEN = '_permission_probe';
 const PROBE_HEADER = 'Pending-Projector-Probe';
+/** The type of the probe envelope: no reader handles it, and its data names no task or session. */
+export const PERMISSION_PROBE_TYPE = 'pending_projector.permission_probe';
+
+function probeEnvelope(subject: string): Uint8Array {
+  const envelope = { id: PROBE_TOKEN, type: PERMISSION_PROBE_TYPE, subject, source: 'pending-projector', timestamp: new Date().toISOString(), data: {} };
+  return new TextEncoder().encode(JSON.stringify(envelope));
+}
 
 /** The concrete subject a probe uses for a need's subject. */
 function probeSubject(subject: string): string {
@@ -58,9 +70,10 @@ function probeSubject(subject: string): string {
  * server answers a denied one with a permissions violation before it answers the flush, so after
  * the flush every denial has arrived. Resolves to the denials, in the order of `needs`.
  *
- * Only needs whose probe nobody else receives belong here: JetStream API and ack subjects, the
- * KV bucket's, the agents' subjects of a probe session, inboxes. A probe on a subject others
- * subscribe to (summaries, Kandev's events) would show each of them an empty message.
+ * Most needs are ones whose probe nobody else receives: JetStream API and ack subjects, the KV
+ * bucket's, the agents' subjects of a probe session, inboxes. A need marked `othersSubscribe`
+ * (Kandev's events) is probed with an envelope of PERMISSION_PROBE_TYPE and empty data: Kandev's
+ * readers ignore an event without a task id or of a type they do not handle.
  */
 export async function probeNatsPermissions(nc: NatsConnection, needs: readonly NatsPermissionNeed[]): Promise<NatsPermissionDenial[]> {
   const bySubject = new Map<string, NatsPermissionNeed>();
@@ -80,7 +93,7 @@ export async function probeNatsPermissions(nc: NatsConnection, needs: readonly N
   for (const need of needs) {
     const subject = need.operation === 'subscribe' && need.subject.endsWith('.>') ? createInbox(need.subject.slice(0, -2)) : probeSubject(need.subject);
     bySubject.set(`${need.operation} ${subject}`, need);
-    if (need.operation === 'publish') nc.publish(subject, undefined, { headers: h });
+    if (need.operation === 'publish') nc.publish(subject, need.othersSubscribe ? probeEnvelope(subject) : undefined, { headers: h });
     else subs.push(nc.subscribe(subject, need.queue ? { queue: need.queue } : {}));
   }
   await nc.flush();

@@ -480,10 +480,12 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
         narrowed('"agent.*.clarification", "agent.*.resume", "agent.*.prompt",', 'noagent'),
         narrowed('"pending_projector.v1.> pending-projector"', 'noserve'),
         narrowed('"task.status_summary.updated", ', 'nosummary'),
+        narrowed('"session.pending_action_changed", ', 'nokandev'),
+        '{ user: reader, password: $READER_PASSWORD }',
       ];
       narrow = await startPrivateNats(
         (storeDir) => `jetstream { store_dir: ${JSON.stringify(storeDir)} }\naccounts { KANDEV { jetstream: enabled\n users: [${users.join('\n')}] } }\n`,
-        { NOAGENT_PASSWORD: 'p1', NOSERVE_PASSWORD: 'p2', NOSUMMARY_PASSWORD: 'p3' },
+        { NOAGENT_PASSWORD: 'p1', NOSERVE_PASSWORD: 'p2', NOSUMMARY_PASSWORD: 'p3', NOKANDEV_PASSWORD: 'p4', READER_PASSWORD: 'p5' },
       );
     });
     afterAll(async () => {
@@ -495,6 +497,25 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
       expect(run.status).toBe(2);
       for (const subject of ['agent.*.clarification', 'agent.*.resume', 'agent.*.prompt']) expect(run.out).toContain(`publish to "${subject}"`);
       expect(run.out).not.toContain('"worker started"');
+    }, 60_000);
+
+    it('exits 2 at start naming a Kandev event it may not publish, and probes a permitted one with an envelope no reader handles', async () => {
+      const reader = await connect({ servers: narrow.url, user: 'reader', pass: 'p5' });
+      const seen: unknown[] = [];
+      const sub = reader.subscribe('message.queue.status_changed', { callback: (_err, msg) => void seen.push(msg.json()) });
+      await reader.flush();
+      try {
+        const run = await runCli(['worker'], workerEnv(narrow.url, { NATS_USER: 'nokandev', NATS_PASSWORD: 'p4' }));
+        expect(run.status).toBe(2);
+        expect(run.out).toContain(`publish to "session.pending_action_changed" (Kandev's session.pending_action_changed event)`);
+        expect(run.out).not.toContain('publish to "message.queue.status_changed"');
+        await reader.flush();
+        // The permitted event was probed with an envelope no reader handles: no task, a probe type.
+        expect(seen).toEqual([expect.objectContaining({ type: 'pending_projector.permission_probe', data: {} })]);
+      } finally {
+        sub.unsubscribe();
+        await reader.close();
+      }
     }, 60_000);
 
     it('exits 2 naming the endpoint subject and queue group it may not subscribe to', async () => {

@@ -1,15 +1,37 @@
-import { topologyStreams, type Topology } from '../../contract/subjects.js';
 import type { NatsPermissionNeed } from '../../events/natsPermissions.js';
+import {
+  CLARIFICATION_PRIMARY_ANSWERED,
+  CLARIFICATION_STALE_DISMISSED,
+  MESSAGE_ADDED,
+  MESSAGE_QUEUE_STATUS_CHANGED,
+  MESSAGE_UPDATED,
+  TASK_SESSION_STATE_CHANGED,
+  TURN_STARTED,
+} from '../../contract/kandevEvents.js';
+import { PLAN_COMMENTS_CHANGED, SESSION_PENDING_ACTION_CHANGED, TASK_PLAN_DELETED, topologyStreams, type Topology } from '../../contract/subjects.js';
+
+/** Every Kandev event type the worker publishes, under the subject prefix. */
+const KANDEV_EVENTS_PUBLISHED = [
+  SESSION_PENDING_ACTION_CHANGED,
+  PLAN_COMMENTS_CHANGED,
+  TASK_PLAN_DELETED,
+  MESSAGE_QUEUE_STATUS_CHANGED,
+  MESSAGE_ADDED,
+  MESSAGE_UPDATED,
+  TURN_STARTED,
+  TASK_SESSION_STATE_CHANGED,
+  CLARIFICATION_PRIMARY_ANSWERED,
+  CLARIFICATION_STALE_DISMISSED,
+];
 
 /**
  * The permissions the worker's start probes (probeNatsPermissions): every JetStream API call of its
  * topology, consumer and message reads, its acks, its KV puts, its dead letters, its deliveries to
- * agents, and its inbox. What it does not probe, because a probe there would reach other
- * subscribers: its endpoints' subscriptions (checked as they are made, startServiceEndpoints), and
- * its publishes of summaries, session pending actions, plan-comment collections, plan deletions
- * (`task_plan.deleted`) and Kandev events
- * and of the turn-start hook (denied at first use, logged with the subject). deploy/nats grants all
- * of them to the `worker` user; docs/security.md lists them.
+ * agents, its inbox, and the Kandev events it publishes (with a no-op envelope, since Kandev reads
+ * them). What it does not probe: its endpoints' subscriptions (checked as they are made,
+ * startServiceEndpoints), its summaries (UI subscribers read every message there as a summary) and
+ * the turn-start hook (a request someone answers; denied at first use, logged with the subject).
+ * deploy/nats grants all of them to the `worker` user; docs/security.md lists them.
  */
 export function workerPermissionNeeds(topology: Topology, inboxPrefix: string): NatsPermissionNeed[] {
   const api = (subject: string, purpose: string): NatsPermissionNeed => ({ operation: 'publish', subject: `$JS.API.${subject}`, purpose });
@@ -33,5 +55,11 @@ export function workerPermissionNeeds(topology: Topology, inboxPrefix: string): 
     { operation: 'publish', subject: topology.agentResumeSubject('*'), purpose: 'resume commands to detached agents' },
     { operation: 'publish', subject: topology.agentPromptSubject('*'), purpose: 'prompts to agents' },
     { operation: 'subscribe', subject: `${inboxPrefix}.>`, purpose: 'replies to its requests (NATS_INBOX_PREFIX)' },
+    ...KANDEV_EVENTS_PUBLISHED.map((type): NatsPermissionNeed => ({
+      operation: 'publish',
+      subject: topology.eventSubject(type),
+      purpose: `Kandev's ${type} event`,
+      othersSubscribe: true,
+    })),
   ];
 }
