@@ -10,6 +10,6 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     globalSetup: ['test/support/globalSetup.ts'],
-    setupFiles: ['test/support/leakCheck.ts'],
+    setupFiles: ['test/support/leakCheck.ts', 'test/support/kandevEventCheck.ts'],
   },
 });
