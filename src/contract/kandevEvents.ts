@@ -82,7 +82,6 @@ interface SessionStateChangedData {
   new_state: string;
 }
 
-/** Kandev's queue event: `count` queued prompts of the session are waiting, of at most `max`. */
 /** Kandev's queue status: its web client replaces its queue panel with `entries` (`entries ?? []`). */
 export interface QueueStatusChangedData {
   session_id: string;

@@ -35,7 +35,7 @@ export const PLAN_COMMENTS_CHANGED = 'task_plan.comments.changed';
 /** Kandev's event after a plan was deleted (`plan.delete` in owned mode): data is the deleted plan row. */
 export const TASK_PLAN_DELETED = 'task_plan.deleted';
 export const SERVICE_SUBJECT_ROOT = 'pending_projector.v1';
-/** Kandev's event after a session's queue changed: `{session_id, task_id, count, max}`. */
+/** Kandev's event after a session's queue changed: `{session_id, task_id, entries, count, max, auto_run, merge_enabled}`. */
 export const MESSAGE_QUEUE_STATUS_CHANGED = 'message.queue.status_changed';
 
 export interface Topology {
