@@ -9,6 +9,9 @@
 // have started on it, and a prompt done twice is worse than one the user sends again.
 //
 //   NATS_URL         the worker's NATS (default nats://127.0.0.1:4222)
+//   NATS_USER, NATS_PASSWORD, NATS_INBOX_PREFIX
+//                    the shipped roles' `agent` user, its password and its inbox `_INBOX_agent`
+//                    (deploy/nats/; none by default)
 //   SUBJECT_PREFIX   the worker's SUBJECT_PREFIX (default empty)
 //   AGENT_URL        the agent's HTTP base URL (default http://127.0.0.1:9999)
 //   AGENT_TIMEOUT_MS how long one call to the agent may take (default 30000)
@@ -106,7 +109,13 @@ async function handle(m: JsMsg) {
   else log({ level: 'error', msg: 'agent did not take the prompt; not retried', ...ids, status: outcome.status, error: outcome.error });
 }
 
-const nc = await connect({ servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222', name: 'agentctl-bridge' });
+const nc = await connect({
+  servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
+  name: 'agentctl-bridge',
+  user: process.env.NATS_USER || undefined,
+  pass: process.env.NATS_PASSWORD || undefined,
+  inboxPrefix: process.env.NATS_INBOX_PREFIX || undefined,
+});
 try {
   // One durable consumer over every session's prompts: it remembers what was acknowledged across
   // restarts, and a new one starts from the oldest prompt the stream still holds.

@@ -1,15 +1,17 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import type { NatsConnection } from '@nats-io/transport-node';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
 import { topologyFor } from '../../src/contract/subjects.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, eventually, natsUrl, uniquePrefix } from '../support/nats.js';
 import { seedPlanTask } from '../support/planComments.js';
+import { privateNatsAvailable, startPrivateNats, type PrivateNats } from '../support/privateNats.js';
 import { childEnv, ROOT, spawnLong, type LongProcess } from '../support/sandboxProcess.js';
 import { spawnWorker, type WorkerProcess } from '../support/workerProcess.js';
 
@@ -163,4 +165,59 @@ describeEachDialect('examples/agentctlBridge.ts between a worker on %s and an HT
     expect(agent.forReceipt(next.callerId)).toHaveLength(1);
     expect(bridge.stdout()).not.toContain(refused.callerId);
   }, 120_000);
+});
+
+/** deploy/nats as shipped (the empty prefix's subjects and streams), but for its JetStream store. */
+const SHIPPED_CONFIG = readFileSync(path.join(ROOT, 'deploy/nats/nats-server.conf'), 'utf8');
+const SHIPPED_ACCOUNTS = readFileSync(path.join(ROOT, 'deploy/nats/pending-projector-accounts.conf'), 'utf8');
+const ROLES = ['worker', 'backend', 'ui', 'agent', 'ops'] as const;
+
+describe.skipIf(!privateNatsAvailable())("examples/agentctlBridge.ts as the shipped roles' agent user", () => {
+  // A leading letter keeps nats-server reading the variable as a string.
+  const passwords = Object.fromEntries(ROLES.map((role) => [role, `pw${randomBytes(12).toString('hex')}`])) as Record<(typeof ROLES)[number], string>;
+  let server: PrivateNats;
+  let t: TestDatabase;
+  let worker: WorkerProcess;
+  let backend: NatsConnection;
+  let agent: Awaited<ReturnType<typeof startStandInAgent>>;
+  let bridge: LongProcess;
+
+  beforeAll(async () => {
+    server = await startPrivateNats(
+      (storeDir) => SHIPPED_CONFIG.replace('store_dir: "/var/lib/nats-server"', `store_dir: ${JSON.stringify(storeDir)}`),
+      Object.fromEntries(ROLES.map((role) => [`${role.toUpperCase()}_PASSWORD`, passwords[role]])),
+      { files: { 'pending-projector-accounts.conf': SHIPPED_ACCOUNTS } },
+    );
+    t = await openTestDatabase('sqlite', undefined, { file: true });
+    const as = (role: (typeof ROLES)[number]) => ({
+      NATS_URL: server.url,
+      NATS_USER: role,
+      NATS_PASSWORD: passwords[role],
+      NATS_INBOX_PREFIX: `_INBOX_${role}`,
+    });
+    worker = await spawnWorker({ ...as('worker'), DATABASE_URL: t.url, SUBJECT_PREFIX: '', BOOT_RECONCILE: 'false', DISPATCH_POLL_MS: '100' });
+    backend = await connect({ servers: server.url, user: 'backend', pass: passwords.backend, inboxPrefix: '_INBOX_backend' });
+    agent = await startStandInAgent();
+    bridge = spawnLong(['--import', 'tsx', EXAMPLE], childEnv({ ...as('agent'), SUBJECT_PREFIX: '', AGENT_URL: agent.url }));
+    await bridge.waitFor(/"msg":"bridge ready"/, 60_000);
+  }, 120_000);
+  afterAll(async () => {
+    await bridge?.stop();
+    await worker?.stop();
+    await agent?.close();
+    await backend?.close();
+    await t?.close();
+    await server?.stop();
+  });
+
+  it("forwards a prompt that Kandev's backend user sends, with nothing of the bridge refused", async () => {
+    const task = await seedPlanTask(t.ctx);
+    const callerId = randomUUID();
+    const client = createPendingProjectorClient(backend, { prefix: '', timeoutMs: 20_000 });
+    expect(await client.sendMessage({ session_id: task.sessionId, caller_id: callerId, content: 'Run the tests' })).toMatchObject({ ok: true });
+    await bridge.waitFor(new RegExp(`"msg":"prompt forwarded","receipt_id":"${callerId}"`), 30_000);
+    expect(agent.forReceipt(callerId).map((r) => r.body.content)).toEqual(['Run the tests']);
+    expect(bridge.output()).not.toMatch(/permission/i);
+    expect(server.output()).not.toMatch(/permissions violation/i);
+  }, 90_000);
 });
