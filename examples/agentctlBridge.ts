@@ -44,7 +44,7 @@ const topology = topologyFor(process.env.SUBJECT_PREFIX ?? '');
 const log = (fields: Record<string, unknown>) => console.log(JSON.stringify({ time: new Date().toISOString(), ...fields }));
 
 // Receipt ids already acknowledged: the worker publishes each prompt once, but the contract asks
-// agents to dedupe on receipt_id anyway. Bounded, oldest forgotten first.
+// agents to dedupe on receipt_id anyway. In memory and bounded, oldest forgotten first.
 const seen = new Set<string>();
 function remember(receiptId: string) {
   seen.add(receiptId);
@@ -118,7 +118,8 @@ const nc = await connect({
 });
 try {
   // One durable consumer over every session's prompts: it remembers what was acknowledged across
-  // restarts, and a new one starts from the oldest prompt the stream still holds.
+  // restarts, and bridges started under one name share it. A consumer under a new name starts from
+  // the oldest prompt the stream still holds, so keep the name: a rename sends those again.
   await (
     await jetstreamManager(nc)
   ).consumers.add(topology.agentPromptStream, {
