@@ -4,13 +4,14 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
 import { topologyFor } from '../../src/contract/subjects.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { connectTestNats, deleteTopology, eventually, natsUrl, uniquePrefix } from '../support/nats.js';
 import { seedPlanTask } from '../support/planComments.js';
+import { promptsOnStream } from '../support/promptReceipts.js';
 import { privateNatsAvailable, startPrivateNats, type PrivateNats } from '../support/privateNats.js';
 import { childEnv, ROOT, spawnLong, type LongProcess } from '../support/sandboxProcess.js';
 import { spawnWorker, type WorkerProcess } from '../support/workerProcess.js';
@@ -165,6 +166,27 @@ describeEachDialect('examples/agentctlBridge.ts between a worker on %s and an HT
     expect(agent.forReceipt(next.callerId)).toHaveLength(1);
     expect(bridge.stdout()).not.toContain(refused.callerId);
   }, 120_000);
+
+  it('drops a second copy of a prompt it already forwarded (the same receipt_id under another message id) without calling the agent', async () => {
+    const sent = await send('Only once, please');
+    await bridge.waitFor(new RegExp(`"msg":"prompt forwarded","receipt_id":"${sent.callerId}"`), 30_000);
+    const [stored] = await promptsOnStream(nc, prefix, sent.sessionId);
+    // The stream drops a repeat of the worker's Nats-Msg-Id; a copy under another id is what dedupe on receipt_id is for.
+    await jetstream(nc).publish(topology.agentPromptSubject(sent.sessionId), JSON.stringify({ type: 'session.prompt', data: stored!.data }), {
+      msgID: `copy:${sent.callerId}`,
+    });
+    await bridge.waitFor(new RegExp(`"msg":"duplicate prompt dropped","receipt_id":"${sent.callerId}"`), 30_000);
+    await consumerAtRest();
+    expect(agent.forReceipt(sent.callerId)).toHaveLength(1);
+  }, 60_000);
+
+  it('terminates a message on the prompt subject that is not a prompt, and calls no agent for it', async () => {
+    const before = agent.requests.length;
+    await jetstream(nc).publish(topology.agentPromptSubject('not-a-session'), 'not json');
+    await bridge.waitFor(/"msg":"malformed prompt dropped","subject":"[^"]*agent\.not-a-session\.prompt"/, 30_000);
+    await consumerAtRest();
+    expect(agent.requests.length).toBe(before);
+  }, 60_000);
 });
 
 /** deploy/nats as shipped (the empty prefix's subjects and streams), but for its JetStream store. */
