@@ -232,6 +232,28 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     expect(guard).toMatchObject({ ok: true, blocked: true });
   });
 
+  it("lets the backend read Kandev's events and what the worker publishes for Kandev's browsers, and not the agents' subjects", async () => {
+    const seen: Array<{ subject: string; type: string }> = [];
+    const subs = ['message.added', 'session.pending_action_changed', 'task.status_summary.updated'].map((subject) =>
+      backend.subscribe(subject, { callback: (_err, msg) => void seen.push({ subject: msg.subject, type: msg.json<{ type: string }>().type }) }),
+    );
+    try {
+      await backend.flush();
+      const { taskId } = await openQuestion();
+      await eventually(
+        () =>
+          ['message.added', 'session.pending_action_changed', 'task.status_summary.updated'].every((t) => seen.some((e) => e.type === t)) ? true : undefined,
+        10_000,
+        `the backend to read each event (${taskId})`,
+      );
+      const refused = backend.subscribe('agent.*.prompt');
+      await backend.flush();
+      expect(String(await refused.closed)).toMatch(/Permissions Violation for Subscription/);
+    } finally {
+      for (const sub of subs) sub.unsubscribe();
+    }
+  });
+
   it("refuses the backend reading the KV bucket's stream directly", async () => {
     const { taskId } = await openQuestion();
     const jsm = await jetstreamManager(backend, { checkAPI: false });
