@@ -5,3 +5,4 @@ export * from './newestDurableTurnId.js';
 export * from './pendingAction.js';
 export * from './planCommentPrompt.js';
 export * from './sessionStates.js';
+export * from './sessionToOpen.js';
