@@ -181,7 +181,12 @@ export function createClarifications(parts: Parts, deps: { nc: NatsConnection; r
 
 /** The one construction of the task endpoints' service (summary.get, task.reproject). */
 export function createTasks(parts: Parts, logger: Logger): TaskService {
-  return createTaskService({ store: createTaskStore(parts.ctx), reproject: (taskId) => parts.projector.reproject(taskId), logger });
+  return createTaskService({
+    store: createTaskStore(parts.ctx),
+    reproject: (taskId) => parts.projector.reproject(taskId),
+    repair: (taskIds) => parts.projector.reprojectBatch(taskIds),
+    logger,
+  });
 }
 
 /** What the prompt, plan-comment and attachment services read of the configuration. */

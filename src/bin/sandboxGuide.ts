@@ -52,6 +52,7 @@ export function exampleRequests(w: SandboxWorkspace): SandboxRequest[] {
   const plan = { task_id: w.plan.taskId, plan_id: w.plan.planId };
   return [
     { endpoint: 'clarification.list_pending', body: { workspace_id: w.workspaceId, limit: 10 }, what: 'the questions still waiting for an answer' },
+    { endpoint: 'task.list', body: { workspace_id: w.workspaceId, limit: 20 }, what: "the workspace's tasks with their summaries, a task board's first read" },
     { endpoint: 'summary.get', body: { task_id: w.question.taskId }, what: 'a task summary as stored' },
     { endpoint: 'task.pending_actions', body: { task_id: w.permission.taskId }, what: 'per-session pending actions: a permission request' },
     {

@@ -39,11 +39,12 @@ import {
   type ListPendingReply,
   type PendingActionsReply,
   type ReprojectReply,
+  type TaskListReply,
   type RespondReply,
   type SummaryReply,
   type TurnsReply,
 } from './replies.js';
-import { listPendingRequestSchema, respondRequestSchema, sessionRequestSchema, taskRequestSchema } from './requests.js';
+import { listPendingRequestSchema, respondRequestSchema, sessionRequestSchema, taskListRequestSchema, taskRequestSchema } from './requests.js';
 
 /** One endpoint of the worker, served on `<prefix>pending_projector.v1.<name>`. */
 export interface EndpointSpec {
@@ -80,6 +81,8 @@ export const ENDPOINT_TABLE = {
   pendingActions: { key: 'taskPendingActions', name: 'task.pending_actions', request: taskRequestSchema, reply: replyType<PendingActionsReply>() },
   getSummary: { key: 'summaryGet', name: 'summary.get', request: taskRequestSchema, reply: replyType<SummaryReply>() },
   reproject: { key: 'taskReproject', name: 'task.reproject', request: taskRequestSchema, reply: replyType<ReprojectReply>() },
+  /** A page of tasks with their summaries, each stale `pending_action` repaired (and published) before the reply. */
+  listTasks: { key: 'taskList', name: 'task.list', request: taskListRequestSchema, reply: replyType<TaskListReply>() },
   listPlanComments: { key: 'planCommentList', name: 'plan_comment.list', request: planCommentListSchema, reply: replyType<PlanCommentsReply>() },
   /** Idempotent by `comment_id`; a replay after the comment was consumed returns `comment: null`. */
   createPlanComment: {

@@ -122,6 +122,19 @@ export interface ReprojectResult {
   task_id: string;
 }
 
+export interface TaskListEntry {
+  task_id: string;
+  workspace_id: string;
+  /** The stored summary after this read's repair; null for a task that has none yet. */
+  status_summary: PublishedSummary | null;
+}
+
+export interface TaskListResult {
+  tasks: TaskListEntry[];
+  /** Pass back as `cursor` for the next page; null on the last page. */
+  next_cursor: string | null;
+}
+
 export type RespondReply = Reply<RespondResult>;
 export type ListPendingReply = Reply<ListPendingResult>;
 export type DetachReply = Reply<DetachResult>;
@@ -131,6 +144,7 @@ export type TurnsReply = Reply<TurnsResult>;
 export type PendingActionsReply = Reply<PendingActionsResult>;
 export type SummaryReply = Reply<SummaryResult>;
 export type ReprojectReply = Reply<ReprojectResult>;
+export type TaskListReply = Reply<TaskListResult>;
 
 export function failure(code: ReplyErrorCode, message: string): ReplyFailure {
   return { ok: false, error: { code, message } };

@@ -63,6 +63,17 @@ export const listPendingRequestSchema = z.object({
 });
 export type ListPendingRequest = z.input<typeof listPendingRequestSchema>;
 
+export const taskListRequestSchema = z.object({
+  workspace_id: id.optional(),
+  limit: z.number().int().min(1).max(500),
+  // As issued: base64url, no padding; decoded by the service.
+  cursor: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,1024}$/, { message: 'cursor is not one this service issued' })
+    .optional(),
+});
+export type TaskListRequest = z.input<typeof taskListRequestSchema>;
+
 export const sessionRequestSchema = z.object({ session_id: id });
 export type SessionRequest = z.input<typeof sessionRequestSchema>;
 

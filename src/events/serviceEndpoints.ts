@@ -45,6 +45,7 @@ function endpointHandlers({ clarifications, tasks, planComments: plans, prompts,
   const core = {
     getSummary: (request) => tasks.getSummary(request),
     reproject: (request) => tasks.reproject(request),
+    listTasks: (request) => tasks.listTasks(request),
     respond: (request) => clarifications.respond(request),
     listPending: (request) => clarifications.listPending(request),
     detach: (request) => clarifications.detach(request),

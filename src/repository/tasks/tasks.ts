@@ -74,6 +74,17 @@ export async function listTaskIdsAfter(ctx: RepositoryContext, afterId: string |
   return (await query).map((r: Record<string, unknown>) => String(r.id));
 }
 
+/** A page of tasks as task.list lists them: not archived, in id order, after `afterId` (exclusive). */
+export async function listTasksPage(
+  ctx: RepositoryContext,
+  options: { workspaceId?: string; afterId?: string; limit: number },
+): Promise<Array<{ id: string; workspaceId: string }>> {
+  const query = ctx.knex('tasks').select('id', 'workspace_id').whereNull('archived_at').orderBy('id').limit(options.limit);
+  if (options.workspaceId !== undefined) query.where('workspace_id', options.workspaceId);
+  if (options.afterId !== undefined) query.where('id', '>', options.afterId);
+  return (await query).map((r: Record<string, unknown>) => ({ id: String(r.id), workspaceId: String(r.workspace_id ?? '') }));
+}
+
 export async function countTasks(ctx: RepositoryContext): Promise<number> {
   const row = await ctx.knex('tasks').count<{ n: number | string }[]>({ n: '*' }).first();
   return Number(row?.n ?? 0);

@@ -2,18 +2,21 @@ import type { Logger } from 'pino';
 import { parseStoredSummary, toPublishedSummary } from '../../events/statusSummary.js';
 import type { TaskStore } from '../../repository/tasks/taskStore.js';
 import type { RefreshSummary } from '../clarifications/clarificationPorts.js';
-import { failure, type ReprojectReply, type SummaryReply } from '../../contract/replies.js';
-import type { TaskRequest } from '../../contract/requests.js';
+import { failure, type ReprojectReply, type SummaryReply, type TaskListReply } from '../../contract/replies.js';
+import type { TaskListRequest, TaskRequest } from '../../contract/requests.js';
+import { idProblem } from '../../storableText.js';
 
 export interface TaskServiceDeps {
   store: TaskStore;
   /** One synchronous projection of the task (the worker wires `projector.reproject`). */
   reproject: RefreshSummary;
+  /** One projection of many tasks (the worker wires `projector.reprojectBatch`); resolves to the ids that failed. */
+  repair: (taskIds: readonly string[]) => Promise<string[]>;
   logger: Logger;
 }
 
 /**
- * `summary.get` and `task.reproject`. Every expected outcome is a reply value; a store that cannot
+ * `summary.get`, `task.reproject` and `task.list`. Every expected outcome is a reply value; a store that cannot
  * answer rejects, and the endpoint replies to it as to any thrown failure (thrownFailureReply).
  */
 export interface TaskService {
@@ -21,6 +24,21 @@ export interface TaskService {
   getSummary(request: TaskRequest): Promise<SummaryReply>;
   /** Runs one projection of the task; rejects when it did not commit (e.g. compare-and-set exhausted). */
   reproject(request: TaskRequest): Promise<ReprojectReply>;
+  /**
+   * A page of tasks with their summaries. Like Kandev's task-list read (ADR 0001: "existing task
+   * summaries reconcile their pending field on normal task-list and boot reads"), the page's tasks
+   * are projected first, by the same compare-and-set, so a stale `pending_action` is repaired and
+   * its replacement published before the reply shows it.
+   */
+  listTasks(request: TaskListRequest): Promise<TaskListReply>;
+}
+
+// The cursor is the last listed task's id, base64url: opaque to clients, checked like any id.
+const encodeCursor = (taskId: string) => Buffer.from(taskId, 'utf8').toString('base64url');
+
+function decodeCursor(cursor: string): string | undefined {
+  const taskId = Buffer.from(cursor, 'base64url').toString('utf8');
+  return encodeCursor(taskId) === cursor && idProblem(taskId) === undefined ? taskId : undefined;
 }
 
 const unknownTask = (taskId: string) => failure('not_found', `task ${taskId} does not exist`);
@@ -39,6 +57,30 @@ export function createTaskService(deps: TaskServiceDeps): TaskService {
         task_id: taskId,
         workspace_id: stored.workspaceId,
         status_summary: toPublishedSummary(parseStoredSummary(stored.summary), stored.revision, stored.updatedAt),
+      };
+    },
+
+    async listTasks({ workspace_id: workspaceId, cursor, limit }) {
+      const afterId = cursor === undefined ? undefined : decodeCursor(cursor);
+      if (cursor !== undefined && afterId === undefined) return failure('bad_request', 'cursor is not one this service issued');
+      const page = await store.listTasks({ workspaceId, afterId, limit: limit + 1 });
+      const listed = page.slice(0, limit);
+      const ids = listed.map((t) => t.id);
+      const failed = await deps.repair(ids);
+      // A task whose repair did not commit is listed as stored: the reply stays a bounded read.
+      if (failed.length > 0) deps.logger.warn({ tasks: failed }, 'task.list: some summaries could not be repaired on this read');
+      const summaries = await store.loadStatusSummaries(ids);
+      return {
+        ok: true,
+        tasks: listed.map((task) => {
+          const stored = summaries.get(task.id);
+          return {
+            task_id: task.id,
+            workspace_id: task.workspaceId,
+            status_summary: stored ? toPublishedSummary(parseStoredSummary(stored.summary), stored.revision, stored.updatedAt) : null,
+          };
+        }),
+        next_cursor: page.length > limit ? encodeCursor(listed[listed.length - 1]!.id) : null,
       };
     },
 
