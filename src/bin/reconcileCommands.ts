@@ -1,4 +1,4 @@
-import { reconcileTasks } from '../projectors/reconcile.js';
+import { reconcileTasks, toDriftPayload } from '../projectors/reconcile.js';
 import { createProjectionStore } from '../repository/projection/projectionStore.js';
 import { unappliedMigrations } from '../repository/migrate.js';
 import { resolveSchemaMode } from '../repository/schema/schemaMode.js';
@@ -88,15 +88,12 @@ export async function runVerifyCommand(config: VerifySettings, taskIds: string[]
       onPage: (p, drift) => {
         for (const d of drift) {
           progress.done();
-          const queued = { stored_queued_prompt_count: d.storedQueuedPromptCount, derived_queued_prompt_count: d.derivedQueuedPromptCount };
           const queuedText =
             d.storedQueuedPromptCount === d.derivedQueuedPromptCount
               ? ''
               : `\tqueued_prompt_count stored=${d.storedQueuedPromptCount} derived=${d.derivedQueuedPromptCount}`;
           process.stdout.write(
-            json
-              ? `${JSON.stringify({ task_id: d.taskId, kind: d.kind, stored: d.stored, derived: d.derived, ...queued })}\n`
-              : `${d.taskId}\t${d.kind}\tstored=${d.stored ?? '-'}\tderived=${d.derived ?? '-'}${queuedText}\n`,
+            json ? `${JSON.stringify(toDriftPayload(d))}\n` : `${d.taskId}\t${d.kind}\tstored=${d.stored ?? '-'}\tderived=${d.derived ?? '-'}${queuedText}\n`,
           );
         }
         // The last page's count is the summary below: said once.

@@ -67,6 +67,11 @@ export function exampleRequests(w: SandboxWorkspace): SandboxRequest[] {
       what: 'the agent disconnected: a pending question stays answerable (delivered as a resume)',
     },
     { endpoint: 'task.reproject', body: { task_id: w.question.taskId }, what: 'project a task now' },
+    { endpoint: 'summary.verify', body: { limit: 100 }, what: 'a dry-run verify: which summaries differ from a fresh derivation (none here)' },
+    { endpoint: 'consumer.stats', body: {}, what: "the worker's consumer: events not yet delivered, not yet acknowledged, dead letters held" },
+    { endpoint: 'dead_letter.list', body: { limit: 10 }, what: 'events given up (publish `{ not json` on a subject the worker consumes to see one)' },
+    { endpoint: 'dead_letter.show', body: { id: 1 }, what: 'one dead letter with its original event (not_found until there is one)' },
+    { endpoint: 'dead_letter.retry', body: { id: 1 }, what: 're-inject the original event and remove the record' },
     { endpoint: 'plan_comment.list', body: { task_id: w.plan.taskId }, what: "the plan's pending comments" },
     {
       endpoint: 'plan_comment.create',

@@ -24,6 +24,9 @@ import { healthServerComponent } from './worker/healthServer.js';
 import { holdSqliteWorkerLock } from './worker/holdSqliteWorkerLock.js';
 import { promptDispatcherComponent } from './worker/promptDispatcherComponent.js';
 import { serviceEndpointsComponent } from './worker/serviceEndpointsComponent.js';
+import { natsOperationsBus } from '../events/natsOperations.js';
+import { findDrift, toDriftPayload } from '../projectors/reconcile.js';
+import { createOperationsService } from '../services/operations/operationsService.js';
 import { summaryBucketRefillerComponent } from './worker/summaryBucketRefiller.js';
 import { workerPermissionNeeds } from './worker/workerPermissionNeeds.js';
 import { redactCredentials } from '../redaction.js';
@@ -215,6 +218,13 @@ async function startHoldingLock(deps: WorkerDeps & { config: StartWorkerSettings
       topology,
       clarifications,
       tasks: createTasks(parts, logger),
+      operations: createOperationsService({
+        bus: natsOperationsBus(nc, parts.jsm, topology),
+        drift: {
+          listTaskIdsAfter: (after, limit) => parts.store.listTaskIdsAfter(after, limit),
+          findDrift: async (taskIds) => (await findDrift(parts.store, taskIds)).map(toDriftPayload),
+        },
+      }),
       ...promptServices.endpoints,
       logger,
       maxRequestBytes: config.maxEventBytes,

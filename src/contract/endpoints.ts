@@ -40,11 +40,26 @@ import {
   type PendingActionsReply,
   type ReprojectReply,
   type TaskListReply,
+  type ConsumerStatsReply,
+  type DeadLetterListReply,
+  type DeadLetterRetryReply,
+  type DeadLetterShowReply,
+  type SummaryVerifyReply,
   type RespondReply,
   type SummaryReply,
   type TurnsReply,
 } from './replies.js';
-import { listPendingRequestSchema, respondRequestSchema, sessionRequestSchema, taskListRequestSchema, taskRequestSchema } from './requests.js';
+import {
+  deadLetterIdSchema,
+  deadLetterListSchema,
+  listPendingRequestSchema,
+  noArgumentsSchema,
+  respondRequestSchema,
+  sessionRequestSchema,
+  summaryVerifySchema,
+  taskListRequestSchema,
+  taskRequestSchema,
+} from './requests.js';
 
 /** One endpoint of the worker, served on `<prefix>pending_projector.v1.<name>`. */
 export interface EndpointSpec {
@@ -83,6 +98,16 @@ export const ENDPOINT_TABLE = {
   reproject: { key: 'taskReproject', name: 'task.reproject', request: taskRequestSchema, reply: replyType<ReprojectReply>() },
   /** A page of tasks with their summaries, each stale `pending_action` repaired (and published) before the reply. */
   listTasks: { key: 'taskList', name: 'task.list', request: taskListRequestSchema, reply: replyType<TaskListReply>() },
+  /** The dead-letter records, oldest first (operations). */
+  listDeadLetters: { key: 'deadLetterList', name: 'dead_letter.list', request: deadLetterListSchema, reply: replyType<DeadLetterListReply>() },
+  /** One record with the original event, while the events stream still holds it. */
+  showDeadLetter: { key: 'deadLetterShow', name: 'dead_letter.show', request: deadLetterIdSchema, reply: replyType<DeadLetterShowReply>() },
+  /** Republishes the original event on its subject and removes the record. */
+  retryDeadLetter: { key: 'deadLetterRetry', name: 'dead_letter.retry', request: deadLetterIdSchema, reply: replyType<DeadLetterRetryReply>() },
+  /** The worker's durable consumer: pending, ack-pending and redelivered events, and the dead letters held. */
+  consumerStats: { key: 'consumerStats', name: 'consumer.stats', request: noArgumentsSchema, reply: replyType<ConsumerStatsReply>() },
+  /** A page of a dry-run verify: the tasks whose stored summary differs from a fresh derivation. Writes nothing. */
+  verifySummaries: { key: 'summaryVerify', name: 'summary.verify', request: summaryVerifySchema, reply: replyType<SummaryVerifyReply>() },
   listPlanComments: { key: 'planCommentList', name: 'plan_comment.list', request: planCommentListSchema, reply: replyType<PlanCommentsReply>() },
   /** Idempotent by `comment_id`; a replay after the comment was consumed returns `comment: null`. */
   createPlanComment: {

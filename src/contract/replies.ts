@@ -1,6 +1,7 @@
 import type { PublishedSummary } from './publishedSummary.js';
 import type { PendingAction } from '../turns/pendingAction.js';
 import type { ClarificationAnswerPayload } from './clarificationPayloads.js';
+import type { ConsumerStatsPayload, DeadLetterPayload, DriftPayload } from './operationsPayloads.js';
 import type { Reply, ReplyErrorCode, ReplyFailure } from './replyErrorCodes.js';
 
 /** Reply bodies of the worker's endpoints (snake_case on the wire, like Kandev's JSON). */
@@ -145,6 +146,13 @@ export type PendingActionsReply = Reply<PendingActionsResult>;
 export type SummaryReply = Reply<SummaryResult>;
 export type ReprojectReply = Reply<ReprojectResult>;
 export type TaskListReply = Reply<TaskListResult>;
+export type DeadLetterListReply = Reply<{ dead_letters: DeadLetterPayload[] }>;
+/** `original`: the given-up event as the events stream still holds it (null once retention dropped it). */
+export type DeadLetterShowReply = Reply<{ dead_letter: DeadLetterPayload; original: { subject: string; data: string } | null }>;
+export type DeadLetterRetryReply = Reply<{ id: number; new_stream_seq: number }>;
+export type ConsumerStatsReply = Reply<ConsumerStatsPayload>;
+/** `checked` tasks of this page; `drifted` those whose stored summary differs from a fresh derivation. */
+export type SummaryVerifyReply = Reply<{ checked: number; drifted: DriftPayload[]; next_cursor: string | null }>;
 
 export function failure(code: ReplyErrorCode, message: string): ReplyFailure {
   return { ok: false, error: { code, message } };

@@ -74,6 +74,23 @@ export const taskListRequestSchema = z.object({
 });
 export type TaskListRequest = z.input<typeof taskListRequestSchema>;
 
+export const deadLetterListSchema = z.object({ limit: z.number().int().min(1).max(500) });
+export type DeadLetterListRequest = z.input<typeof deadLetterListSchema>;
+
+export const deadLetterIdSchema = z.object({ id: z.number().int().positive() });
+export type DeadLetterIdRequest = z.input<typeof deadLetterIdSchema>;
+
+export const noArgumentsSchema = z.object({});
+
+export const summaryVerifySchema = z.object({
+  limit: z.number().int().min(1).max(1000),
+  cursor: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,1024}$/, { message: 'cursor is not one this service issued' })
+    .optional(),
+});
+export type SummaryVerifyRequest = z.input<typeof summaryVerifySchema>;
+
 export const sessionRequestSchema = z.object({ session_id: id });
 export type SessionRequest = z.input<typeof sessionRequestSchema>;
 

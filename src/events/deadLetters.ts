@@ -1,25 +1,15 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import type { DeadLetterRecord } from '../contract/operationsPayloads.js';
 import type { Topology } from '../contract/subjects.js';
+
+export type { DeadLetterRecord };
 
 /**
  * Dead letters are pointers: the original event stays in the events stream (limits retention), and
  * the dead-letter stream holds why it was given up. `retry` republishes the original bytes on their
  * original subject and removes the record.
  */
-export interface DeadLetterRecord {
-  kind: 'rejected' | 'max_deliveries';
-  reason: string;
-  detail: string;
-  subject: string;
-  stream_seq: number;
-  delivery_count: number;
-  dead_lettered_at: string;
-  payload_bytes: number;
-  /** First 512 bytes as text, for a quick look without fetching the original. */
-  payload_preview: string;
-}
-
 export interface DeadLetterEntry {
   /** Sequence in the dead-letter stream: the id `show` and `retry` take. */
   id: number;

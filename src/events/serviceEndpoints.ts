@@ -17,6 +17,7 @@ import type { PlanCommentService } from '../services/planComments/planCommentSer
 import type { PromptService } from '../services/prompts/promptService.js';
 import type { AttachmentService } from '../services/attachments/attachmentService.js';
 import type { TaskService } from '../services/tasks/taskService.js';
+import type { OperationsService } from '../services/operations/operationsService.js';
 import { NatsPermissionError, subscriptionDenial } from './natsPermissions.js';
 import { serveEndpoint, type ReplyCode } from './serveEndpoint.js';
 
@@ -34,6 +35,8 @@ export interface ServiceEndpointsOptions {
   prompts?: PromptService;
   /** Absent: attachment.stage is not served. */
   attachments?: AttachmentService;
+  /** Absent: the dead_letter.*, consumer.stats and summary.verify endpoints are not served. */
+  operations?: OperationsService;
   logger: Logger;
   maxRequestBytes: number;
   /** Counts each endpoint's replies by code and observes their latency. */
@@ -41,7 +44,14 @@ export interface ServiceEndpointsOptions {
 }
 
 /** The services' methods behind the endpoints; each family only with its service. */
-function endpointHandlers({ clarifications, tasks, planComments: plans, prompts, attachments }: ServiceEndpointsOptions): Partial<EndpointHandlers> {
+function endpointHandlers({
+  clarifications,
+  tasks,
+  planComments: plans,
+  prompts,
+  attachments,
+  operations: ops,
+}: ServiceEndpointsOptions): Partial<EndpointHandlers> {
   const core = {
     getSummary: (request) => tasks.getSummary(request),
     reproject: (request) => tasks.reproject(request),
@@ -81,11 +91,20 @@ function endpointHandlers({ clarifications, tasks, planComments: plans, prompts,
   const attachmentHandlers = attachments
     ? ({ stageAttachment: (request) => attachments.stageAttachment(request) } satisfies Partial<EndpointHandlers>)
     : undefined;
-  if (planComments && promptHandlers && attachmentHandlers) {
+  const operations = ops
+    ? ({
+        listDeadLetters: (request) => ops.listDeadLetters(request),
+        showDeadLetter: (request) => ops.showDeadLetter(request),
+        retryDeadLetter: (request) => ops.retryDeadLetter(request),
+        consumerStats: () => ops.consumerStats(),
+        verifySummaries: (request) => ops.verifySummaries(request),
+      } satisfies Partial<EndpointHandlers>)
+    : undefined;
+  if (planComments && promptHandlers && attachmentHandlers && operations) {
     // Complete: an endpoint added to the table without a handler here does not compile.
-    return { ...core, ...planComments, ...promptHandlers, ...attachmentHandlers } satisfies EndpointHandlers;
+    return { ...core, ...planComments, ...promptHandlers, ...attachmentHandlers, ...operations } satisfies EndpointHandlers;
   }
-  return { ...core, ...planComments, ...promptHandlers, ...attachmentHandlers };
+  return { ...core, ...planComments, ...promptHandlers, ...attachmentHandlers, ...operations };
 }
 
 /**

@@ -1,6 +1,7 @@
 import { parseStoredSummary, pendingActionOf, queuedPromptCountOf } from '../events/statusSummary.js';
 import type { ProjectionStore } from '../repository/projection/projectionStore.js';
 import type { PendingAction } from '../turns/pendingAction.js';
+import type { DriftPayload } from '../contract/operationsPayloads.js';
 
 type DriftKind = 'missing' | 'stale' | 'corrupt';
 
@@ -12,6 +13,18 @@ export interface TaskDrift {
   /** `queued_prompt_count` as stored (0: omitted) and as derived now. */
   storedQueuedPromptCount: number;
   derivedQueuedPromptCount: number;
+}
+
+/** A drift as `verify --json` prints it and `summary.verify` replies it. */
+export function toDriftPayload(d: TaskDrift): DriftPayload {
+  return {
+    task_id: d.taskId,
+    kind: d.kind,
+    stored: d.stored,
+    derived: d.derived,
+    stored_queued_prompt_count: d.storedQueuedPromptCount,
+    derived_queued_prompt_count: d.derivedQueuedPromptCount,
+  };
 }
 
 /**

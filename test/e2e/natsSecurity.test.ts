@@ -254,6 +254,20 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     }
   });
 
+  it('lets ops call the operations endpoints and the ui task.list, and refuses each the other', async () => {
+    const asOps = createPendingProjectorClient(ops, { prefix: '', timeoutMs: 5000 });
+    const asUi = createPendingProjectorClient(ui, { prefix: '', timeoutMs: 5000 });
+    expect(await asOps.consumerStats({})).toMatchObject({ ok: true, consumer: 'pending-projector' });
+    expect(await asOps.verifySummaries({ limit: 10 })).toMatchObject({ ok: true });
+    expect(await asOps.listDeadLetters({ limit: 10 })).toMatchObject({ ok: true });
+    expect(await asUi.listTasks({ limit: 10 })).toMatchObject({ ok: true });
+    expect(await asUi.consumerStats({})).toMatchObject({ ok: false, error: { code: 'unavailable', message: expect.stringMatching(/Permissions Violation/) } });
+    expect(await asOps.listTasks({ limit: 10 })).toMatchObject({
+      ok: false,
+      error: { code: 'unavailable', message: expect.stringMatching(/Permissions Violation/) },
+    });
+  });
+
   it("refuses the backend reading the KV bucket's stream directly", async () => {
     const { taskId } = await openQuestion();
     const jsm = await jetstreamManager(backend, { checkAPI: false });

@@ -27,8 +27,8 @@ const KANDEV_EVENTS_PUBLISHED = [
 /**
  * The permissions the worker's start probes (probeNatsPermissions): every JetStream API call of its
  * topology, consumer and message reads, its acks, its KV puts, its dead letters, its deliveries to
- * agents, its inbox, and the Kandev events it publishes (with a no-op envelope, since Kandev reads
- * them). What it does not probe: its endpoints' subscriptions (checked as they are made,
+ * agents, its inbox, the dead-letter reads, and the Kandev events it publishes or re-injects
+ * (dead_letter.retry), with a no-op envelope, since Kandev reads them. What it does not probe: its endpoints' subscriptions (checked as they are made,
  * startServiceEndpoints), its summaries (UI subscribers read every message there as a summary) and
  * the turn-start hook (a request someone answers; denied at first use, logged with the subject).
  * deploy/nats grants all of them to the `worker` user; docs/security.md lists them.
@@ -49,6 +49,9 @@ export function workerPermissionNeeds(topology: Topology, inboxPrefix: string): 
     { operation: 'publish', subject: `$JS.ACK.${events}.${consumer}.>`, purpose: 'acknowledging events' },
     api(`STREAM.MSG.GET.${topology.agentResumeStream}`, 'checking a stored resume command'),
     api(`STREAM.MSG.GET.${topology.agentPromptStream}`, 'checking a stored prompt'),
+    api(`STREAM.MSG.GET.${topology.deadLetterStream}`, 'dead_letter.list and .show'),
+    api(`STREAM.MSG.DELETE.${topology.deadLetterStream}`, 'dead_letter.retry removing the record'),
+    api(`STREAM.MSG.GET.${events}`, 'dead_letter.show and .retry reading the original event'),
     { operation: 'publish', subject: `$KV.${topology.summaryBucket}.>`, purpose: 'the summary KV bucket' },
     { operation: 'publish', subject: topology.deadLetterSubject, purpose: 'dead letters' },
     { operation: 'publish', subject: topology.agentWaiterSubject('*'), purpose: "clarification responses to an agent's live waiter" },
@@ -61,5 +64,9 @@ export function workerPermissionNeeds(topology: Topology, inboxPrefix: string): 
       purpose: `Kandev's ${type} event`,
       othersSubscribe: true,
     })),
+    // dead_letter.retry re-injects an original on its own subject: any subject the worker consumes.
+    ...topology.inboundSubjects
+      .filter((subject) => !KANDEV_EVENTS_PUBLISHED.some((type) => topology.eventSubject(type) === subject))
+      .map((subject): NatsPermissionNeed => ({ operation: 'publish', subject, purpose: 'dead_letter.retry re-injecting an event', othersSubscribe: true })),
   ];
 }

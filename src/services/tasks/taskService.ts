@@ -4,7 +4,7 @@ import type { TaskStore } from '../../repository/tasks/taskStore.js';
 import type { RefreshSummary } from '../clarifications/clarificationPorts.js';
 import { failure, type ReprojectReply, type SummaryReply, type TaskListReply } from '../../contract/replies.js';
 import type { TaskListRequest, TaskRequest } from '../../contract/requests.js';
-import { idProblem } from '../../storableText.js';
+import { decodeTaskIdCursor, encodeTaskIdCursor } from '../taskIdCursor.js';
 
 export interface TaskServiceDeps {
   store: TaskStore;
@@ -33,14 +33,6 @@ export interface TaskService {
   listTasks(request: TaskListRequest): Promise<TaskListReply>;
 }
 
-// The cursor is the last listed task's id, base64url: opaque to clients, checked like any id.
-const encodeCursor = (taskId: string) => Buffer.from(taskId, 'utf8').toString('base64url');
-
-function decodeCursor(cursor: string): string | undefined {
-  const taskId = Buffer.from(cursor, 'base64url').toString('utf8');
-  return encodeCursor(taskId) === cursor && idProblem(taskId) === undefined ? taskId : undefined;
-}
-
 const unknownTask = (taskId: string) => failure('not_found', `task ${taskId} does not exist`);
 
 export function createTaskService(deps: TaskServiceDeps): TaskService {
@@ -61,7 +53,7 @@ export function createTaskService(deps: TaskServiceDeps): TaskService {
     },
 
     async listTasks({ workspace_id: workspaceId, cursor, limit }) {
-      const afterId = cursor === undefined ? undefined : decodeCursor(cursor);
+      const afterId = cursor === undefined ? undefined : decodeTaskIdCursor(cursor);
       if (cursor !== undefined && afterId === undefined) return failure('bad_request', 'cursor is not one this service issued');
       const page = await store.listTasks({ workspaceId, afterId, limit: limit + 1 });
       const listed = page.slice(0, limit);
@@ -80,7 +72,7 @@ export function createTaskService(deps: TaskServiceDeps): TaskService {
             status_summary: stored ? toPublishedSummary(parseStoredSummary(stored.summary), stored.revision, stored.updatedAt) : null,
           };
         }),
-        next_cursor: page.length > limit ? encodeCursor(listed[listed.length - 1]!.id) : null,
+        next_cursor: page.length > limit ? encodeTaskIdCursor(listed[listed.length - 1]!.id) : null,
       };
     },
 

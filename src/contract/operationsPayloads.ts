@@ -1,0 +1,44 @@
+/** What the operations endpoints (`dead_letter.*`, `consumer.stats`, `summary.verify`) carry. */
+
+/** Why an event was given up, as the dead-letter stream records it. */
+export interface DeadLetterRecord {
+  kind: 'rejected' | 'max_deliveries';
+  reason: string;
+  detail: string;
+  subject: string;
+  stream_seq: number;
+  delivery_count: number;
+  dead_lettered_at: string;
+  payload_bytes: number;
+  /** First 512 bytes as text, for a quick look without fetching the original. */
+  payload_preview: string;
+}
+
+export interface DeadLetterPayload extends DeadLetterRecord {
+  /** Sequence in the dead-letter stream: the id `dead_letter.show` and `.retry` take. */
+  id: number;
+}
+
+export interface ConsumerStatsPayload {
+  stream: string;
+  consumer: string;
+  /** Events in the stream not yet delivered to the consumer. */
+  num_pending: number;
+  /** Delivered, not yet acknowledged. */
+  num_ack_pending: number;
+  num_redelivered: number;
+  /** Messages and bytes the events stream holds. */
+  stream_messages: number;
+  stream_bytes: number;
+  dead_letters: number;
+}
+
+/** A task whose stored summary differs from a fresh derivation (what `verify` prints). */
+export interface DriftPayload {
+  task_id: string;
+  kind: 'missing' | 'stale' | 'corrupt';
+  stored: string | null;
+  derived: string | null;
+  stored_queued_prompt_count: number;
+  derived_queued_prompt_count: number;
+}

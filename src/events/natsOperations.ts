@@ -1,0 +1,36 @@
+import type { JetStreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { Topology } from '../contract/subjects.js';
+import type { OperationsBus } from '../services/operations/operationsService.js';
+import { listDeadLetters, retryDeadLetter, showDeadLetter, type DeadLetterEntry } from './deadLetters.js';
+
+const payloadOf = ({ id, record }: DeadLetterEntry) => ({ id, ...record });
+
+/** The operations endpoints' view of the bus: the dead-letter stream and the worker's consumer. */
+export function natsOperationsBus(nc: NatsConnection, jsm: JetStreamManager, topology: Topology): OperationsBus {
+  return {
+    listDeadLetters: async (limit) => (await listDeadLetters(jsm, topology, limit)).map(payloadOf),
+    async showDeadLetter(id) {
+      const detail = await showDeadLetter(jsm, topology, id);
+      return detail ? { dead_letter: payloadOf(detail), original: detail.original } : null;
+    },
+    retryDeadLetter: (id) => retryDeadLetter(nc, topology, id),
+    async consumerStats() {
+      const [consumer, events, deadLetters] = await Promise.all([
+        jsm.consumers.info(topology.eventsStream, topology.consumer),
+        jsm.streams.info(topology.eventsStream),
+        jsm.streams.info(topology.deadLetterStream),
+      ]);
+      return {
+        stream: topology.eventsStream,
+        consumer: topology.consumer,
+        num_pending: consumer.num_pending,
+        num_ack_pending: consumer.num_ack_pending,
+        num_redelivered: consumer.num_redelivered,
+        stream_messages: events.state.messages,
+        stream_bytes: events.state.bytes,
+        dead_letters: deadLetters.state.messages,
+      };
+    },
+  };
+}

@@ -1,0 +1,82 @@
+import type { ConsumerStatsPayload, DeadLetterPayload, DriftPayload } from '../../contract/operationsPayloads.js';
+import {
+  failure,
+  type ConsumerStatsReply,
+  type DeadLetterListReply,
+  type DeadLetterRetryReply,
+  type DeadLetterShowReply,
+  type SummaryVerifyReply,
+} from '../../contract/replies.js';
+import type { DeadLetterIdRequest, DeadLetterListRequest, SummaryVerifyRequest } from '../../contract/requests.js';
+import { decodeTaskIdCursor, encodeTaskIdCursor } from '../taskIdCursor.js';
+
+/** The dead-letter stream and the consumer, as the bus holds them (events/natsOperations.ts). */
+export interface OperationsBus {
+  listDeadLetters(limit: number): Promise<DeadLetterPayload[]>;
+  showDeadLetter(id: number): Promise<{ dead_letter: DeadLetterPayload; original: { subject: string; data: string } | null } | null>;
+  retryDeadLetter(id: number): Promise<{ ok: true; newStreamSeq: number } | { ok: false; reason: 'not_found' | 'original_expired' }>;
+  consumerStats(): Promise<ConsumerStatsPayload>;
+}
+
+/** The dry-run verify's reads: task ids in id order, and the drift of a page of them (projectors/reconcile.ts). */
+interface DriftReader {
+  listTaskIdsAfter(afterTaskId: string | null, limit: number): Promise<string[]>;
+  findDrift(taskIds: readonly string[]): Promise<DriftPayload[]>;
+}
+
+export interface OperationsServiceDeps {
+  bus: OperationsBus;
+  drift: DriftReader;
+}
+
+/**
+ * The operations endpoints: what the `dead-letters` and `verify` commands and `/metrics` show,
+ * for a console that has only the bus. `summary.verify` writes nothing; `dead_letter.retry` is the
+ * only one that changes anything (it re-injects the event and removes its record).
+ */
+export interface OperationsService {
+  listDeadLetters(request: DeadLetterListRequest): Promise<DeadLetterListReply>;
+  showDeadLetter(request: DeadLetterIdRequest): Promise<DeadLetterShowReply>;
+  retryDeadLetter(request: DeadLetterIdRequest): Promise<DeadLetterRetryReply>;
+  consumerStats(): Promise<ConsumerStatsReply>;
+  verifySummaries(request: SummaryVerifyRequest): Promise<SummaryVerifyReply>;
+}
+
+const noDeadLetter = (id: number) => failure('not_found', `dead letter ${id} does not exist (retried or removed already?)`);
+
+export function createOperationsService({ bus, drift }: OperationsServiceDeps): OperationsService {
+  return {
+    async listDeadLetters({ limit }) {
+      return { ok: true, dead_letters: await bus.listDeadLetters(limit) };
+    },
+
+    async showDeadLetter({ id }) {
+      const shown = await bus.showDeadLetter(id);
+      return shown ? { ok: true, ...shown } : noDeadLetter(id);
+    },
+
+    async retryDeadLetter({ id }) {
+      const retried = await bus.retryDeadLetter(id);
+      if (retried.ok) return { ok: true, id, new_stream_seq: retried.newStreamSeq };
+      if (retried.reason === 'not_found') return noDeadLetter(id);
+      return failure('conflict', `dead letter ${id}: the events stream no longer holds the original event (retention dropped it); nothing to retry`);
+    },
+
+    async consumerStats() {
+      return { ok: true, ...(await bus.consumerStats()) };
+    },
+
+    async verifySummaries({ limit, cursor }) {
+      const after = cursor === undefined ? null : decodeTaskIdCursor(cursor);
+      if (after === undefined) return failure('bad_request', 'cursor is not one this service issued');
+      const page = await drift.listTaskIdsAfter(after, limit + 1);
+      const checked = page.slice(0, limit);
+      return {
+        ok: true,
+        checked: checked.length,
+        drifted: await drift.findDrift(checked),
+        next_cursor: page.length > limit ? encodeTaskIdCursor(checked[checked.length - 1]!) : null,
+      };
+    },
+  };
+}
