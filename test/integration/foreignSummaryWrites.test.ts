@@ -6,7 +6,9 @@ import { projectTasks, type ProjectTasksDeps } from '../../src/projectors/projec
 import { createProjectionStore } from '../../src/repository/projection/projectionStore.js';
 import { compareAndSetStatusSummaries, loadStatusSummaries } from '../../src/repository/projection/statusSummaries.js';
 import { listForeignSummaryWrites } from '../../src/repository/projection/summaryWrites.js';
-import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
+import { judgeInspection } from '../../src/bin/doctorVerdict.js';
+import { inspectDatabase } from '../../src/repository/doctor/inspectDatabase.js';
+import { describeEachDialect, openKandevDatabase, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { RecordingPublisher } from '../support/recordingPublisher.js';
 import { seedTaskWithQuestion } from '../support/seed.js';
 
@@ -120,6 +122,31 @@ describeEachDialect('a second writer of the owned summary fields, on %s', (diale
     expect(String(warnings[0]!.msg)).toMatch(/another writer keeps writing pending_action and queued_prompt_count .*docs\/kandev\.md#one-owner-per-field/);
     const recorded = await listForeignSummaryWrites(t.ctx, '1970-01-01T00:00:00.000000000Z', 100);
     expect(recorded.recent.find((r) => r.taskId === taskId)).toMatchObject({ count: 4, fields: ['pending_action', 'queued_prompt_count'] });
+  });
+
+  it('has doctor report the tasks whose rows another writer wrote, newest first, as a warning', async () => {
+    const { taskId } = await seedTaskWithQuestion(t.ctx);
+    const a = replica(t);
+    await a.project(taskId);
+    await foreignWrite(taskId, { pending_action: 'permission' });
+    await a.project(taskId);
+    const inspection = await inspectDatabase(t.db, { schemaMode: 'auto', sampleRows: 10 });
+    expect(inspection.foreignWrites!.tasks).toBeGreaterThanOrEqual(1);
+    expect(inspection.foreignWrites!.examples[0]).toMatchObject({ taskId, fields: ['pending_action'], count: 1 });
+    const verdict = judgeInspection(inspection);
+    expect(verdict).toMatchObject({ exitCode: 1, status: 'warnings' });
+    expect(verdict.warnings.find((w) => w.check === 'foreign_writes')?.message).toMatch(
+      new RegExp(`written by another writer in the last 24 hours.*${taskId} \\(pending_action, revision \\d+, 1 time in all\\).*one-owner-per-field`),
+    );
+  });
+
+  it("has doctor say it could not read them beside Kandev's tables before this service's migrations ran", async () => {
+    const kandev = await openKandevDatabase(dialect);
+    try {
+      expect((await inspectDatabase(kandev.db, { schemaMode: 'auto', sampleRows: 10 })).foreignWrites).toBeNull();
+    } finally {
+      await kandev.close();
+    }
   });
 });
 
