@@ -1,12 +1,6 @@
 import type { Logger } from 'pino';
 import { ConflictExhaustedError, DuplicateRevisionsError } from '../errors.js';
-import type {
-  ProjectionStore,
-  ProjectionTransaction,
-  StoredStatusSummary,
-  SummaryWriteRecord,
-  TaskPendingState,
-} from '../repository/projection/projectionStore.js';
+import type { ProjectionStore, ProjectionTransaction, StoredStatusSummary, TaskPendingState } from '../repository/projection/projectionStore.js';
 import { atNextRevision, decideNextSummary, type SummaryChange } from './decideNextSummary.js';
 import { findForeignWrite, ownedFieldsText, type ForeignWriteFinding, type ForeignWriteWatch } from './foreignSummaryWrites.js';
 import type { SummaryPublisher } from './ports.js';
@@ -77,12 +71,10 @@ export async function projectTasks(
   const { store } = deps;
   const { projected, foreign } = await store.withTransaction(async (tx) => {
     const ids = [...new Set(taskIds)];
-    const { stored, states, records } = await readTasks(tx, ids);
+    const { stored, states } = await readTasks(tx, ids);
     const now = tx.now();
     const { settled, changes } = decideTasks(deps.logger, now, ids, stored, states);
-    const foreign = findForeignWrites(stored, records, changes);
-    if (foreign.length > 0)
-      await tx.recordForeignSummaryWrites(foreign.map((f) => ({ taskId: f.taskId, revision: f.revision, fields: f.changes.map((c) => c.field) })));
+    const foreign = await detectForeignWrites(tx, stored, changes);
     const { accepted, lost } = await compareAndSet(tx, changes);
     for (const change of lost) {
       deps.onConflict?.();
@@ -109,24 +101,33 @@ export async function projectTasks(
 }
 
 /**
- * Read: the tasks' stored summaries, locked first, then what this service last wrote there and
- * their authoritative pending states, so both are read after any concurrent projection of the same
- * tasks (another replica's included) committed.
+ * Read: the tasks' stored summaries, locked first, then their authoritative pending states, so the
+ * states are read after any concurrent projection of the same tasks committed.
  */
 async function readTasks(tx: ProjectionTransaction, taskIds: readonly string[]) {
   const stored = await tx.readSummariesForUpdate(taskIds);
-  const records = stored.size > 0 ? await tx.readSummaryWrites(taskIds) : new Map<string, SummaryWriteRecord>();
   const states = await tx.loadPendingStates(taskIds);
-  return { stored, states, records };
+  return { stored, states };
 }
 
-/** The rows about to be rewritten that another writer wrote (a task left unchanged holds the derivation already). */
-function findForeignWrites(
+/**
+ * The rows about to be rewritten that another writer wrote, recorded for `doctor`. Only those can hold one (a task left
+ * unchanged holds the derivation already), so only their records are read: a projection that
+ * changes nothing costs no extra statement. Read under the row locks, so a replica's record that
+ * committed with its row is seen.
+ */
+async function detectForeignWrites(
+  tx: ProjectionTransaction,
   stored: ReadonlyMap<string, StoredStatusSummary>,
-  records: ReadonlyMap<string, SummaryWriteRecord>,
   changes: readonly PendingChange[],
-): ForeignWriteFinding[] {
-  return changes.flatMap((c) => findForeignWrite(stored.get(c.row.taskId), records.get(c.row.taskId), c.row.summary) ?? []);
+): Promise<ForeignWriteFinding[]> {
+  const rewritten = changes.filter((c) => stored.has(c.row.taskId));
+  if (rewritten.length === 0) return [];
+  const records = await tx.readSummaryWrites(rewritten.map((c) => c.row.taskId));
+  const found = rewritten.flatMap((c) => findForeignWrite(stored.get(c.row.taskId), records.get(c.row.taskId), c.row.summary) ?? []);
+  if (found.length > 0)
+    await tx.recordForeignSummaryWrites(found.map((f) => ({ taskId: f.taskId, revision: f.revision, fields: f.changes.map((c) => c.field) })));
+  return found;
 }
 
 /** What this transaction wrote and published, recorded as this service's (a refused task's row is put back, so it is left out). */
