@@ -5,7 +5,9 @@ import { createForeignWriteWatch } from '../../src/projectors/foreignSummaryWrit
 import { projectTasks, type ProjectTasksDeps } from '../../src/projectors/projectTasks.js';
 import { createProjectionStore } from '../../src/repository/projection/projectionStore.js';
 import { compareAndSetStatusSummaries, loadStatusSummaries } from '../../src/repository/projection/statusSummaries.js';
-import { listForeignSummaryWrites } from '../../src/repository/projection/summaryWrites.js';
+import { listForeignSummaryWrites, recordSummaryWrites } from '../../src/repository/projection/summaryWrites.js';
+import { ownedFieldsText } from '../../src/projectors/foreignSummaryWrites.js';
+import { readStatusSummariesForUpdate } from '../../src/repository/projection/statusSummaries.js';
 import { judgeInspection } from '../../src/bin/doctorVerdict.js';
 import { inspectDatabase } from '../../src/repository/doctor/inspectDatabase.js';
 import { describeEachDialect, openKandevDatabase, openTestDatabase, type TestDatabase } from '../support/databases.js';
@@ -74,6 +76,35 @@ describeEachDialect('a second writer of the owned summary fields, on %s', (diale
     expect((await a.project(taskId)).get(taskId)).toMatchObject({ outcome: 'changed', revision: 3 });
     expect([...a.found, ...b.found]).toEqual([]);
   });
+
+  // Only PostgreSQL lets two replicas' projections of one task overlap: SQLite serialises writers.
+  if (dialect === 'postgres') {
+    it("finds nothing in a replica's write it waited for on the row lock, reading the replica's record after the lock", async () => {
+      const { taskId, sessionId } = await seedTaskWithQuestion(t.ctx);
+      const a = replica(t);
+      await a.project(taskId); // clarification, revision 1
+      await setSessionState(sessionId, 'COMPLETED');
+      // Replica b, mid-projection: the row locked, its compare-and-set and record written, not committed.
+      const rival = await t.ctx.knex.transaction();
+      const rivalPid = (await rival.raw('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+      const b = { ...t.ctx, knex: rival };
+      const locked = (await readStatusSummariesForUpdate(b, [taskId])).get(taskId)!;
+      const written = { ...locked, revision: 2, summary: '{}' };
+      expect(await compareAndSetStatusSummaries(b, [written])).toEqual(new Set([taskId]));
+      await recordSummaryWrites(b, [{ taskId, revision: 2, ownedFields: ownedFieldsText(written.summary) }]);
+      await setSessionState(sessionId, 'RUNNING');
+      const projecting = a.project(taskId);
+      for (let waited = 0; ; waited += 10) {
+        const rows = (await t.ctx.knex.raw('SELECT count(*)::int AS n FROM pg_stat_activity WHERE ? = ANY(pg_blocking_pids(pid))', [rivalPid])).rows;
+        if (rows[0].n > 0) break;
+        if (waited > 5000) throw new Error("replica a's projection never waited on replica b's row lock");
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await rival.commit();
+      expect((await projecting).get(taskId)).toMatchObject({ outcome: 'changed', revision: 3 });
+      expect(a.found).toEqual([]);
+    });
+  }
 
   it('does not count a writer of the fields it does not own, nor one that wrote what is true', async () => {
     const { taskId, sessionId } = await seedTaskWithQuestion(t.ctx);
