@@ -6,7 +6,7 @@ import { performance } from 'node:perf_hooks';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { Logger } from 'pino';
-import { createProjectionStore } from '../src/repository/projection/projectionStore.js';
+import { createProjectionStore, type ProjectionStore } from '../src/repository/projection/projectionStore.js';
 import type { Topology } from '../src/contract/subjects.js';
 import type { SummaryPublisher } from '../src/projectors/ports.js';
 import { projectTask } from '../src/projectors/projectTasks.js';
@@ -42,14 +42,35 @@ export const perSecond = (r: Rate) => (r.count * 1000) / r.ms;
 export const addRates = (a: Rate, b: Rate): Rate => ({ count: a.count + b.count, ms: a.ms + b.ms });
 
 /** (1) One projection's work per task, `concurrency` at a time: projectTask straight, no bus in. */
-export async function measureLimit(env: BenchEnv, publisher: SummaryPublisher, taskIds: readonly string[], concurrency: number): Promise<Rate> {
-  const deps = { store: createProjectionStore(env.ctx), publisher, logger: env.logger };
+export async function measureLimit(
+  env: BenchEnv,
+  publisher: SummaryPublisher,
+  taskIds: readonly string[],
+  concurrency: number,
+  store: ProjectionStore = createProjectionStore(env.ctx),
+): Promise<Rate> {
+  const deps = { store, publisher, logger: env.logger };
   let unexpected = 0;
   const rate = await inFlight(taskIds, concurrency, async (taskId) => {
     if ((await projectTask(deps, taskId)).outcome !== 'changed') unexpected++;
   });
   if (unexpected > 0) throw new WrongAnswerError(`limit: ${unexpected} of ${taskIds.length} projections did not change the summary`);
   return { count: taskIds.length, ms: (taskIds.length * 1000) / rate };
+}
+
+/**
+ * The projection store without the record of this service's summary writes (ADR 0018): no read of
+ * it, no write to it. Only to price the record against (1); the projection is otherwise the same.
+ */
+export function storeWithoutWriteRecord(ctx: RepositoryContext): ProjectionStore {
+  const store = createProjectionStore(ctx);
+  return {
+    ...store,
+    withTransaction: (fn) =>
+      store.withTransaction((tx) =>
+        fn({ ...tx, readSummaryWrites: async () => new Map(), recordSummaryWrites: async () => undefined, recordForeignSummaryWrites: async () => undefined }),
+      ),
+  };
 }
 
 function stateChanged(env: BenchEnv, taskId: string): Uint8Array {

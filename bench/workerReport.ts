@@ -18,6 +18,9 @@ export interface DialectReport {
   pageSize: number;
   limit: Rate;
   limitRounds: number[];
+  /** (1) without the record of summary writes (ADR 0018), on the same tasks, beside each round of (1). */
+  unrecorded: Rate;
+  unrecordedRounds: number[];
   distinct: Rate;
   distinctRounds: number[];
   bursts: { rate: Rate; projections: number; tasks: number; length: number };
@@ -63,6 +66,12 @@ export function workerReport(r: DialectReport, fullLatencySeconds: number): Dial
       int(f.limit),
       '',
       `rounds ${r.limitRounds.map(int).join(', ')}`,
+    ],
+    [
+      '(1) context: the same without the record of summary writes (projections/s)',
+      int(perSecond(r.unrecorded)),
+      '',
+      `(1) = ${f2(f.limit / perSecond(r.unrecorded))} x this  (rounds ${r.unrecordedRounds.map(int).join(', ')})`,
     ],
     [
       `(2) worker, ${int(r.distinct.count)} distinct changed tasks (events/s)`,

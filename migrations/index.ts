@@ -4,9 +4,11 @@ import * as leases from './0002_pending_projector_leases.js';
 import * as indexNames from './0003_pp_index_names.js';
 import * as planComments from './0004_task_plan_comments_and_prompt_receipts.js';
 import * as queueManagement from './0005_queue_management.js';
+import * as summaryWrites from './0006_summary_writes.js';
 import * as kandevModeOwnObjects from './kandev_mode_0001_own_objects.js';
 import * as kandevModePromptReceipts from './kandev_mode_0002_prompt_receipts.js';
 import * as kandevModeQueueManagement from './kandev_mode_0003_queue_management.js';
+import * as kandevModeSummaryWrites from './kandev_mode_0004_summary_writes.js';
 
 export interface Migration {
   name: string;
@@ -24,6 +26,7 @@ export const migrations: readonly Migration[] = [
   { name: '0003_pp_index_names', ...indexNames },
   { name: '0004_task_plan_comments_and_prompt_receipts', ...planComments },
   { name: '0005_queue_management', ...queueManagement },
+  { name: '0006_summary_writes', ...summaryWrites },
 ];
 
 /**
@@ -35,4 +38,5 @@ export const kandevModeMigrations: readonly Migration[] = [
   { name: 'kandev_mode_0001_own_objects', ...kandevModeOwnObjects },
   { name: 'kandev_mode_0002_prompt_receipts', ...kandevModePromptReceipts },
   { name: 'kandev_mode_0003_queue_management', ...kandevModeQueueManagement },
+  { name: 'kandev_mode_0004_summary_writes', ...kandevModeSummaryWrites },
 ];

@@ -100,6 +100,12 @@ export function createMetrics() {
       labelNames: ['result'] as const,
       registers: [registry],
     }),
+    foreignSummaryWrites: new Counter({
+      name: 'pending_projector_foreign_summary_writes_total',
+      help: 'Summary rows this replica read written by another writer that changed a field this service owns (pending_action, queued_prompt_count), by field',
+      labelNames: ['field'] as const,
+      registers: [registry],
+    }),
     casConflicts: new Counter({ name: 'pending_projector_cas_conflicts_total', help: 'Lost summary compare-and-set attempts', registers: [registry] }),
     deadLetters: new Counter({
       name: 'pending_projector_dead_letters_total',

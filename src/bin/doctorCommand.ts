@@ -39,6 +39,8 @@ function progressLabel(progress: InspectionProgress): { key: string; label: stri
       return { key: 'timestamps', label: 'sampling the timestamp columns' };
     case 'open_turns':
       return { key: 'open_turns', label: 'counting open turns per session' };
+    case 'foreign_writes':
+      return { key: 'foreign_writes', label: 'reading the summary rows found written by another writer' };
     case 'metadata':
       return {
         key: `metadata:${progress.table}`,

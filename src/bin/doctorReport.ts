@@ -2,7 +2,7 @@ import type { DialectName } from '../repository/dialect.js';
 import type { DatabaseInspection } from '../repository/doctor/inspectDatabase.js';
 import { formsFound, type TimestampColumnFinding } from '../repository/doctor/timestampTextForms.js';
 import { unservedIndexes } from '../repository/schema/indexInspection.js';
-import type { DoctorVerdict } from './doctorVerdict.js';
+import { describeForeignWrites, type DoctorVerdict } from './doctorVerdict.js';
 import { describeUnservedIndex } from './migrateCommand.js';
 
 /** One run of `doctor`: what it read (null when the database could not be reached) and its verdict. */
@@ -128,6 +128,15 @@ function turnLines(inspection: DatabaseInspection): string[] {
   return lines;
 }
 
+function foreignWriteLines(inspection: DatabaseInspection): string[] {
+  const foreign = inspection.foreignWrites;
+  if (!foreign) return ["summary rows written by another writer: not read (this service's record of its summary writes is not there yet)"];
+  if (foreign.tasks === 0) return [`summary rows written by another writer: none found by the worker in the last ${foreign.hours} hours`];
+  return [
+    `summary rows written by another writer, changing fields this service owns, in the last ${foreign.hours} hours: ${count(foreign.tasks, 'task')}, newest first: ${describeForeignWrites(foreign)}`,
+  ];
+}
+
 /** The report for a person, ending with the verdict line. */
 export function doctorText(report: DoctorReport): string {
   const lines = [`database: ${report.database}${report.dialect ? ` (${report.dialect})` : ''}`];
@@ -139,6 +148,7 @@ export function doctorText(report: DoctorReport): string {
       ...timestampLines(inspection),
       ...metadataLines(inspection),
       ...turnLines(inspection),
+      ...foreignWriteLines(inspection),
     );
   }
   // The schema's problems are listed under the schema mode; a database that was not reached has only its own.
@@ -210,6 +220,13 @@ export function doctorJson(report: DoctorReport): Record<string, unknown> {
           lifecycle_only: i.metadata.markers.lifecycleOnly,
           prompt_dispatch_pending: i.metadata.markers.promptDispatchPending,
           prompt_dispatch_attempted: i.metadata.markers.promptDispatchAttempted,
+        }
+      : null,
+    foreign_summary_writes: i?.foreignWrites
+      ? {
+          hours: i.foreignWrites.hours,
+          tasks: i.foreignWrites.tasks,
+          examples: i.foreignWrites.examples.map((w) => ({ task_id: w.taskId, revision: w.revision, fields: w.fields, seen_at: w.seenAt, count: w.count })),
         }
       : null,
     problems: verdict.problems,

@@ -1,3 +1,4 @@
+import type { RecentForeignWrites } from '../repository/doctor/foreignWrites.js';
 import type { DatabaseInspection } from '../repository/doctor/inspectDatabase.js';
 import { formsFound, type TimestampColumnFinding } from '../repository/doctor/timestampTextForms.js';
 import { unservedIndexes } from '../repository/schema/indexInspection.js';
@@ -9,7 +10,7 @@ import { describeMissingSearchPathSchema } from '../repository/schema/searchPath
  * runs with (exit 1), or neither (exit 0). docs/doctor.md lists every case.
  */
 
-type DoctorCheck = 'database' | 'schema' | 'indexes' | 'timestamps' | 'metadata' | 'open_turns';
+type DoctorCheck = 'database' | 'schema' | 'indexes' | 'timestamps' | 'metadata' | 'open_turns' | 'foreign_writes';
 
 interface DoctorFinding {
   readonly check: DoctorCheck;
@@ -52,6 +53,11 @@ function timestampFormsWarning(finding: Extract<TimestampColumnFinding, { kind: 
     );
   }
   return parts.length ? `${parts.join('; ')}` : undefined;
+}
+
+/** The recent foreign writes for a person: `task (fields, revision r, seen n times)`. */
+export function describeForeignWrites(foreign: RecentForeignWrites): string {
+  return foreign.examples.map((w) => `${w.taskId} (${w.fields.join(', ')}, revision ${w.revision}, ${plural(w.count, 'time')} in all)`).join('; ');
 }
 
 /** `addIndexesCommand`: the command line that adds the missing indexes to this database, named in the warning. */
@@ -102,6 +108,19 @@ export function judgeInspection(inspection: DatabaseInspection, addIndexesComman
     warnings.push({
       check: 'open_turns',
       message: `${plural(several.sessions, 'session has', 'sessions have')} more than one open turn (completed_at IS NULL), e.g. ${examples}: the current-turn rule picks the first eligible one in D1 order (open, then started_at, created_at, id, newest first; ADR 0001)`,
+    });
+  }
+
+  // A warning, not a refusal: the worker runs and rewrites its fields at each projection; the
+  // second writer, outside it, is what to stop.
+  const foreign = inspection.foreignWrites;
+  if (foreign && foreign.tasks > 0) {
+    warnings.push({
+      check: 'foreign_writes',
+      message:
+        `${plural(foreign.tasks, "task's summary row was", "tasks' summary rows were")} written by another writer in the last ${foreign.hours} hours, ` +
+        `changing fields this service owns (e.g. ${describeForeignWrites(foreign)}): the two writers alternate revisions; stop the other writer ` +
+        'from writing them (docs/kandev.md#one-owner-per-field)',
     });
   }
 

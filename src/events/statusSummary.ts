@@ -97,6 +97,16 @@ export function withQueuedPromptCount(summary: SemanticSummary, count: number): 
   return next;
 }
 
+/** The summary fields this service owns: every other field is carried through untouched. */
+export const OWNED_SUMMARY_FIELDS = ['pending_action', 'queued_prompt_count'] as const;
+
+export type OwnedSummaryField = (typeof OWNED_SUMMARY_FIELDS)[number];
+
+/** The owned fields' values as stored, an omitted one read as Kandev omits it (no action, a count of 0); other values kept as they are. */
+export function ownedFieldsOf(summary: SemanticSummary): Record<OwnedSummaryField, unknown> {
+  return { pending_action: summary.pending_action ?? null, queued_prompt_count: summary.queued_prompt_count ?? 0 };
+}
+
 export function semanticallyEqual(a: SemanticSummary, b: SemanticSummary): boolean {
   return canonicalSummaryJson(a) === canonicalSummaryJson(b);
 }

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { ConflictExhaustedError, DuplicateRevisionsError } from '../errors.js';
 import type { ProjectionStore, ProjectionTransaction, StoredStatusSummary, TaskPendingState } from '../repository/projection/projectionStore.js';
 import { atNextRevision, decideNextSummary, type SummaryChange } from './decideNextSummary.js';
+import { findForeignWrite, ownedFieldsText, type ForeignWriteFinding, type ForeignWriteWatch } from './foreignSummaryWrites.js';
 import type { SummaryPublisher } from './ports.js';
 import { NO_SLOT, type TransactionSlot } from './projectionScheduler.js';
 
@@ -34,6 +35,8 @@ export interface ProjectTasksDeps {
   logger: Logger;
   /** Observes every lost compare-and-set (metrics). */
   onConflict?: () => void;
+  /** Told of every summary row found written by another writer (foreignSummaryWrites.ts), once its transaction committed. */
+  foreignWrites?: ForeignWriteWatch;
 }
 
 /** Transactions a task's projection gets before it gives up with ConflictExhaustedError (Kandev uses 3). */
@@ -66,11 +69,12 @@ export async function projectTasks(
   slot: Pick<TransactionSlot, 'release'> = NO_SLOT,
 ): Promise<BatchProjection> {
   const { store } = deps;
-  const projected = await store.withTransaction(async (tx) => {
+  const { projected, foreign } = await store.withTransaction(async (tx) => {
     const ids = [...new Set(taskIds)];
     const { stored, states } = await readTasks(tx, ids);
     const now = tx.now();
     const { settled, changes } = decideTasks(deps.logger, now, ids, stored, states);
+    const foreign = await detectForeignWrites(tx, stored, changes);
     const { accepted, lost } = await compareAndSet(tx, changes);
     for (const change of lost) {
       deps.onConflict?.();
@@ -84,13 +88,15 @@ export async function projectTasks(
         outcome.ok ? { outcome: 'changed', revision: outcome.revision, state: change.state } : { outcome: 'bus_refused', error: outcome.error },
       );
     }
+    await recordWrites(tx, accepted, published);
     const refused = ids.filter((taskId) => settled.get(taskId)!.outcome === 'bus_refused');
     // Still under the row locks: nobody saw these revisions.
     if (refused.length > 0) await tx.restore(refused.map((taskId) => ({ taskId, previous: stored.get(taskId) })));
     if (store.capabilities.releasesSlotBeforeCommit) slot.release();
-    return new Map(ids.map((taskId) => [taskId, settled.get(taskId)!])) as BatchProjection;
+    return { projected: new Map(ids.map((taskId) => [taskId, settled.get(taskId)!])) as BatchProjection, foreign };
   });
   slot.release();
+  for (const finding of foreign) deps.foreignWrites?.observe(finding);
   return projected;
 }
 
@@ -102,6 +108,35 @@ async function readTasks(tx: ProjectionTransaction, taskIds: readonly string[]) 
   const stored = await tx.readSummariesForUpdate(taskIds);
   const states = await tx.loadPendingStates(taskIds);
   return { stored, states };
+}
+
+/**
+ * The rows about to be rewritten that another writer wrote, recorded for `doctor`. Only those can hold one (a task left
+ * unchanged holds the derivation already), so only their records are read: a projection that
+ * changes nothing costs no extra statement. Read under the row locks, so a replica's record that
+ * committed with its row is seen.
+ */
+async function detectForeignWrites(
+  tx: ProjectionTransaction,
+  stored: ReadonlyMap<string, StoredStatusSummary>,
+  changes: readonly PendingChange[],
+): Promise<ForeignWriteFinding[]> {
+  const rewritten = changes.filter((c) => stored.has(c.row.taskId));
+  if (rewritten.length === 0) return [];
+  const records = await tx.readSummaryWrites(rewritten.map((c) => c.row.taskId));
+  const found = rewritten.flatMap((c) => findForeignWrite(stored.get(c.row.taskId), records.get(c.row.taskId), c.row.summary) ?? []);
+  if (found.length > 0)
+    await tx.recordForeignSummaryWrites(found.map((f) => ({ taskId: f.taskId, revision: f.revision, fields: f.changes.map((c) => c.field) })));
+  return found;
+}
+
+/** What this transaction wrote and published, recorded as this service's (a refused task's row is put back, so it is left out). */
+async function recordWrites(tx: ProjectionTransaction, accepted: readonly PendingChange[], published: ReadonlyMap<string, Publication>) {
+  const writes = accepted.flatMap((c) => {
+    const outcome = published.get(c.row.taskId)!;
+    return outcome.ok ? [{ taskId: c.row.taskId, revision: outcome.revision, ownedFields: ownedFieldsText(c.row.summary) }] : [];
+  });
+  if (writes.length > 0) await tx.recordSummaryWrites(writes);
 }
 
 type PendingChange = SummaryChange & { state: TaskPendingState };

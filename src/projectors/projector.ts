@@ -4,6 +4,7 @@ import type { Metrics } from '../metrics.js';
 import type { ProjectionStore } from '../repository/projection/projectionStore.js';
 import type { PendingAction } from '../turns/pendingAction.js';
 import { relevanceOf } from './eventRelevance.js';
+import { createForeignWriteWatch } from './foreignSummaryWrites.js';
 import type { SessionPendingActionUpdate, SummaryPublisher } from './ports.js';
 import type { ProjectionCapacity } from './projectionCapacity.js';
 import { NO_SLOT, ProjectionScheduler, type TransactionSlot } from './projectionScheduler.js';
@@ -37,7 +38,13 @@ export class Projector {
 
   constructor(private readonly options: ProjectorOptions) {
     this.log = options.logger.child({ component: 'projector' });
-    this.deps = { store: options.store, publisher: options.publisher, logger: this.log, onConflict: () => options.metrics?.casConflicts.inc() };
+    this.deps = {
+      store: options.store,
+      publisher: options.publisher,
+      logger: this.log,
+      onConflict: () => options.metrics?.casConflicts.inc(),
+      foreignWrites: createForeignWriteWatch({ logger: this.log, onFound: (field) => options.metrics?.foreignSummaryWrites.inc({ field }) }),
+    };
     this.scheduler = new ProjectionScheduler({ capacity: options.capacity, runBatch: (taskIds, slot) => this.runBatch(taskIds, slot) });
   }
 

@@ -42,7 +42,9 @@ describeEachDialect('pending-projector migrate on %s', (dialect) => {
     expect(first.stderr).toBe('');
     expect(first.status).toBe(0);
     expect(first.stdout).toMatch(/^schema mode: kandev \(/);
-    expect(first.stdout).toMatch(/applied kandev_mode_0001_own_objects, kandev_mode_0002_prompt_receipts, kandev_mode_0003_queue_management to /);
+    expect(first.stdout).toMatch(
+      /applied kandev_mode_0001_own_objects, kandev_mode_0002_prompt_receipts, kandev_mode_0003_queue_management, kandev_mode_0004_summary_writes to /,
+    );
     for (const name of REQUIRED) expect(first.stdout).toMatch(new RegExp(`index ${name} on \\w+: missing`));
     expect(first.stdout).toMatch(/3 of 3 indexes the current-turn queries need are not there/);
     expect(first.stdout).toMatch(/Add them with: pending-projector migrate --add-indexes --database-url /);

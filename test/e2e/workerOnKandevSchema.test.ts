@@ -45,6 +45,7 @@ describeEachDialect('the worker on a database Kandev created, on %s', (dialect) 
       'kandev_mode_0001_own_objects',
       'kandev_mode_0002_prompt_receipts',
       'kandev_mode_0003_queue_management',
+      'kandev_mode_0004_summary_writes',
     ]);
     const warnings = logs.filter((line) => line.level === 40 && line.index !== undefined);
     expect(warnings.map((line) => [line.index, line.state])).toEqual([

@@ -124,6 +124,9 @@ describeEachDialect('live projections sharing a transaction on %s', (dialect) =>
             return await fn({
               readSummariesForUpdate: (taskIds) =>
                 tweak.readSummariesForUpdate ? tweak.readSummariesForUpdate(tx, taskIds) : tx.readSummariesForUpdate(taskIds),
+              readSummaryWrites: (taskIds) => tx.readSummaryWrites(taskIds),
+              recordSummaryWrites: (writes) => tx.recordSummaryWrites(writes),
+              recordForeignSummaryWrites: (found) => tx.recordForeignSummaryWrites(found),
               loadPendingStates: (taskIds) => tx.loadPendingStates(taskIds),
               compareAndSet: (rows) => (tweak.compareAndSet ? tweak.compareAndSet(tx, rows) : tx.compareAndSet(rows)),
               overwriteLocked: (rows) => tx.overwriteLocked(rows),

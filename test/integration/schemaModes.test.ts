@@ -63,7 +63,7 @@ describeEachDialect('schema ownership modes on %s', (dialect) => {
     const outcome = await migrateSchema(t.db);
     expect(outcome).toMatchObject({
       mode: 'kandev',
-      applied: ['kandev_mode_0001_own_objects', 'kandev_mode_0002_prompt_receipts', 'kandev_mode_0003_queue_management'],
+      applied: ['kandev_mode_0001_own_objects', 'kandev_mode_0002_prompt_receipts', 'kandev_mode_0003_queue_management', 'kandev_mode_0004_summary_writes'],
     });
     const after = await catalogSnapshot(t);
     const changes = catalogChanges(before, after);
@@ -174,6 +174,7 @@ describeEachDialect('schema ownership modes on %s', (dialect) => {
         '0003_pp_index_names',
         '0004_task_plan_comments_and_prompt_receipts',
         '0005_queue_management',
+        '0006_summary_writes',
       ],
     });
     expect((await detectSchema(t.db)).shape).toBe('owned');

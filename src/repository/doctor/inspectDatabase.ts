@@ -7,13 +7,15 @@ import { inspectRequiredIndexes, type IndexInspection } from '../schema/indexIns
 import { missingSearchPathSchema, type MissingSearchPathSchema } from '../schema/searchPath.js';
 import { decideSchemaMode, detectSchema, type SchemaDetection, type SchemaModeDecision, type SchemaModeSetting } from '../schema/schemaMode.js';
 import { scanMetadata, type MetadataScan, type MetadataScanProgress } from './metadataScan.js';
+import { findRecentForeignWrites, type RecentForeignWrites } from './foreignWrites.js';
 import { findSeveralOpenTurns, type SeveralOpenTurns } from './openTurns.js';
 import { sampleTimestampForms, type TimestampColumnFinding } from './timestampTextForms.js';
 
 /**
  * Everything `pending-projector doctor` reads, as values: the schema and the mode this service
  * would run in, the indexes the current-turn queries need, the timestamp forms, the metadata that
- * reads as no keys, sessions with several open turns, and the turn markers. It only reads (SELECTs
+ * reads as no keys, sessions with several open turns, the turn markers, and the summary rows the
+ * worker recently found written by another writer of its fields. It only reads (SELECTs
  * and catalog reads; open the database read-only to be sure) and judges nothing: what is a warning
  * is the command's business. A check whose table or columns are missing reports what it could not
  * read instead of failing, so a refused schema still gets every other finding.
@@ -34,10 +36,12 @@ export interface DatabaseInspection {
   readonly metadata: MetadataScan;
   /** Null when task_session_turns or its task_session_id / completed_at is missing. */
   readonly openTurns: SeveralOpenTurns | null;
+  /** Null when this service's record of summary writes is not there (its migration is still to run). */
+  readonly foreignWrites: RecentForeignWrites | null;
 }
 
 export type InspectionProgress =
-  { readonly check: 'schema' | 'indexes' | 'timestamps' | 'open_turns' } | ({ readonly check: 'metadata' } & MetadataScanProgress);
+  { readonly check: 'schema' | 'indexes' | 'timestamps' | 'open_turns' | 'foreign_writes' } | ({ readonly check: 'metadata' } & MetadataScanProgress);
 
 export interface InspectionOptions {
   readonly schemaMode: SchemaModeSetting;
@@ -83,6 +87,8 @@ export async function inspectDatabase(target: SchemaTarget, options: InspectionO
   const metadata = await scanMetadata(target, detection, (scan) => progress({ check: 'metadata', ...scan }));
   progress({ check: 'open_turns' });
   const openTurns = turnsReadable(detection) ? await findSeveralOpenTurns(target) : null;
+  progress({ check: 'foreign_writes' });
+  const foreignWrites = await findRecentForeignWrites(target);
   return {
     dialect: target.dialect.name,
     missingSchema,
@@ -95,5 +101,6 @@ export async function inspectDatabase(target: SchemaTarget, options: InspectionO
     timestamps,
     metadata,
     openTurns,
+    foreignWrites,
   };
 }

@@ -9,10 +9,11 @@ import {
   restoreStatusSummaries,
   type StoredStatusSummary,
 } from './statusSummaries.js';
+import { readSummaryWrites, recordForeignSummaryWrites, recordSummaryWrites, type ForeignSummaryWrite, type SummaryWriteRecord } from './summaryWrites.js';
 import { listTaskIdsAfter, taskIdOfSession } from '../tasks/tasks.js';
 import { detectQueuedPromptTables, type QueuedPromptTables } from '../schema/queueTables.js';
 
-export type { StoredStatusSummary, TaskPendingState };
+export type { StoredStatusSummary, SummaryWriteRecord, TaskPendingState };
 
 /** What the database lets the projection scheduler do (from the dialect's capabilities). */
 interface ProjectionCapabilities {
@@ -26,6 +27,12 @@ interface ProjectionCapabilities {
 export interface ProjectionTransaction {
   /** Stored summaries of the tasks, row-locked in task id order where the dialect can (readStatusSummariesForUpdate). */
   readSummariesForUpdate(taskIds: readonly string[]): Promise<Map<string, StoredStatusSummary>>;
+  /** What this service last wrote into the tasks' summary rows (summaryWrites.ts); a task it never wrote is absent. */
+  readSummaryWrites(taskIds: readonly string[]): Promise<Map<string, SummaryWriteRecord>>;
+  /** Records the revisions this transaction wrote and will commit, with the owned fields written. */
+  recordSummaryWrites(writes: ReadonlyArray<{ taskId: string; revision: number; ownedFields: string }>): Promise<void>;
+  /** Records summary rows found written by another writer, for `doctor`. */
+  recordForeignSummaryWrites(found: readonly ForeignSummaryWrite[]): Promise<void>;
   /** The authoritative pending state of the tasks, queued prompt counts included; unknown task ids are absent. */
   loadPendingStates(taskIds: readonly string[]): Promise<Map<string, TaskPendingState>>;
   /** Kandev's compare-and-set of every row in one go; resolves to the task ids whose row was written. */
@@ -95,6 +102,9 @@ function projectionTransaction(
 ): ProjectionTransaction {
   return {
     readSummariesForUpdate: (taskIds) => readStatusSummariesForUpdate(tx, taskIds),
+    readSummaryWrites: (taskIds) => readSummaryWrites(tx, taskIds),
+    recordSummaryWrites: (writes) => recordSummaryWrites(tx, writes),
+    recordForeignSummaryWrites: (found) => recordForeignSummaryWrites(tx, found),
     loadPendingStates: (taskIds) => pendingStates(tx, taskIds),
     compareAndSet: (rows) => compareAndSetStatusSummaries(tx, rows),
     overwriteLocked: (rows) => overwriteLockedStatusSummaries(tx, rows),
