@@ -83,6 +83,19 @@ async function workerConnections(cluster: NatsCluster): Promise<Record<string, n
   return counts;
 }
 
+/** The workers' log lines at warn and above, counted by message (its first 80 characters). */
+function warningsOf(workers: readonly WorkerProcess[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const line of workers.flatMap((w) => w.output().split('\n'))) {
+    if (!line.startsWith('{')) continue;
+    const entry = JSON.parse(line) as { level?: number; msg?: string };
+    if ((entry.level ?? 0) < 40) continue;
+    const key = (entry.msg ?? '').slice(0, 80);
+    counts[key] = (counts[key] ?? 0) + 1;
+  }
+  return counts;
+}
+
 describe.skipIf(!isAvailable('postgres') || !privateNatsAvailable())('two workers on a three-node JetStream cluster with STREAM_REPLICAS=3', () => {
   it('lose the event stream leader, get it back, lose another node, and still end with zero drift and strictly increasing revisions per task', async () => {
     const started = Date.now();
@@ -99,29 +112,26 @@ describe.skipIf(!isAvailable('postgres') || !privateNatsAvailable())('two worker
 
     // Both workers are given every node, each list in another order: a node's death must move
     // the connection to a live one, whichever it was.
-    const workers: WorkerProcess[] = [];
-    for (const urls of [
-      cluster.urls,
-      [...cluster.nodes]
-        .reverse()
-        .map((n) => n.url)
-        .join(','),
-    ]) {
-      const worker = await spawnWorker({ DATABASE_URL: t.url, NATS_URL: urls, SUBJECT_PREFIX: prefix, STREAM_REPLICAS: '3' }, { timeoutMs: 60_000 });
-      cleanups.push(async () => {
-        // A worker that cannot shut down gracefully in 15 s is killed: the test must not leak it.
-        const timer = setTimeout(() => void worker.kill9(), 15_000);
-        await worker.stop();
-        clearTimeout(timer);
-      });
-      workers.push(worker);
-    }
+    const reversed = [...cluster.nodes].reverse().map((n) => n.url);
+    const workers = await Promise.all(
+      [cluster.urls, reversed.join(',')].map(async (urls) => {
+        const worker = await spawnWorker({ DATABASE_URL: t.url, NATS_URL: urls, SUBJECT_PREFIX: prefix, STREAM_REPLICAS: '3' }, { timeoutMs: 60_000 });
+        cleanups.push(async () => {
+          // A worker that cannot shut down gracefully in 15 s is killed: the test must not leak it.
+          const timer = setTimeout(() => void worker.kill9(), 15_000);
+          await worker.stop();
+          clearTimeout(timer);
+        });
+        return worker;
+      }),
+    );
+    const ready = Date.now();
     for (const stream of topologyStreams(topology)) expect((await jsm.streams.info(stream)).config.num_replicas, stream).toBe(3);
 
     const producer = durablePublisher(nc);
     let producing = true;
     const random = seededRandom(26);
-    const producers = [0, 1, 2].map(async () => {
+    const producers = [0, 1, 2, 3].map(async () => {
       while (producing) {
         await randomStep(t.ctx, nc, prefix, tasks, random, producer.publish);
         await sleep(5);
@@ -131,15 +141,26 @@ describe.skipIf(!isAvailable('postgres') || !privateNatsAvailable())('two worker
     const faults: string[] = [];
     /** Worker connections on the node at the moment it was killed, by node. */
     const hit: Record<string, number> = {};
-    const kill = async (name: string, why: string) => {
+    /** The streams whose leader `name` is: the events, the summaries (output) and the bucket's. */
+    const ledBy = async (name: string) => {
+      const led: string[] = [];
+      for (const stream of [topology.eventsStream, topology.outputStream, topology.summaryBucketStream]) {
+        if ((await leaderOf(jsm, stream)) === name) led.push(stream);
+      }
+      return led;
+    };
+    const kill = async (name: string) => {
       hit[name] = (await workerConnections(cluster))[name] ?? 0;
+      const led = await ledBy(name);
       await cluster.kill(name);
-      faults.push(`killed ${name} (${why}, ${hit[name]} worker connection(s) on it) at ${((Date.now() - started) / 1000).toFixed(1)} s`);
+      faults.push(
+        `killed ${name} (leader of ${led.join(', ') || 'nothing'}; ${hit[name]} worker connection(s)) at ${((Date.now() - started) / 1000).toFixed(1)} s`,
+      );
     };
     try {
       await sleep(3000);
       const firstLeader = await leaderOf(jsm, topology.eventsStream);
-      await kill(firstLeader, 'the event stream leader');
+      await kill(firstLeader);
       await sleep(6000);
       expect(await leaderOf(jsm, topology.eventsStream)).not.toBe(firstLeader);
       await cluster.restart(firstLeader);
@@ -147,15 +168,19 @@ describe.skipIf(!isAvailable('postgres') || !privateNatsAvailable())('two worker
       // Until it has caught up, a second loss would leave some stream without a current majority.
       await replicasCurrent(jsm, topologyStreams(topology), 45_000);
       await sleep(2000);
-      // Another node: preferably one a worker is connected to, so both kills together move a
-      // worker's connection, then the event stream's leader, for a second failover.
-      const leaderNow = await leaderOf(jsm, topology.eventsStream);
+      // Another node: one a worker is connected to if the first kill moved none (the multi-server
+      // NATS_URL is tested only when a worker's server dies), then the summary stream's leader (its
+      // failover is where a revision could repeat or go backwards: publishes wait for its ack before
+      // COMMIT), then the event stream's.
+      const [outputLeader, eventsLeader] = [await leaderOf(jsm, topology.outputStream), await leaderOf(jsm, topology.eventsStream)];
       const connections = await workerConnections(cluster);
+      const moved = Object.values(hit).some((n) => n > 0);
+      const score = (name: string) => (!moved && connections[name]! > 0 ? 4 : 0) + (name === outputLeader ? 2 : 0) + (name === eventsLeader ? 1 : 0);
       const second = cluster.nodes
-        .filter((n) => n.name !== firstLeader)
-        .map((n) => ({ name: n.name, score: (connections[n.name]! > 0 ? 2 : 0) + (n.name === leaderNow ? 1 : 0) }))
-        .sort((a, b) => b.score - a.score)[0]!.name;
-      await kill(second, second === leaderNow ? 'the event stream leader again' : 'another node');
+        .map((n) => n.name)
+        .filter((name) => name !== firstLeader)
+        .sort((a, b) => score(b) - score(a))[0]!;
+      await kill(second);
       await sleep(5000);
     } finally {
       producing = false;
@@ -207,7 +232,9 @@ describe.skipIf(!isAvailable('postgres') || !privateNatsAvailable())('two worker
       if (JSON.stringify(got) !== JSON.stringify(expected)) mismatched.push(`${taskId}: published ${JSON.stringify(got)}, derived ${JSON.stringify(expected)}`);
     }
     const seconds = ((Date.now() - started) / 1000).toFixed(1);
-    const report = `${faults.join('; ')}; producer ${JSON.stringify(producer.stats)}; ${seconds} s`;
+    const report =
+      `setup ${((ready - started) / 1000).toFixed(1)} s; ${faults.join('; ')}; producer ${JSON.stringify(producer.stats)}; ` +
+      `${[...published.values()].reduce((n, e) => n + e.length, 0)} summaries published; worker warnings ${JSON.stringify(warningsOf(workers))}; ${seconds} s`;
     expect(backwards, report).toEqual([]);
     expect(mismatched, report).toEqual([]);
     expect(producer.stats.failed, report).toBe(0);
