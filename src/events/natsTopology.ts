@@ -9,6 +9,7 @@ import {
   StorageType,
   type JetStreamManager,
   type StreamConfig,
+  type StreamInfo,
 } from '@nats-io/jetstream';
 import type { Topology } from '../contract/subjects.js';
 import { SummaryBucket, type BucketStorage } from './summaryBucket.js';
@@ -48,17 +49,34 @@ async function ensureStream(
   jsm: JetStreamManager,
   config: Partial<StreamConfig> & { name: string; subjects: string[]; num_replicas: number },
 ): Promise<ReplicaMismatch | undefined> {
+  let info: StreamInfo;
   try {
-    const info = await jsm.streams.info(config.name);
-    const wanted = [...config.subjects].sort().join(',');
-    if ([...info.config.subjects].sort().join(',') !== wanted || info.config.max_age !== config.max_age) {
-      await jsm.streams.update(config.name, { ...info.config, subjects: config.subjects, max_age: config.max_age ?? info.config.max_age });
-    }
-    return replicaMismatch(config.name, info.config.num_replicas, config.num_replicas);
+    info = await jsm.streams.info(config.name);
   } catch (err) {
     if (!isNotFound(err)) throw err;
-    await jsm.streams.add(config);
+    await untilLed(jsm, await jsm.streams.add(config));
     return undefined;
+  }
+  const wanted = [...config.subjects].sort().join(',');
+  if ([...info.config.subjects].sort().join(',') !== wanted || info.config.max_age !== config.max_age) {
+    await jsm.streams.update(config.name, { ...info.config, subjects: config.subjects, max_age: config.max_age ?? info.config.max_age });
+  }
+  await untilLed(jsm, info);
+  return replicaMismatch(config.name, info.config.num_replicas, config.num_replicas);
+}
+
+/**
+ * On a cluster, a stream just created (here, or by another replica racing this one) takes its peers
+ * a moment to elect a leader, and until then every publish to it fails with "no responders": a
+ * projection's first publishes would fail and be retried at a higher revision. Waits, bounded, for
+ * the leader; a stream still without one is left to the publishers' own retries. A single server's
+ * streams have no cluster info and need no wait.
+ */
+async function untilLed(jsm: JetStreamManager, info: StreamInfo, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (let cluster = info.cluster; cluster && !cluster.leader && Date.now() < deadline;) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    cluster = (await jsm.streams.info(info.config.name)).cluster;
   }
 }
 
@@ -184,7 +202,9 @@ export async function ensureOutputTopology(
     duplicate_window: nanos(10 * 60_000),
   });
   const summaries = await SummaryBucket.open(nc, topology, options.bucketStorage, replicas);
-  const bucket = replicaMismatch(topology.summaryBucketStream, (await jsm.streams.info(topology.summaryBucketStream)).config.num_replicas, replicas);
+  const bucketInfo = await jsm.streams.info(topology.summaryBucketStream);
+  await untilLed(jsm, bucketInfo);
+  const bucket = replicaMismatch(topology.summaryBucketStream, bucketInfo.config.num_replicas, replicas);
   return { summaries, replicaMismatches: [output, bucket].filter((m) => m !== undefined) };
 }
 
