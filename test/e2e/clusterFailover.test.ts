@@ -3,8 +3,10 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
 import { afterAll, describe, expect, it } from 'vitest';
 import { topologyFor, topologyStreams } from '../../src/contract/subjects.js';
+import { summaryKey } from '../../src/events/natsTopology.js';
 import { pendingActionOf, queuedPromptCountOf } from '../../src/events/statusSummary.js';
 import { createProjectionStore } from '../../src/repository/projection/projectionStore.js';
 import { loadStatusSummaries } from '../../src/repository/projection/statusSummaries.js';
@@ -217,6 +219,8 @@ describe.skipIf(!isAvailable('postgres') || !privateNatsAvailable())('two worker
     const taskIds = tasks.map((x) => x.taskId);
     const [derived, stored] = await Promise.all([createProjectionStore(t.ctx).loadPendingStates(taskIds), loadStatusSummaries(t.ctx, taskIds)]);
     const mismatched: string[] = [];
+    const staleBucket: string[] = [];
+    const bucket = await new Kvm(nc).open(topology.summaryBucket);
     const backwards: string[] = [];
     for (const taskId of taskIds) {
       const events = published.get(taskId) ?? [];
@@ -237,6 +241,10 @@ describe.skipIf(!isAvailable('postgres') || !privateNatsAvailable())('two worker
         revision: stored.get(taskId)?.revision,
       };
       if (JSON.stringify(got) !== JSON.stringify(expected)) mismatched.push(`${taskId}: published ${JSON.stringify(got)}, derived ${JSON.stringify(expected)}`);
+      // Late joiners read the bucket: after the failovers it must hold the same last revision.
+      const entry = await bucket.get(summaryKey(taskId));
+      const inBucket = entry?.json<{ data: { status_summary: { revision: number } } }>().data.status_summary.revision;
+      if (inBucket !== expected.revision) staleBucket.push(`${taskId}: bucket ${inBucket}, stored ${expected.revision}`);
     }
     const seconds = ((Date.now() - started) / 1000).toFixed(1);
     const report =
@@ -244,6 +252,7 @@ describe.skipIf(!isAvailable('postgres') || !privateNatsAvailable())('two worker
       `${[...published.values()].reduce((n, e) => n + e.length, 0)} summaries published; worker warnings ${JSON.stringify(warningsOf(workers))}; ${seconds} s`;
     expect(backwards, report).toEqual([]);
     expect(mismatched, report).toEqual([]);
+    expect(staleBucket, report).toEqual([]);
     expect(producer.stats.failed, report).toBe(0);
     // The multi-server NATS_URL: some worker lost the node it was connected to, and both kept working.
     expect(
