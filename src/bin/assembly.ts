@@ -1,5 +1,6 @@
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import type { NatsConnection } from '@nats-io/transport-node';
+import { errors, type NatsConnection } from '@nats-io/transport-node';
+import pRetry from 'p-retry';
 import pino, { type Logger } from 'pino';
 import type { Config } from '../config.js';
 import { NatsClarificationDelivery } from '../events/clarifications/natsClarificationDelivery.js';
@@ -402,9 +403,23 @@ export async function assembleParts(deps: PartsDeps): Promise<Parts> {
   const epoch = await nextPendingActionProjectionEpoch(ctx);
   const topology = topologyFor(config.subjectPrefix);
   const created = { bucketStorage: config.summaryBucketStorage, replicas: config.streamReplicas };
-  const { jsm, summaries, replicaMismatches } = deps.inbound
-    ? await ensureTopology(nc, { topology, ...deps.inbound, ...created })
-    : { ...(await ensureOutputTopology(nc, topology, created)), jsm: await jetstreamManager(nc) };
+  // Creating a replicated stream waits for its peers to elect a leader: on a busy cluster one
+  // JetStream API call can time out where the next succeeds. The topology is idempotent (replicas
+  // race here anyway), so a timed-out attempt is made again, twice, before the start fails.
+  const { jsm, summaries, replicaMismatches } = await pRetry(
+    async () =>
+      deps.inbound
+        ? await ensureTopology(nc, { topology, ...deps.inbound, ...created })
+        : { ...(await ensureOutputTopology(nc, topology, created)), jsm: await jetstreamManager(nc) },
+    {
+      retries: 2,
+      minTimeout: 1000,
+      shouldRetry: ({ error }) => error instanceof errors.TimeoutError,
+      onFailedAttempt: ({ error, retriesLeft }) => {
+        if (retriesLeft > 0) logger.warn({ component: 'topology', err: error }, 'a JetStream call timed out while ensuring the streams; trying again');
+      },
+    },
+  );
   warnOfReplicaMismatches(replicaMismatches, logger);
   const publisher = new NatsSummaryPublisher(nc, topology, summaries, clock);
   const store = createProjectionStore(ctx);
