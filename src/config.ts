@@ -189,6 +189,16 @@ export const SETTINGS = {
     default: 7 * 86_400_000,
     help: 'how long the event stream keeps events for replay',
   },
+  streamReplicas: {
+    env: 'STREAM_REPLICAS',
+    flag: 'stream-replicas',
+    // JetStream's own bound: a stream has at most 5 replicas.
+    schema: intFrom(1, 5),
+    default: 1,
+    help:
+      "replicas of every stream and KV bucket the worker creates (1 to 5; at most the JetStream cluster's servers); " +
+      'an existing one keeps its count, with a warning saying how to change it',
+  },
   reconcilePageSize: {
     env: 'RECONCILE_PAGE_SIZE',
     flag: 'reconcile-page-size',

@@ -1,11 +1,12 @@
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import type { NatsConnection } from '@nats-io/transport-node';
+import { errors, type NatsConnection } from '@nats-io/transport-node';
+import pRetry from 'p-retry';
 import pino, { type Logger } from 'pino';
 import type { Config } from '../config.js';
 import { NatsClarificationDelivery } from '../events/clarifications/natsClarificationDelivery.js';
 import { NatsEventPublisher } from '../events/natsEventPublisher.js';
 import { NatsSummaryPublisher } from '../events/natsSummaryPublisher.js';
-import { ensureOutputTopology, ensureTopology } from '../events/natsTopology.js';
+import { ensureOutputTopology, ensureTopology, type ReplicaMismatch } from '../events/natsTopology.js';
 import { topologyFor, type Topology } from '../contract/subjects.js';
 import type { SummaryBucket } from '../events/summaryBucket.js';
 import { createLogger, resolveLogFormat } from '../logger.js';
@@ -64,7 +65,10 @@ import { prepareConnections } from './prepareConnections.js';
  */
 
 /** What the assembled parts read from the configuration. */
-type PartsConfig = Pick<Config, 'subjectPrefix' | 'projectionBatchSize' | 'projectionTransactions' | 'summaryBucketStorage' | 'schemaMode' | 'timestampForm'>;
+type PartsConfig = Pick<
+  Config,
+  'subjectPrefix' | 'projectionBatchSize' | 'projectionTransactions' | 'summaryBucketStorage' | 'streamReplicas' | 'schemaMode' | 'timestampForm'
+>;
 
 /** The inbound side's settings: only the worker creates or updates the events stream and its consumer. */
 type InboundSettings = Pick<Config, 'streamMaxAgeMs' | 'maxDeliver' | 'ackWaitMs'>;
@@ -403,13 +407,46 @@ export async function assembleParts(deps: PartsDeps): Promise<Parts> {
   const ctx = await openStores(db, logger, { clock, setting: config.timestampForm, schemaMode: config.schemaMode });
   const epoch = await nextPendingActionProjectionEpoch(ctx);
   const topology = topologyFor(config.subjectPrefix);
-  const { jsm, summaries } = deps.inbound
-    ? await ensureTopology(nc, { topology, ...deps.inbound, bucketStorage: config.summaryBucketStorage })
-    : { ...(await ensureOutputTopology(nc, topology, config.summaryBucketStorage)), jsm: await jetstreamManager(nc) };
+  const created = { bucketStorage: config.summaryBucketStorage, replicas: config.streamReplicas };
+  // Creating a replicated stream waits for its peers to elect a leader: on a busy cluster one
+  // JetStream API call can time out where the next succeeds. The topology is idempotent (replicas
+  // race here anyway), so a timed-out attempt is made again, twice, before the start fails.
+  const { jsm, summaries, replicaMismatches } = await pRetry(
+    async () =>
+      deps.inbound
+        ? await ensureTopology(nc, { topology, ...deps.inbound, ...created })
+        : { ...(await ensureOutputTopology(nc, topology, created)), jsm: await jetstreamManager(nc) },
+    {
+      retries: 2,
+      minTimeout: 1000,
+      shouldRetry: ({ error }) => error instanceof errors.TimeoutError,
+      onFailedAttempt: ({ error, retriesLeft }) => {
+        if (retriesLeft > 0) logger.warn({ component: 'topology', err: error }, 'a JetStream call timed out while ensuring the streams; trying again');
+      },
+    },
+  );
+  warnOfReplicaMismatches(replicaMismatches, logger);
   const publisher = new NatsSummaryPublisher(nc, topology, summaries, clock);
   const store = createProjectionStore(ctx);
   const projector = createProjector({ store, db, publisher, config, epoch, logger, metrics: deps.metrics });
   return { db, nc, ctx, clock, epoch, topology, jsm, summaries, publisher, store, projector };
+}
+
+/**
+ * An existing stream keeps its replica count (ensureTopology never rescales one): each that differs
+ * from STREAM_REPLICAS is one warning naming the change that would rescale it, which the operator
+ * runs when the cluster has room for the copies.
+ */
+function warnOfReplicaMismatches(mismatches: readonly ReplicaMismatch[], logger: Logger): void {
+  const log = logger.child({ component: 'topology' });
+  for (const { stream, replicas, wanted } of mismatches) {
+    log.warn(
+      { stream, replicas, wanted },
+      `stream ${stream} has ${replicas} replica(s), STREAM_REPLICAS asks for ${wanted}: left as it is. ` +
+        `To change it, run \`nats stream edit ${stream} --replicas ${wanted}\` (a stream update of num_replicas), ` +
+        `or set STREAM_REPLICAS=${replicas} to silence this`,
+    );
+  }
 }
 
 /** What a one-shot command that publishes projections reads. */

@@ -30,6 +30,7 @@ export const WORKER_ONLY_SETTINGS = [
   'bootReconcile',
   'respondDeadlineMs',
   'summaryBucketStorage',
+  'streamReplicas',
   'admissionLockTimeoutMs',
   'turnStartHookSubject',
   'turnStartHookTimeoutMs',
@@ -75,6 +76,7 @@ export const RECONCILE_SETTINGS = [
   'projectionBatchSize',
   'projectionTransactions',
   'summaryBucketStorage',
+  'streamReplicas',
   // Cancelling the queues of finished sessions: a mutation under the admission lock, and the event's `max`.
   'admissionLockTimeoutMs',
   'queueMaxPerSession',
@@ -93,6 +95,7 @@ export const REPLAY_SETTINGS = [
   'projectionBatchSize',
   'projectionTransactions',
   'summaryBucketStorage',
+  'streamReplicas',
 ] as const satisfies readonly SettingName[];
 export type ReplaySettings = SettingsOf<typeof REPLAY_SETTINGS>;
 

@@ -187,7 +187,14 @@ async function startHoldingLock(deps: WorkerDeps & { config: StartWorkerSettings
     health,
     lagProbe,
     refiller,
-    { name: 'projections', start: async () => undefined, stop: () => projector.whenIdle() },
+    {
+      name: 'projections',
+      start: async () => undefined,
+      stop: async () => {
+        projector.stopRepublishing();
+        await projector.whenIdle();
+      },
+    },
     { name: 'event-consumer', start: () => consumer.start(), stop: () => consumer.stop() },
     promptDispatcherComponent({
       dispatcher: prompts.dispatcher,

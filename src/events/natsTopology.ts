@@ -9,6 +9,7 @@ import {
   StorageType,
   type JetStreamManager,
   type StreamConfig,
+  type StreamInfo,
 } from '@nats-io/jetstream';
 import type { Topology } from '../contract/subjects.js';
 import { SummaryBucket, type BucketStorage } from './summaryBucket.js';
@@ -21,24 +22,68 @@ export interface TopologyOptions {
   ackWaitMs: number;
   /** Storage of the summary bucket when it has to be created (default memory). */
   bucketStorage?: BucketStorage;
+  /** Replicas of every stream and the bucket when they have to be created (default 1). */
+  replicas?: number;
+}
+
+/** A stream (or the bucket's stream) that exists with another replica count than the one asked for: it is left as it is. */
+export interface ReplicaMismatch {
+  stream: string;
+  replicas: number;
+  wanted: number;
 }
 
 export interface EnsuredTopology {
   jsm: JetStreamManager;
   summaries: SummaryBucket;
+  /** The existing streams whose replica count differs from `replicas`, unchanged. */
+  replicaMismatches: ReplicaMismatch[];
 }
 
-async function ensureStream(jsm: JetStreamManager, config: Partial<StreamConfig> & { name: string; subjects: string[] }): Promise<void> {
+/**
+ * Creates the stream, or brings an existing one's subjects and max age to `config`. Its replica
+ * count is never changed here: moving a stream between 1 and 3 replicas makes the cluster copy or
+ * drop its data, an operator's decision, so a difference is returned for the caller to report.
+ */
+async function ensureStream(
+  jsm: JetStreamManager,
+  config: Partial<StreamConfig> & { name: string; subjects: string[]; num_replicas: number },
+): Promise<ReplicaMismatch | undefined> {
+  let info: StreamInfo;
   try {
-    const info = await jsm.streams.info(config.name);
-    const wanted = [...config.subjects].sort().join(',');
-    if ([...info.config.subjects].sort().join(',') !== wanted || info.config.max_age !== config.max_age) {
-      await jsm.streams.update(config.name, { ...info.config, subjects: config.subjects, max_age: config.max_age ?? info.config.max_age });
-    }
+    info = await jsm.streams.info(config.name);
   } catch (err) {
     if (!isNotFound(err)) throw err;
-    await jsm.streams.add(config);
+    await untilLed(jsm, await jsm.streams.add(config));
+    return undefined;
   }
+  const wanted = [...config.subjects].sort().join(',');
+  if ([...info.config.subjects].sort().join(',') !== wanted || info.config.max_age !== config.max_age) {
+    await jsm.streams.update(config.name, { ...info.config, subjects: config.subjects, max_age: config.max_age ?? info.config.max_age });
+  }
+  await untilLed(jsm, info);
+  return replicaMismatch(config.name, info.config.num_replicas, config.num_replicas);
+}
+
+/**
+ * On a cluster, a stream just created (here, or by another replica racing this one) takes its peers
+ * a moment to elect a leader, and until then every publish to it fails with "no responders": a
+ * projection's first publishes would fail and be retried at a higher revision. Waits, bounded, for
+ * the leader; a stream still without one is left to the publishers' own retries. A single server's
+ * streams have no cluster info and need no wait.
+ */
+async function untilLed(jsm: JetStreamManager, info: StreamInfo, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (let cluster = info.cluster; cluster && !cluster.leader && Date.now() < deadline;) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    cluster = (await jsm.streams.info(info.config.name)).cluster;
+  }
+}
+
+function replicaMismatch(stream: string, replicas: number, wanted: number): ReplicaMismatch | undefined {
+  // A count of 0 (a stream made without one) is the server default: one replica.
+  const actual = Math.max(1, replicas);
+  return actual === wanted ? undefined : { stream, replicas: actual, wanted };
 }
 
 /**
@@ -57,31 +102,40 @@ async function ensureStream(jsm: JetStreamManager, config: Partial<StreamConfig>
  */
 export async function ensureTopology(nc: NatsConnection, options: TopologyOptions): Promise<EnsuredTopology> {
   const { topology } = options;
+  const replicas = options.replicas ?? 1;
   const jsm = await jetstreamManager(nc);
-  await ensureStream(jsm, {
+  const replicaMismatches: ReplicaMismatch[] = [];
+  const ensure = async (config: Parameters<typeof ensureStream>[1]) => {
+    const mismatch = await ensureStream(jsm, config);
+    if (mismatch) replicaMismatches.push(mismatch);
+  };
+  await ensure({
     name: topology.eventsStream,
     subjects: topology.inboundSubjects,
     retention: RetentionPolicy.Limits,
+    num_replicas: replicas,
     storage: StorageType.File,
     max_age: nanos(options.streamMaxAgeMs),
     discard: DiscardPolicy.Old,
     duplicate_window: nanos(2 * 60_000),
   });
   const advisory = (kind: string) => `$JS.EVENT.ADVISORY.CONSUMER.${kind}.${topology.eventsStream}.${topology.consumer}`;
-  await ensureStream(jsm, {
+  await ensure({
     name: topology.deadLetterStream,
     // Only MAX_DELIVERIES: the worker terminates an event itself only after writing its own record.
     subjects: [topology.deadLetterSubject, advisory('MAX_DELIVERIES')],
     retention: RetentionPolicy.Limits,
+    num_replicas: replicas,
     storage: StorageType.File,
     max_age: nanos(options.streamMaxAgeMs),
   });
   // Detached clarification resumes: the PubAck of this stream is the "acknowledged" of the respond
   // deadline, and its duplicate window (longer than any deadline) dedupes a retried resume by msgID.
-  await ensureStream(jsm, {
+  await ensure({
     name: topology.agentResumeStream,
     subjects: topology.agentResumeSubjects,
     retention: RetentionPolicy.Limits,
+    num_replicas: replicas,
     storage: StorageType.File,
     max_age: nanos(options.streamMaxAgeMs),
     discard: DiscardPolicy.Old,
@@ -90,10 +144,11 @@ export async function ensureTopology(nc: NatsConnection, options: TopologyOption
   // Prompts to agents: one publish per receipt, after its at-most-once delivery marker; the PubAck
   // is the prompt's acceptance, and the stream is what reconciliation inspects (by `prompt:<receipt
   // id>`) to label an attempt whose acknowledgement was never handled.
-  await ensureStream(jsm, {
+  await ensure({
     name: topology.agentPromptStream,
     subjects: topology.agentPromptSubjects,
     retention: RetentionPolicy.Limits,
+    num_replicas: replicas,
     storage: StorageType.File,
     max_age: nanos(options.streamMaxAgeMs),
     discard: DiscardPolicy.Old,
@@ -119,29 +174,38 @@ export async function ensureTopology(nc: NatsConnection, options: TopologyOption
       });
     }
   }
-  const { summaries } = await ensureOutputTopology(nc, topology, options.bucketStorage);
-  return { jsm, summaries };
+  const output = await ensureOutputTopology(nc, topology, { bucketStorage: options.bucketStorage, replicas });
+  return { jsm, summaries: output.summaries, replicaMismatches: [...replicaMismatches, ...output.replicaMismatches] };
 }
 
 /**
  * Only what publishing projections needs (the output stream and the KV bucket), for one-shot
  * commands (reconcile, replay) that must not touch the events stream's settings or the consumer.
  */
-export async function ensureOutputTopology(nc: NatsConnection, topology: Topology, bucketStorage?: BucketStorage): Promise<{ summaries: SummaryBucket }> {
+export async function ensureOutputTopology(
+  nc: NatsConnection,
+  topology: Topology,
+  options: { bucketStorage?: BucketStorage; replicas?: number } = {},
+): Promise<Omit<EnsuredTopology, 'jsm'>> {
+  const replicas = options.replicas ?? 1;
   const jsm = await jetstreamManager(nc);
-  await ensureStream(jsm, {
+  const output = await ensureStream(jsm, {
     name: topology.outputStream,
     // An output stream made before plan comments (or plan deletions) were published gets their
     // subjects added (ensureStream updates it).
     subjects: [topology.summarySubject, topology.sessionPendingSubject, topology.planCommentsSubject, topology.planDeletedSubject],
     retention: RetentionPolicy.Limits,
+    num_replicas: replicas,
     storage: StorageType.File,
     max_age: nanos(24 * 3_600_000),
     discard: DiscardPolicy.Old,
     duplicate_window: nanos(10 * 60_000),
   });
-  const summaries = await SummaryBucket.open(nc, topology, bucketStorage);
-  return { summaries };
+  const summaries = await SummaryBucket.open(nc, topology, options.bucketStorage, replicas);
+  const bucketInfo = await jsm.streams.info(topology.summaryBucketStream);
+  await untilLed(jsm, bucketInfo);
+  const bucket = replicaMismatch(topology.summaryBucketStream, bucketInfo.config.num_replicas, replicas);
+  return { summaries, replicaMismatches: [output, bucket].filter((m) => m !== undefined) };
 }
 
 /** KV keys allow [-/_=.a-zA-Z0-9]; other task ids are stored base64url-encoded behind "b64.". */

@@ -25,12 +25,13 @@ export class SummaryBucket {
     private readonly nc: NatsConnection,
     private readonly topology: Topology,
     private readonly storage: BucketStorage,
+    private readonly replicas: number,
     private kv: KV,
   ) {}
 
-  /** Opens the bucket, creating it with `storage` when missing (an existing one is kept as it is). */
-  static async open(nc: NatsConnection, topology: Topology, storage: BucketStorage = 'memory'): Promise<SummaryBucket> {
-    return new SummaryBucket(nc, topology, storage, await createBucket(nc, topology, storage));
+  /** Opens the bucket, creating it with `storage` and `replicas` when missing (an existing one is kept as it is). */
+  static async open(nc: NatsConnection, topology: Topology, storage: BucketStorage = 'memory', replicas = 1): Promise<SummaryBucket> {
+    return new SummaryBucket(nc, topology, storage, replicas, await createBucket(nc, topology, storage, replicas));
   }
 
   /**
@@ -101,7 +102,7 @@ export class SummaryBucket {
       if (!isNotFound(err)) throw cause ?? err;
     }
     this.recreating ??= (async () => {
-      this.kv = await createBucket(this.nc, this.topology, this.storage);
+      this.kv = await createBucket(this.nc, this.topology, this.storage, this.replicas);
       for (const listener of this.listeners) listener();
     })().finally(() => {
       this.recreating = undefined;
@@ -114,6 +115,6 @@ function isKeyTaken(err: unknown): boolean {
   return err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamWrongLastSequence;
 }
 
-function createBucket(nc: NatsConnection, topology: Topology, storage: BucketStorage): Promise<KV> {
-  return new Kvm(nc).create(topology.summaryBucket, { history: 1, storage: storage === 'memory' ? StorageType.Memory : StorageType.File });
+function createBucket(nc: NatsConnection, topology: Topology, storage: BucketStorage, replicas: number): Promise<KV> {
+  return new Kvm(nc).create(topology.summaryBucket, { history: 1, replicas, storage: storage === 'memory' ? StorageType.Memory : StorageType.File });
 }

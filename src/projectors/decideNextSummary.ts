@@ -27,7 +27,14 @@ export type Decision = { outcome: 'unchanged'; revision: number } | ({ outcome: 
  * `queued_prompt_count` when the state carries it) and, when that is a semantic change, the row to
  * compare-and-set at revision+1 and the replacement to publish once it is accepted.
  */
-export function decideNextSummary(logger: Logger, now: string, stored: StoredStatusSummary | undefined, state: TaskPendingState): Decision {
+export function decideNextSummary(
+  logger: Logger,
+  now: string,
+  stored: StoredStatusSummary | undefined,
+  state: TaskPendingState,
+  /** Publish at the next revision even without a semantic change: the stream may hold a newer revision than `stored`. */
+  republish = false,
+): Decision {
   const { taskId } = state;
   let current: SemanticSummary = {};
   let corrupt = false;
@@ -42,7 +49,7 @@ export function decideNextSummary(logger: Logger, now: string, stored: StoredSta
   }
   const withAction = withPendingAction(current, state.pendingAction);
   const next = state.queuedPromptCount === undefined ? withAction : withQueuedPromptCount(withAction, state.queuedPromptCount);
-  if (stored && !corrupt && stored.workspaceId === state.workspaceId && semanticallyEqual(current, next)) {
+  if (!republish && stored && !corrupt && stored.workspaceId === state.workspaceId && semanticallyEqual(current, next)) {
     return { outcome: 'unchanged', revision: stored.revision };
   }
   const revision = (stored?.revision ?? 0) + 1;

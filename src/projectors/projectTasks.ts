@@ -37,6 +37,12 @@ export interface ProjectTasksDeps {
   onConflict?: () => void;
   /** Told of every summary row found written by another writer (foreignSummaryWrites.ts), once its transaction committed. */
   foreignWrites?: ForeignWriteWatch;
+  /**
+   * Tasks whose last projection here may have left the summary stream a revision ahead of their
+   * row (see projectTasks); kept up to date by projectTasks, which republishes each at its next
+   * projection even when nothing changed. Omitted: none is tracked.
+   */
+  aheadOnStream?: Set<string>;
 }
 
 /** Transactions a task's projection gets before it gives up with ConflictExhaustedError (Kandev uses 3). */
@@ -69,34 +75,54 @@ export async function projectTasks(
   slot: Pick<TransactionSlot, 'release'> = NO_SLOT,
 ): Promise<BatchProjection> {
   const { store } = deps;
-  const { projected, foreign } = await store.withTransaction(async (tx) => {
-    const ids = [...new Set(taskIds)];
-    const { stored, states } = await readTasks(tx, ids);
-    const now = tx.now();
-    const { settled, changes } = decideTasks(deps.logger, now, ids, stored, states);
-    const foreign = await detectForeignWrites(tx, stored, changes);
-    const { accepted, lost } = await compareAndSet(tx, changes);
-    for (const change of lost) {
-      deps.onConflict?.();
-      settled.set(change.row.taskId, { outcome: 'conflict' });
-    }
-    const published = await publishReplacements(tx, deps, accepted, now);
-    for (const change of accepted) {
-      const outcome = published.get(change.row.taskId)!;
-      settled.set(
-        change.row.taskId,
-        outcome.ok ? { outcome: 'changed', revision: outcome.revision, state: change.state } : { outcome: 'bus_refused', error: outcome.error },
-      );
-    }
-    await recordWrites(tx, accepted, published);
-    const refused = ids.filter((taskId) => settled.get(taskId)!.outcome === 'bus_refused');
-    // Still under the row locks: nobody saw these revisions.
-    if (refused.length > 0) await tx.restore(refused.map((taskId) => ({ taskId, previous: stored.get(taskId) })));
-    if (store.capabilities.releasesSlotBeforeCommit) slot.release();
-    return { projected: new Map(ids.map((taskId) => [taskId, settled.get(taskId)!])) as BatchProjection, foreign };
-  });
+  const ahead = deps.aheadOnStream;
+  // Whose publish went out in this transaction: if it throws (the COMMIT failed), the stream may
+  // hold their revisions while their rows do not.
+  let attempted: readonly string[] = [];
+  const { projected, foreign } = await store
+    .withTransaction(async (tx) => {
+      const ids = [...new Set(taskIds)];
+      const { stored, states } = await readTasks(tx, ids);
+      const now = tx.now();
+      const { settled, changes } = decideTasks(deps.logger, now, ids, stored, states, ahead);
+      const foreign = await detectForeignWrites(tx, stored, changes);
+      const { accepted, lost } = await compareAndSet(tx, changes);
+      attempted = accepted.map((c) => c.row.taskId);
+      for (const change of lost) {
+        deps.onConflict?.();
+        settled.set(change.row.taskId, { outcome: 'conflict' });
+      }
+      const published = await publishReplacements(tx, deps, accepted, now);
+      for (const change of accepted) {
+        const outcome = published.get(change.row.taskId)!;
+        settled.set(
+          change.row.taskId,
+          outcome.ok ? { outcome: 'changed', revision: outcome.revision, state: change.state } : { outcome: 'bus_refused', error: outcome.error },
+        );
+      }
+      await recordWrites(tx, accepted, published);
+      const refused = ids.filter((taskId) => settled.get(taskId)!.outcome === 'bus_refused');
+      // Still under the row locks: nobody saw these revisions.
+      if (refused.length > 0) await tx.restore(refused.map((taskId) => ({ taskId, previous: stored.get(taskId) })));
+      if (store.capabilities.releasesSlotBeforeCommit) slot.release();
+      return { projected: new Map(ids.map((taskId) => [taskId, settled.get(taskId)!])) as BatchProjection, foreign };
+    })
+    .catch((err: unknown) => {
+      for (const taskId of attempted) ahead?.add(taskId);
+      throw err;
+    });
   slot.release();
   for (const finding of foreign) deps.foreignWrites?.observe(finding);
+  if (ahead) {
+    for (const [taskId, projection] of projected) {
+      // A refused publish may have reached the stream all the same (its ack was lost, or the KV put
+      // after it failed) while the row was put back: if the truth then returns to what the row says,
+      // no semantic change would ever publish again, and the stream's last word would stay that
+      // attempt's. The next projection republishes at the next revision instead.
+      if (projection.outcome === 'bus_refused') ahead.add(taskId);
+      else if (projection.outcome === 'changed' || projection.outcome === 'unknown_task') ahead.delete(taskId);
+    }
+  }
   return projected;
 }
 
@@ -139,7 +165,8 @@ async function recordWrites(tx: ProjectionTransaction, accepted: readonly Pendin
   if (writes.length > 0) await tx.recordSummaryWrites(writes);
 }
 
-type PendingChange = SummaryChange & { state: TaskPendingState };
+/** `republish`: no semantic change, published again because the stream may be ahead of the row. */
+type PendingChange = SummaryChange & { state: TaskPendingState; republish?: boolean };
 
 /** Decide: each task is unknown, unchanged (settled now), or a change to write. */
 function decideTasks(
@@ -148,6 +175,7 @@ function decideTasks(
   taskIds: readonly string[],
   stored: ReadonlyMap<string, StoredStatusSummary>,
   states: ReadonlyMap<string, TaskPendingState>,
+  aheadOnStream: ReadonlySet<string> | undefined,
 ): { settled: Map<string, TaskProjection>; changes: PendingChange[] } {
   const settled = new Map<string, TaskProjection>();
   const changes: PendingChange[] = [];
@@ -157,17 +185,32 @@ function decideTasks(
       settled.set(taskId, { outcome: 'unknown_task' });
       continue;
     }
-    const decision = decideNextSummary(logger, now, stored.get(taskId), state);
+    let decision = decideNextSummary(logger, now, stored.get(taskId), state);
+    let republish = false;
+    if (decision.outcome === 'unchanged' && aheadOnStream?.has(taskId)) {
+      decision = decideNextSummary(logger, now, stored.get(taskId), state, true);
+      republish = true;
+    }
     if (decision.outcome === 'unchanged') settled.set(taskId, { outcome: 'unchanged', revision: decision.revision, state });
-    else changes.push({ row: decision.row, update: decision.update, state });
+    else changes.push({ row: decision.row, update: decision.update, state, republish });
   }
   return { settled, changes };
 }
 
-/** Compare-and-set: every change in one statement; a change not accepted lost to a concurrent writer. */
+/**
+ * Compare-and-set: every change in one statement; a change not accepted lost to a concurrent writer.
+ * A republish carries the stored summary itself, which the compare-and-set refuses as no change: its
+ * row, locked since the read, is overwritten at the next revision instead.
+ */
 async function compareAndSet(tx: ProjectionTransaction, changes: readonly PendingChange[]) {
-  const written = await tx.compareAndSet(changes.map((c) => c.row));
-  return { accepted: changes.filter((c) => written.has(c.row.taskId)), lost: changes.filter((c) => !written.has(c.row.taskId)) };
+  const republished = changes.filter((c) => c.republish);
+  const compared = changes.filter((c) => !c.republish);
+  const written = await tx.compareAndSet(compared.map((c) => c.row));
+  if (republished.length > 0) await tx.overwriteLocked(republished.map((c) => c.row));
+  return {
+    accepted: [...compared.filter((c) => written.has(c.row.taskId)), ...republished],
+    lost: compared.filter((c) => !written.has(c.row.taskId)),
+  };
 }
 
 type Publication = { ok: true; revision: number } | { ok: false; error: unknown };

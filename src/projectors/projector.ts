@@ -23,6 +23,8 @@ export interface ProjectorOptions {
   epoch: string;
   /** Sessions whose last published pending action is remembered (bounds memory). */
   sessionCacheSize?: number;
+  /** Wait before this process projects again a task whose publish it saw refused (default 2 s). */
+  republishAfterMs?: number;
 }
 
 /**
@@ -35,6 +37,10 @@ export class Projector {
   private sequence = 0;
   private readonly log: Logger;
   private readonly deps: ProjectTasksDeps;
+  /** Tasks whose stream may hold a revision their row does not (projectTasks keeps it). */
+  private readonly aheadOnStream = new Set<string>();
+  private readonly republishTimers = new Map<string, NodeJS.Timeout>();
+  private stopped = false;
 
   constructor(private readonly options: ProjectorOptions) {
     this.log = options.logger.child({ component: 'projector' });
@@ -44,6 +50,7 @@ export class Projector {
       logger: this.log,
       onConflict: () => options.metrics?.casConflicts.inc(),
       foreignWrites: createForeignWriteWatch({ logger: this.log, onFound: (field) => options.metrics?.foreignSummaryWrites.inc({ field }) }),
+      aheadOnStream: this.aheadOnStream,
     };
     this.scheduler = new ProjectionScheduler({ capacity: options.capacity, runBatch: (taskIds, slot) => this.runBatch(taskIds, slot) });
   }
@@ -104,6 +111,32 @@ export class Projector {
     return this.scheduler.whenIdle();
   }
 
+  /** Cancels the pending republishes (shutdown); projections in flight finish. Idempotent. */
+  stopRepublishing(): void {
+    this.stopped = true;
+    for (const timer of this.republishTimers.values()) clearTimeout(timer);
+    this.republishTimers.clear();
+  }
+
+  /**
+   * Projects the task again after a while, here, until it no longer may be ahead on the stream: the
+   * event that caused the refused projection is redelivered, but maybe to another replica, which
+   * does not know that this one's attempt may have reached the stream and would find nothing to
+   * publish. A process that dies first loses this; its attempt stays the stream's last word until
+   * the task's next change.
+   */
+  private republishLater(taskId: string): void {
+    if (this.stopped || this.republishTimers.has(taskId)) return;
+    const timer = setTimeout(() => {
+      this.republishTimers.delete(taskId);
+      if (this.stopped || !this.aheadOnStream.has(taskId)) return;
+      // A failure leaves the task marked, and its runBatch schedules the next attempt.
+      this.reproject(taskId).catch(() => undefined);
+    }, this.options.republishAfterMs ?? 2000);
+    timer.unref();
+    this.republishTimers.set(taskId, timer);
+  }
+
   /**
    * The scheduler's batch runner; a single task is a batch of one. Tasks whose compare-and-set lost
    * are reread together, up to MAX_CAS_ATTEMPTS transactions. When a shared transaction, or the
@@ -114,6 +147,14 @@ export class Projector {
    * they are already in flight there.
    */
   private async runBatch(taskIds: readonly string[], slot: TransactionSlot): Promise<Array<PromiseSettledResult<void>>> {
+    try {
+      return await this.runBatchOnce(taskIds, slot);
+    } finally {
+      for (const taskId of taskIds) if (this.aheadOnStream.has(taskId)) this.republishLater(taskId);
+    }
+  }
+
+  private async runBatchOnce(taskIds: readonly string[], slot: TransactionSlot): Promise<Array<PromiseSettledResult<void>>> {
     let projected: BatchProjection;
     try {
       projected = await rereadOnConflict(taskIds, (ids) => this.attempt(ids, slot), this.log);
@@ -121,7 +162,7 @@ export class Projector {
       if (taskIds.length === 1) return [{ status: 'rejected', reason: err }];
       this.log.warn({ err, tasks: taskIds.length }, 'a shared projection failed; projecting its tasks one by one');
       const alone: Array<PromiseSettledResult<void>> = [];
-      for (const taskId of taskIds) alone.push(...(await this.runBatch([taskId], slot)));
+      for (const taskId of taskIds) alone.push(...(await this.runBatchOnce([taskId], slot)));
       return alone;
     }
     return taskIds.map((taskId) => {

@@ -11,8 +11,11 @@ import { projectTask, projectTasks } from '../../src/projectors/projectTasks.js'
 import { createProjectionStore } from '../../src/repository/projection/projectionStore.js';
 import { loadStatusSummaries } from '../../src/repository/projection/statusSummaries.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
-import { connectTestNats, deleteTopology, uniquePrefix } from '../support/nats.js';
 import { seedTaskWithQuestion } from '../support/seed.js';
+import { createTestProjector } from '../support/projector.js';
+import { connectTestNats, deleteTopology, eventually, uniquePrefix } from '../support/nats.js';
+import { setSessionState } from '../../src/repository/tasks/tasks.js';
+import type { SummaryPublisher } from '../../src/projectors/ports.js';
 
 type Published = { data: { task_id: string; status_summary: { revision: number; pending_action?: string } } };
 const decode = (data: Uint8Array) => JSON.parse(new TextDecoder().decode(data)) as Published;
@@ -83,6 +86,56 @@ describeEachDialect('a revision the summary stream already holds, on %s', (diale
       [2, 'clarification'],
     ]);
     expect(await inBucket(taskId)).toMatchObject({ revision: 2, pending_action: 'clarification' });
+  });
+
+  it('republishes a task whose refused attempt reached the stream when the truth returns to what its row says, even if another replica sees the redelivery', async () => {
+    const { taskId, sessionId } = await seedTaskWithQuestion(t.ctx);
+    const store = createProjectionStore(t.ctx);
+    await projectTask({ store, publisher, logger: silentLogger() }, taskId);
+    // The stream stores this replica's next attempt, and then its acknowledgement is lost (or the
+    // KV put after it fails): the attempt is refused and the row put back at revision 1.
+    let loseNextAck = true;
+    const losing: SummaryPublisher = {
+      publishSessionPendingActions: (updates) => publisher.publishSessionPendingActions(updates),
+      async publishSummary(update) {
+        const outcome = await publisher.publishSummary(update);
+        if (!loseNextAck) return outcome;
+        loseNextAck = false;
+        throw new Error('the acknowledgement was lost');
+      },
+    };
+    const replica = createTestProjector(t.ctx, { publisher: losing, batchSize: 4, transactions: 1, connections: 2, republishAfterMs: 200 });
+    const other = createTestProjector(t.ctx, { publisher, batchSize: 4, transactions: 1, connections: 2 });
+    try {
+      await setSessionState(t.ctx, sessionId, 'IDLE');
+      await expect(replica.reproject(taskId)).rejects.toThrow(/acknowledgement was lost/);
+      expect((await onStream(taskId)).map((m) => [m.data.status_summary.revision, m.data.status_summary.pending_action])).toEqual([
+        [1, 'clarification'],
+        [2, undefined],
+      ]);
+      // The truth returns to what the row (revision 1) says; the redelivered event reaches the other
+      // replica, which finds nothing to change.
+      await setSessionState(t.ctx, sessionId, 'RUNNING');
+      await other.reproject(taskId);
+      // The replica that saw its attempt refused projects the task again by itself, and publishes
+      // what is true now past the revision its attempt left on the stream.
+      const last = await eventually(
+        async () => {
+          await replica.whenIdle();
+          const found = (await onStream(taskId)).at(-1)!.data.status_summary;
+          return found.revision > 2 ? found : undefined;
+        },
+        10_000,
+        'the refused attempt to be superseded on the stream',
+      );
+      expect(last).toMatchObject({ revision: 3, pending_action: 'clarification' });
+      const stored = (await loadStatusSummaries(t.ctx, [taskId])).get(taskId)!;
+      expect(stored.revision).toBe(3);
+      expect(await inBucket(taskId)).toMatchObject({ revision: 3, pending_action: 'clarification' });
+    } finally {
+      replica.stopRepublishing();
+      await Promise.all([replica.whenIdle(), other.whenIdle()]);
+    }
   });
 
   it('gives up after three more revisions, leaving nothing stored, and the others of the batch commit', async () => {

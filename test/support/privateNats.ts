@@ -11,7 +11,7 @@ import { REQUIRE_INTEGRATION } from './services.js';
  */
 
 /** The nats-server binary: NATS_SERVER_BIN, or the first on PATH; undefined when there is none. */
-function natsServerBinary(): string | undefined {
+export function natsServerBinary(): string | undefined {
   if (process.env.NATS_SERVER_BIN) return process.env.NATS_SERVER_BIN;
   try {
     return execFileSync('sh', ['-c', 'command -v nats-server'], { encoding: 'utf8' }).trim() || undefined;
@@ -31,7 +31,8 @@ export function privateNatsAvailable(): boolean {
   return found;
 }
 
-function freePort(): Promise<number> {
+/** A port free on 127.0.0.1 when asked (the OS's pick for port 0). */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
     server.once('error', reject);

@@ -5,7 +5,7 @@ import type { RepositoryContext } from '../../src/repository/context.js';
 import { createProjectionStore } from '../../src/repository/projection/projectionStore.js';
 
 export type TestProjectorOptions = Pick<ProjectorOptions, 'publisher' | 'metrics'> &
-  Partial<Pick<ProjectorOptions, 'logger' | 'epoch' | 'store'>> &
+  Partial<Pick<ProjectorOptions, 'logger' | 'epoch' | 'store' | 'republishAfterMs'>> &
   Omit<ProjectionCapacityInput, 'singleWriter'>;
 
 /**

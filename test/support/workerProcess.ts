@@ -30,7 +30,11 @@ export async function spawnWorker(env: Record<string, string>, options: { failpo
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const healthPort = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`worker did not start in ${timeoutMs} ms:\n${out}`)), timeoutMs);
+    const timer = setTimeout(() => {
+      // Not left running behind the failure: the caller never gets a handle to stop it.
+      child.kill('SIGKILL');
+      reject(new Error(`worker did not start in ${timeoutMs} ms:\n${out}`));
+    }, timeoutMs);
     const onData = () => {
       // A JSON line, or a LOG_FORMAT=pretty one, whose fields pino-pretty prints as JSON.
       const line = out.split('\n').find((l) => l.includes('"worker started"') || l.includes(') worker started {'));

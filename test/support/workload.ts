@@ -61,11 +61,13 @@ export async function randomStep(
   prefix: string,
   tasks: readonly WorkloadTask[],
   random: () => number,
+  /** How the event goes out (default: a JetStream publish retried for 30 s until acknowledged). */
+  publish: (subject: string, data: Uint8Array) => Promise<void> = (subject, data) => publishDurably(nc, subject, data),
 ): Promise<void> {
   const task = tasks[Math.floor(random() * tasks.length)]!;
   const { taskId, sessionId } = task;
   const announce = (type: string, extra: Record<string, unknown> = {}) =>
-    publishDurably(nc, `${prefix}${type}`, envelope(type, { task_id: taskId, session_id: sessionId, ...extra }));
+    publish(`${prefix}${type}`, envelope(type, { task_id: taskId, session_id: sessionId, ...extra }));
   const roll = random();
   const open = await getActiveTurn(ctx, sessionId);
   if (!open || roll < 0.12) {
