@@ -4,7 +4,10 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startWorker, type WorkerHandle } from '../../src/bin/worker.js';
 import { createPendingProjectorClient, type PendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
 import { SETTINGS } from '../../src/config.js';
-import { topologyFor } from '../../src/contract/subjects.js';
+import { MESSAGE_QUEUE_STATUS_CHANGED, topologyFor } from '../../src/contract/subjects.js';
+import { listDeadLetters } from '../../src/events/deadLetters.js';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { collectEvents } from '../support/busEvents.js';
 import { silentLogger } from '../../src/logger.js';
 import { formatPlanCommentPrompt, PLAN_COMMENT_LIMITS, utf8Length } from '../../src/turns/index.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
@@ -110,5 +113,32 @@ describeEachDialect("a comment at Kandev's limits, made Kandev-side, sent as a p
       reason: 'prompt_too_large',
     });
     expect(await t.ctx.knex('task_plan_comments').where({ id: comment.id }).first()).toBeDefined();
+  });
+
+  it('publishes a queue holding 1 MiB of waiting text in one message.queue.status_changed its own consumer takes, and refuses a byte more with queue_text_full', async () => {
+    const task = await seedPlanTask(t.ctx, { sessionState: 'RUNNING' });
+    const bus = collectEvents(nc, prefix, [MESSAGE_QUEUE_STATUS_CHANGED]);
+    const before = (await listDeadLetters(await jetstreamManager(nc), worker.topology)).length;
+    const half = escapingText(PLAN_COMMENT_LIMITS.queueTextMaxBytes / 2);
+    for (let i = 0; i < 2; i++) {
+      const reply = await client.enqueue({ session_id: task.sessionId, caller_id: randomUUID(), content: half });
+      expect(reply).toMatchObject({ ok: true, delivery_kind: 'queued' });
+    }
+    const over = await client.enqueue({ session_id: task.sessionId, caller_id: randomUUID(), content: 'x' });
+    expect(over).toMatchObject({ ok: false, error: { code: 'conflict' }, reason: 'queue_text_full', content_bytes: PLAN_COMMENT_LIMITS.queueTextMaxBytes + 1 });
+    const full = await eventually(
+      () => bus.ofType(MESSAGE_QUEUE_STATUS_CHANGED).find((e) => e.data.session_id === task.sessionId && e.data.count === 2),
+      20_000,
+      'the status event of the full queue',
+    );
+    expect((full.data.entries as Array<{ content: string }>).every((e) => e.content === half)).toBe(true);
+    // The worker's events stream captures it and its consumer settles it without a dead letter.
+    const jsm = await jetstreamManager(nc);
+    await eventually(async () => {
+      const info = await jsm.consumers.info(worker.topology.eventsStream, worker.topology.consumer);
+      return info.num_pending === 0 && info.num_ack_pending === 0 ? true : undefined;
+    });
+    expect((await listDeadLetters(jsm, worker.topology)).length).toBe(before);
+    bus.stop();
   });
 });
