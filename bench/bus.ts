@@ -38,7 +38,8 @@ export function benchWorkerConfig(prefix: string, overrides: Partial<WorkerConfi
     healthPort: 0,
     projectionBatchSize: 16,
     projectionTransactions: SETTINGS.projectionTransactions.default,
-    maxEventBytes: 256 * 1024,
+    // The default: it takes the largest request, a prompt at PLAN_COMMENT_LIMITS.promptMaxBytes.
+    maxEventBytes: SETTINGS.maxEventBytes.default,
     maxDeliver: 10,
     ackWaitMs: 30_000,
     streamMaxAgeMs: 3_600_000,

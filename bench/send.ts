@@ -17,7 +17,7 @@ import { openPlanCommentStore, type PlanCommentStore } from '../src/repository/p
 import { createPromptStore } from '../src/repository/prompts/promptStore.js';
 import type { RepositoryContext } from '../src/repository/context.js';
 import { createPromptReceiptStore } from '../src/repository/prompts/promptReceiptStore.js';
-import { formatPlanCommentPrompt } from '../src/turns/planCommentPrompt.js';
+import { formatPlanCommentPrompt, PLAN_COMMENT_LIMITS, utf8Length } from '../src/turns/planCommentPrompt.js';
 import { busRoundTrips } from './bus.js';
 import {
   WrongAnswerError,
@@ -36,7 +36,7 @@ import { seedCommentedTask, type SeededCommentedTask } from './seed/fixtures.js'
 import { advisoryLockRoundTrips, bareAcceptance, discardReceipts, leaseAlone, repositorySend } from './sendParts.js';
 import { QUEUE_EDIT_ENTRIES, bareRemoves, bareReorders, endpointRemoves, endpointReorders, seedWaitingQueue, type WaitingQueue } from './sendQueueEdits.js';
 import { QUEUE_MAX_PER_SESSION, RESERVATION_TTL_MS, bareQueueSteps, enqueueUntilPrompt, type ExpectedPrompt } from './sendQueueParts.js';
-import { sendReport, type Figures, type QueueRow } from './sendReport.js';
+import { MAX_PROMPT_SENDS, sendReport, type Figures, type QueueRow } from './sendReport.js';
 import { quiesce, withSendWorker, type SendWorker } from './sendWorker.js';
 
 const COMMENTS_PER_SEND = 5;
@@ -60,6 +60,7 @@ const TASK_SETS = [
   'queueLatencyAt1',
   'queueThroughputAt1',
 ] as const;
+
 type TaskSets = Record<(typeof TASK_SETS)[number], SeededCommentedTask[]>;
 
 /** `count` tasks per set, each with one IDLE session, a plan and 5 plan comments. */
@@ -72,23 +73,35 @@ async function seedTaskSets(ctx: RepositoryContext, store: PlanCommentStore, cou
   return sets;
 }
 
-/** The visible prompt a send of `task`'s comments stores (the bare transaction writes text of this size). */
-async function promptOf(store: PlanCommentStore, task: SeededCommentedTask): Promise<string> {
+/** The visible prompt a send of `task`'s comments with `typed` stores (the bare transaction writes text of this size). */
+async function promptOf(store: PlanCommentStore, task: SeededCommentedTask, typed = TYPED): Promise<string> {
   const snapshot = await store.getSnapshot(task.taskId);
   if (!snapshot.ok) throw new WrongAnswerError(`snapshot of ${task.taskId}: ${JSON.stringify(snapshot)}`);
   return formatPlanCommentPrompt(
     snapshot.snapshot.comments.map((c) => ({ id: c.id, body: c.body, selected_text: c.selectedText, created_at: c.createdAt })),
-    TYPED,
+    typed,
   );
+}
+
+/** A prompt at the maximum size: `task`'s comments and typed text (prose with quotes and line ends) that bring the expansion to exactly promptMaxBytes. */
+async function maxPromptOf(store: PlanCommentStore, task: SeededCommentedTask): Promise<{ typed: string; prompt: string }> {
+  const around = utf8Length(await promptOf(store, task, 'x')) - 1;
+  const line = 'Rename "step 2" and keep the migration reversible; check both dialects.\n';
+  const bytes = PLAN_COMMENT_LIMITS.promptMaxBytes - around;
+  const typed = line.repeat(Math.floor(bytes / line.length)) + 'x'.repeat(bytes % line.length);
+  const prompt = await promptOf(store, task, typed);
+  if (utf8Length(prompt) !== PLAN_COMMENT_LIMITS.promptMaxBytes)
+    throw new WrongAnswerError(`the maximum prompt of ${task.taskId} is ${utf8Length(prompt)} bytes`);
+  return { typed, prompt };
 }
 
 /**
  * One message.send carrying `task`'s comments; anything but a fresh acceptance that consumed all
  * of them is a wrong answer. Returns the caller id (the receipt of the prompt the worker then delivers).
  */
-async function sendOnce(client: PendingProjectorClient, task: SeededCommentedTask): Promise<string> {
+async function sendOnce(client: PendingProjectorClient, task: SeededCommentedTask, typed = TYPED): Promise<string> {
   const callerId = randomUUID();
-  const reply = await client.sendMessage({ session_id: task.sessionId, caller_id: callerId, content: TYPED, plan_comment_refs: task.refs });
+  const reply = await client.sendMessage({ session_id: task.sessionId, caller_id: callerId, content: typed, plan_comment_refs: task.refs });
   const left = reply.ok ? reply.plan_comments?.comments.length : undefined;
   expectFields(
     `message.send on task ${task.taskId}`,
@@ -116,6 +129,11 @@ async function measure(dialect: DialectName, options: Options, services: BenchSe
     const contentOf = new Map<string, string>();
     const throughBus = [tasks.sendLatency, tasks.sendThroughput, tasks.queueLatency, tasks.queueThroughput, tasks.queueLatencyAt1, tasks.queueThroughputAt1];
     for (const task of throughBus.flat()) contentOf.set(task.taskId, await promptOf(store, task));
+    const maxPromptTasks: SeededCommentedTask[] = [];
+    for (let i = 0; i < Math.min(options.sends, MAX_PROMPT_SENDS); i++)
+      maxPromptTasks.push(await seedCommentedTask(scratch.ctx, store, { comments: COMMENTS_PER_SEND, workspaceId: 'bench' }));
+    const maxPrompts = new Map<string, { typed: string; prompt: string }>();
+    for (const task of maxPromptTasks) maxPrompts.set(task.taskId, await maxPromptOf(store, task));
 
     // Everything without the bus comes first, while no worker (so no prompt dispatcher) exists:
     // one could take the bare queue steps' receipts before they reserve them, and it would deliver
@@ -151,7 +169,7 @@ async function measure(dialect: DialectName, options: Options, services: BenchSe
     // Seeded now, after the discard, for the worker's queue.reorder and queue.remove; paused, so no dispatcher delivers from it.
     const queue100 = await seedWaitingQueue(scratch.ctx, schema);
 
-    const throughTheBus = await measureThroughTheBus(dialect, nc, scratch, { tasks, contentOf, queue100 }, options);
+    const throughTheBus = await measureThroughTheBus(dialect, nc, scratch, { tasks, contentOf, queue100, maxPromptTasks, maxPrompts }, options);
     return sendReport(options, {
       dialect,
       bare: latencyOf(bare),
@@ -167,7 +185,7 @@ async function measure(dialect: DialectName, options: Options, services: BenchSe
   }
 }
 
-type BusFigures = Pick<Figures, 'rtt' | 'publish' | 'endpoint' | 'endpointConcurrentOpsPerSec' | 'queueRows'> & {
+type BusFigures = Pick<Figures, 'rtt' | 'publish' | 'endpoint' | 'endpointMaxPrompt' | 'endpointConcurrentOpsPerSec' | 'queueRows'> & {
   queueEdits: Pick<Figures['queueEdits'], 'reorder' | 'remove'>;
 };
 
@@ -176,6 +194,9 @@ interface BusInputs {
   tasks: TaskSets;
   contentOf: ReadonlyMap<string, string>;
   queue100: WaitingQueue;
+  /** Tasks whose send carries a prompt of exactly PLAN_COMMENT_LIMITS.promptMaxBytes, with its typed text and expansion. */
+  maxPromptTasks: SeededCommentedTask[];
+  maxPrompts: ReadonlyMap<string, { typed: string; prompt: string }>;
 }
 
 /** The worker's settings the figures through the bus depend on (besides the dispatcher's capacity). */
@@ -229,9 +250,9 @@ const DEFAULT_CAPACITY = SETTINGS.promptDispatchConcurrency.default;
 async function measureSends(
   dialect: DialectName,
   bus: SendWorker,
-  { tasks, contentOf }: BusInputs,
+  { tasks, contentOf, maxPromptTasks, maxPrompts }: BusInputs,
   options: Options,
-): Promise<Pick<BusFigures, 'rtt' | 'publish' | 'endpoint' | 'endpointConcurrentOpsPerSec'>> {
+): Promise<Pick<BusFigures, 'rtt' | 'publish' | 'endpoint' | 'endpointMaxPrompt' | 'endpointConcurrentOpsPerSec'>> {
   const { nc, prefix, topology, client, agent } = bus;
   const contentFor = (task: SeededCommentedTask) => contentOf.get(task.taskId)!;
   progress(`[${dialect}] bus round trips x ${options.sends}`);
@@ -261,12 +282,28 @@ async function measureSends(
     await quiesce(bus, receiptId);
     return ms;
   });
+  progress(`[${dialect}] message.send at the maximum prompt size (${PLAN_COMMENT_LIMITS.promptMaxBytes} bytes) x ${maxPromptTasks.length} one at a time`);
+  const endpointMaxPrompt = await timeEach(maxPromptTasks, async (task) => {
+    const { typed, prompt } = maxPrompts.get(task.taskId)!;
+    const t0 = performance.now();
+    const receiptId = await sendOnce(client, task, typed);
+    const ms = performance.now() - t0;
+    await agent.arrival({ receiptId, task, deliveryKind: 'direct', content: prompt });
+    await quiesce(bus, receiptId);
+    return ms;
+  });
   const endpointConcurrentOpsPerSec = await inFlight(tasks.sendThroughput, options.concurrency, sendRecorded);
 
   // The sends' deliveries run in the background; the queue's figures must not wait behind them.
   progress(`[${dialect}] waiting for the ${sent.length} sends' prompts at the agent`);
   await Promise.all(sent.map((expected) => agent.arrival(expected)));
-  return { rtt: latencyOf(rtt), publish: latencyOf(publish), endpoint: latencyOf(endpoint), endpointConcurrentOpsPerSec };
+  return {
+    rtt: latencyOf(rtt),
+    publish: latencyOf(publish),
+    endpoint: latencyOf(endpoint),
+    endpointMaxPrompt: latencyOf(endpointMaxPrompt),
+    endpointConcurrentOpsPerSec,
+  };
 }
 
 /** queue.enqueue until its prompt, one at a time on `latency`'s tasks, then `throughput`'s at --concurrency in flight. */

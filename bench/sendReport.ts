@@ -8,6 +8,8 @@ import { f2, int, latencyCell, pair, verdict, type DialectResult, type Latency, 
 const TARGET_BARE_P99_FACTOR = 3;
 /** queue.reorder and queue.remove p99 at most this many times their bare transaction's p99. */
 const TARGET_EDIT_FACTOR = 3;
+/** Sends at the maximum prompt size: at most this many of --sends, as each carries a 1 MiB prompt. */
+export const MAX_PROMPT_SENDS = 50;
 
 /** The queue path on a worker whose dispatcher delivers `capacity` sessions at once. */
 export interface QueueRow {
@@ -29,6 +31,8 @@ export interface QueueRow {
 export type Figures = Record<'bare' | 'bareQueue' | 'rtt' | 'lease' | 'repoSend' | 'publish' | 'endpoint', Latency> & {
   dialect: DialectName;
   advisory?: Latency;
+  /** message.send of a prompt of exactly PLAN_COMMENT_LIMITS.promptMaxBytes (5 comments and typed text), one at a time. */
+  endpointMaxPrompt: Latency;
   endpointConcurrentOpsPerSec: number;
   queueRows: QueueRow[];
   queueEdits: Record<'reorder' | 'remove' | 'bareReorder' | 'bareRemove', Latency>;
@@ -67,6 +71,12 @@ export function sendReport(options: { sends: number; concurrency: number }, f: F
     [`message.send x ${n}, one at a time, p50 / p99 (ms)`, pair(f.endpoint), '', `${int(f.endpoint.opsPerSec)} sends/s`],
     [`send p99 / (${x} x bare p99 + rtt p99 = ${f2(bound)} ms)`, f2(f.endpoint.p99 / bound), '<= 1', verdict(checks[0]!)],
     [`context: message.send throughput, ${c} in flight (sends/s)`, int(f.endpointConcurrentOpsPerSec), '', ''],
+    [
+      `context: message.send at the maximum prompt size (1 MiB) x ${Math.min(n, MAX_PROMPT_SENDS)}, one at a time, p50 / p99 (ms)`,
+      pair(f.endpointMaxPrompt),
+      '',
+      `${int(f.endpointMaxPrompt.opsPerSec)} sends/s`,
+    ],
     ...queueRows,
     [`bare reorder x ${n} (UPDATE ... CASE of 100 positions + revision bump), ${entries}, p50 / p99 (ms)`, pair(bareReorder), '', ''],
     [`queue.reorder x ${n} (the whole order reversed), ${entries}, p50 / p99 (ms)`, pair(reorder), '', 'through the bus and the worker'],
@@ -88,6 +98,7 @@ export function sendReport(options: { sends: number; concurrency: number }, f: F
       ['`task_plan.comments.changed` publish alone', latencyCell(f.publish), ''],
       ['`message.send` with 5 comments through the bus', `${latencyCell(f.endpoint)}; ${int(f.endpointConcurrentOpsPerSec)}/s in flight`, ''],
       [`send p99 ÷ (${x} × bare p99 + rtt p99)`, `${f2(f.endpoint.p99 / bound)} ${verdict(checks[0]!)}`, '≤ 1'],
+      ['`message.send` of a 1 MiB prompt (5 comments + typed text) through the bus', latencyCell(f.endpointMaxPrompt), ''],
       ...f.queueRows.flatMap((q, i): Array<[string, string, string]> => [
         [
           `\`queue.enqueue\` with 5 comments until its prompt at the agent, ${capacityLabel(q)}`,

@@ -23,6 +23,7 @@ import { newestDurableTurnId } from '../src/turns/index.js';
 import { connectNats } from '../src/bin/connectNats.js';
 import { openSandboxDatabase } from '../src/bin/sandboxDatabase.js';
 import { startWorker } from '../src/bin/worker.js';
+import { NatsMaxPayloadError } from '../src/events/natsMaxPayload.js';
 import { workerConfigFrom } from '../src/bin/workerSettings.js';
 
 // The worker's own defaults and environment (NATS_URL, DATABASE_URL, ...), as `pending-projector
@@ -46,7 +47,13 @@ const topology = topologyFor(prefix);
 const publish = (type: string, data: Record<string, unknown>) =>
   nc.publish(`${prefix}${type}`, encoder.encode(JSON.stringify({ id: randomUUID(), type, source: 'demo-backend', timestamp: new Date().toISOString(), data })));
 
-const worker = await startWorker({ db, nc, logger: silentLogger(), config });
+const worker = await startWorker({ db, nc, logger: silentLogger(), config }).catch(async (err: Error) => {
+  // A default nats-server (max_payload 1 MB) is the likely one here: the message names the setting.
+  process.stderr.write(`demo could not start the worker: ${err.message}\n`);
+  await nc.close();
+  await database.remove();
+  process.exit(err instanceof NatsMaxPayloadError ? 2 : 1);
+});
 const summaries: Array<{ revision: number; pending_action?: string }> = [];
 const sub = nc.subscribe(topology.summarySubject);
 void (async () => {

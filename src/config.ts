@@ -165,8 +165,9 @@ export const SETTINGS = {
     env: 'MAX_EVENT_BYTES',
     flag: 'max-event-bytes',
     schema: intFrom(1024, 64 * 1024 * 1024),
-    default: 256 * 1024,
-    help: 'larger events are dead-lettered',
+    // Above the largest message the limits allow (src/contract/busLimits.ts), below an 8 MiB max_payload.
+    default: 7 * 1024 * 1024,
+    help: "larger events are dead-lettered, larger request bodies refused; the NATS server's max_payload must exceed it (the worker refuses to start otherwise)",
   },
   maxDeliver: {
     env: 'MAX_DELIVER',

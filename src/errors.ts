@@ -65,6 +65,11 @@ export const ERROR_CODES = {
    */
   NATS_PERMISSION_DENIED: 'NATS_PERMISSION_DENIED',
   /**
+   * NatsMaxPayloadError (src/events/natsMaxPayload.ts): the NATS server's max_payload is below the
+   * largest message the worker's limits allow (a configuration error: exit 2).
+   */
+  NATS_MAX_PAYLOAD_TOO_SMALL: 'NATS_MAX_PAYLOAD_TOO_SMALL',
+  /**
    * ConnectionFailedError (src/bin/connectionFailure.ts): a command could not connect to NATS or
    * the database: unreachable, TLS refused, credentials refused, or a database that is not there.
    */

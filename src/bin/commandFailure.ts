@@ -1,5 +1,6 @@
 import { ConfigError } from '../config.js';
 import { PendingProjectorError } from '../errors.js';
+import { NatsMaxPayloadError } from '../events/natsMaxPayload.js';
 import { redactCredentials } from '../redaction.js';
 import { DatabaseUrlError } from '../repository/database.js';
 import { SchemaRefusedError } from '../repository/schema/schemaMode.js';
@@ -30,7 +31,7 @@ export function describeFailure(err: unknown, logLevel: string | undefined): { t
   if (error instanceof ConnectionFailedError) {
     text = error.message;
     exitCode = error.exitCode;
-  } else if (error instanceof ConfigError || error instanceof DatabaseUrlError) {
+  } else if (error instanceof ConfigError || error instanceof DatabaseUrlError || error instanceof NatsMaxPayloadError) {
     text = error.message;
     exitCode = EXIT_CODES.configuration;
   } else if (error instanceof SchemaRefusedError) {

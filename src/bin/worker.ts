@@ -3,6 +3,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
 import { EventConsumer } from '../events/natsEventConsumer.js';
 import { topologyFor, type Topology } from '../contract/subjects.js';
+import { checkNatsMaxPayload } from '../events/natsMaxPayload.js';
 import { NatsPermissionError, probeNatsPermissions } from '../events/natsPermissions.js';
 import { createMetrics, type Metrics } from '../metrics.js';
 import { bootReconcile, type BootReconcileOutcome, type Lease } from '../projectors/bootReconcile.js';
@@ -83,7 +84,8 @@ function bootLease(ctx: RepositoryContext): Lease {
 }
 
 /**
- * Checks the NATS user's permissions (NatsPermissionError names each one missing), takes a SQLite
+ * Checks the server's max_payload against the worker's limits (NatsMaxPayloadError), the NATS
+ * user's permissions (NatsPermissionError names each one missing), takes a SQLite
  * file's worker lock (SqliteWorkerLockedError when another worker serves the file), then assembles
  * one worker and starts its components in order; a component that fails to start stops
  * the ones before it. Live events flow while the boot reconcile runs (under a lease: one replica at
@@ -92,6 +94,8 @@ function bootLease(ctx: RepositoryContext): Lease {
 export async function startWorker(given: WorkerDeps): Promise<WorkerHandle> {
   const deps = { ...given, config: resolveWorkerConfig(given.config) };
   const { nc, config } = deps;
+  // First of all: a server whose max_payload cannot carry the largest prompt, collection or queue is told now, not at its first use.
+  checkNatsMaxPayload(nc, config);
   // Before anything is migrated or created: a user lacking a permission is told which, now.
   const denials = await probeNatsPermissions(nc, workerPermissionNeeds(topologyFor(config.subjectPrefix), config.natsInboxPrefix));
   if (denials.length > 0) throw new NatsPermissionError(denials);

@@ -1,4 +1,5 @@
 import { errors } from '@nats-io/transport-node';
+import { NatsMaxPayloadError } from '../events/natsMaxPayload.js';
 import { NatsPermissionError } from '../events/natsPermissions.js';
 import { createLogger, resolveLogFormat } from '../logger.js';
 import { probeDatabase } from './connectDatabase.js';
@@ -67,9 +68,9 @@ export async function runWorkerCommand(config: WorkerSettings, hooks: Pick<Worke
     worker = await startWorker({ db, nc, config, logger, failpoints: hooks.failpoints });
   } catch (err) {
     const denied = permissionErrorOf(err);
-    // A DATABASE_URL only the database could refuse (a search_path selecting no schema), or a SQLite
-    // file another worker serves: configuration too.
-    const badUrl = err instanceof DatabaseUrlError || err instanceof SqliteWorkerLockedError ? err : undefined;
+    // A DATABASE_URL only the database could refuse (a search_path selecting no schema), a SQLite
+    // file another worker serves, or a NATS server whose max_payload is too small: configuration too.
+    const badUrl = err instanceof DatabaseUrlError || err instanceof SqliteWorkerLockedError || err instanceof NatsMaxPayloadError ? err : undefined;
     if (denied) {
       logger.fatal({ denials: denied.denials }, denied.message);
       process.stderr.write(`pending-projector: ${denied.message}\n`);

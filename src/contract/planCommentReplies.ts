@@ -15,7 +15,7 @@ export type PlanCommentFailure = ReplyFailure & {
   attachment_ids?: string[];
 } & Record<string, unknown>;
 export type PlanCommentsReply<T extends object = object> = ({ ok: true; plan_comments: PlanCommentsPayload } & T) | PlanCommentFailure;
-/** An accepted prompt (its admission); `queue_full` failures carry `count` and `max`. */
+/** An accepted prompt (its admission); `queue_full` failures carry `count` and `max`, `queue_text_full` ones `content_bytes` and `max_bytes`. */
 export type PromptReply = AdmissionPayload | PlanCommentFailure;
 /** The waiting entries in queue order, at the queue's `revision` (what `queue.reorder` compares). */
 export type QueueListReply = { ok: true; entries: QueueEntryPayload[]; count: number; max: number; revision: number; auto_run: boolean } | PlanCommentFailure;

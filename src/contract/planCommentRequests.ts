@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { idSchema, storableTextSchema } from '../storableText.js';
-import { PLAN_COMMENT_LIMITS } from '../turns/planCommentPrompt.js';
+import { PLAN_COMMENT_LIMITS, utf8Length } from '../turns/planCommentPrompt.js';
 
 /**
  * Request bodies of the plan-comment, message and attachment endpoints (docs/endpoints.md). Every
@@ -18,20 +18,19 @@ import { PLAN_COMMENT_LIMITS } from '../turns/planCommentPrompt.js';
 export const CALLER_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 export const callerIdSchema = z.string().regex(CALLER_ID_PATTERN, { message: 'caller_id must be 1 to 128 of A-Z a-z 0-9 . _ : - (no spaces, no wildcards)' });
 
-const codePoints = (s: string) => [...s].length;
-const body = storableTextSchema.refine((s) => s.trim().length > 0 && codePoints(s.trim()) <= PLAN_COMMENT_LIMITS.bodyMaxCodePoints, {
-  message: `body must hold 1 to ${PLAN_COMMENT_LIMITS.bodyMaxCodePoints} characters after trimming`,
+// Kandev's limits count UTF-8 bytes; a body counts after trimming.
+const { bodyMaxBytes, selectedTextMaxBytes, promptMaxBytes } = PLAN_COMMENT_LIMITS;
+const body = storableTextSchema.refine((s) => s.trim().length > 0 && utf8Length(s.trim()) <= bodyMaxBytes, {
+  message: `body must hold 1 to ${bodyMaxBytes} bytes (UTF-8) after trimming`,
 });
-const selectedText = storableTextSchema.refine((s) => codePoints(s) <= PLAN_COMMENT_LIMITS.selectedTextMaxCodePoints, {
-  message: `selected_text must be at most ${PLAN_COMMENT_LIMITS.selectedTextMaxCodePoints} characters`,
+const selectedText = storableTextSchema.refine((s) => utf8Length(s) <= selectedTextMaxBytes, {
+  message: `selected_text must be at most ${selectedTextMaxBytes} bytes (UTF-8)`,
 });
 const anchor = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).nullable();
 const version = z.number().int().min(1).max(Number.MAX_SAFE_INTEGER);
-// TextEncoder, not Buffer: the light client validates requests in browsers too.
-const utf8 = new TextEncoder();
 /** The typed text of a prompt; the expansion's own limit (bytes) is checked when it is built. */
-const content = storableTextSchema.refine((s) => utf8.encode(s).byteLength <= PLAN_COMMENT_LIMITS.promptMaxBytes, {
-  message: `content must be at most ${PLAN_COMMENT_LIMITS.promptMaxBytes} bytes`,
+const content = storableTextSchema.refine((s) => utf8Length(s) <= promptMaxBytes, {
+  message: `content must be at most ${promptMaxBytes} bytes (UTF-8)`,
 });
 
 export const planCommentRefSchema = z.object({ id: idSchema, version }).strict();
@@ -63,7 +62,9 @@ export const legacyDraftSchema = z
   .object({
     id: idSchema,
     sessionId: idSchema,
-    text: storableTextSchema.refine((s) => codePoints(s.trim()) <= PLAN_COMMENT_LIMITS.bodyMaxCodePoints, { message: 'text is too long' }),
+    text: storableTextSchema.refine((s) => utf8Length(s.trim()) <= bodyMaxBytes, {
+      message: `text must be at most ${bodyMaxBytes} bytes (UTF-8) after trimming`,
+    }),
     createdAt: storableTextSchema.max(64),
     status: storableTextSchema.max(64).optional(),
     source: storableTextSchema.max(64).optional(),

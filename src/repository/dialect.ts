@@ -76,6 +76,8 @@ export interface SqlDialect {
    * the other way round and a tie on every other key would resolve differently.
    */
   binaryText(expression: string): string;
+  /** The UTF-8 bytes of a text expression, 0 for NULL: the unit of Kandev's size limits (SQLite's length() counts characters). */
+  utf8Bytes(expression: string): string;
   /**
    * A text expression that orders and compares as the instant in timestamp column `column` of a
    * Kandev-owned table, in the canonical form truncated to microseconds, so it also compares with a
@@ -202,6 +204,9 @@ export const sqliteDialect: SqlDialect = {
   binaryText(expression) {
     return expression;
   },
+  utf8Bytes(expression) {
+    return `COALESCE(length(CAST(${expression} AS BLOB)), 0)`;
+  },
   timestampKey: (column) => column,
   storedTimestamp: (value) => value,
   timestampForms: { mixed: false, writes: 'canonical' },
@@ -253,6 +258,9 @@ export const postgresDialect: SqlDialect = {
   },
   binaryText(expression) {
     return `${expression} COLLATE "C"`;
+  },
+  utf8Bytes(expression) {
+    return `COALESCE(octet_length(${expression}), 0)`;
   },
   // `timestamp(6)` columns hold instants: they order natively, and parse either text on input (a
   // zone in the text is ignored, and both forms are UTC).

@@ -18,18 +18,31 @@ export interface PromptPlanComment {
   readonly created_at: string;
 }
 
-/** The plan-comment and prompt size limits. Endpoints check the per-field ones; the store the rest. */
+/**
+ * The plan-comment and prompt size limits, Kandev's: in UTF-8 bytes of the text as sent (a body
+ * after trimming), so any comment or prompt Kandev accepted is accepted here. Endpoints check the
+ * per-field ones; the store the rest. The bus is sized for the largest message they allow
+ * (src/contract/busLimits.ts, ADR 0019).
+ */
 export const PLAN_COMMENT_LIMITS = {
-  /** Code points of a comment body after trimming: 1 to this. */
-  bodyMaxCodePoints: 8000,
-  /** Code points of a comment's selected text. */
-  selectedTextMaxCodePoints: 16000,
+  /** UTF-8 bytes of a comment body after trimming: 1 to this. */
+  bodyMaxBytes: 64 * 1024,
+  /** UTF-8 bytes of a comment's selected text. */
+  selectedTextMaxBytes: 256 * 1024,
   /** Pending comments in one plan's collection. */
   commentsPerPlan: 100,
+  /** UTF-8 bytes of the bodies and selected texts of one plan's pending comments together (planCommentTextBytes). */
+  planTextMaxBytes: 1024 * 1024,
   /** Comment references in one prompt. */
   refsPerPrompt: 50,
-  /** UTF-8 bytes of an expanded prompt: below MAX_EVENT_BYTES and NATS max_payload. */
-  promptMaxBytes: 200 * 1024,
+  /** UTF-8 bytes of a prompt's typed content, and of the expanded prompt. */
+  promptMaxBytes: 1024 * 1024,
+  /**
+   * UTF-8 bytes of the prompts a session's waiting queue holds together. Not Kandev's (it bounds
+   * only the count): what keeps `message.queue.status_changed` and `queue.list`, which carry every
+   * waiting entry, within the bus; one prompt of promptMaxBytes always fits an empty queue.
+   */
+  queueTextMaxBytes: 1024 * 1024,
 } as const;
 
 export const PLAN_COMMENTS_HEADING = '### Plan Comments';
@@ -96,4 +109,9 @@ export function utf8Length(text: string): number {
     bytes += cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
   }
   return bytes;
+}
+
+/** What a comment counts against PLAN_COMMENT_LIMITS.planTextMaxBytes: the UTF-8 bytes of its body and selected text as stored. */
+export function planCommentTextBytes(comment: { readonly body: string; readonly selected_text: string }): number {
+  return utf8Length(comment.body) + utf8Length(comment.selected_text);
 }

@@ -19,6 +19,7 @@ import { connectTestNats, deleteTopology, eventually, natsUrl, uniquePrefix } fr
 import { collectSummaries } from '../support/summaries.js';
 import { randomStep, seededRandom, seedWorkloadTasks, type WorkloadTask } from '../support/workload.js';
 import { spawnWorker, type WorkerProcess } from '../support/workerProcess.js';
+import { NATS_TEST_MAX_PAYLOAD } from '../support/privateNats.js';
 
 const CLI = fileURLToPath(new URL('../../bin/pending-projector.js', import.meta.url));
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -113,7 +114,10 @@ describeEachDialect('worker resilience on %s', (dialect) => {
     const storeDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pp-nats-'));
     let server: ChildProcess | undefined;
     const startServer = async () => {
-      server = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir], { stdio: 'ignore' });
+      // The worker refuses a server whose max_payload cannot carry its largest message (ADR 0019).
+      const configFile = path.join(storeDir, 'max-payload.conf');
+      fs.writeFileSync(configFile, `max_payload: ${NATS_TEST_MAX_PAYLOAD}\n`);
+      server = spawn('nats-server', ['-c', configFile, '-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir], { stdio: 'ignore' });
       await eventually(
         () =>
           new Promise<true | undefined>((resolve) => {

@@ -389,6 +389,62 @@ describeEachDialect('the plan-comment collection on %s', (dialect) => {
     });
   });
 
+  describe("the plan's text limit (bodies and selected texts together, in UTF-8 bytes)", () => {
+    const { planTextMaxBytes, selectedTextMaxBytes } = PLAN_COMMENT_LIMITS;
+    /** `bytes` of three-byte characters (and ASCII for the rest), so SQLite's character length() would count them wrong. */
+    const textOf = (bytes: number) => '€'.repeat(Math.floor(bytes / 3)) + 'x'.repeat(bytes % 3);
+
+    /** A task whose plan holds comments of `bytes` of text in all (selections of at most Kandev's limit each). */
+    async function planHolding(bytes: number): Promise<PlanTask> {
+      const task = await seedPlanTask(t.ctx);
+      for (let left = bytes, i = 0; left > 0; i++) {
+        const selected = Math.min(left - 1, selectedTextMaxBytes);
+        await create(task, 'b', { selectedText: textOf(selected), commentId: `fill-${i}-${randomUUID()}` });
+        left -= selected + 1;
+      }
+      return task;
+    }
+
+    it('accepts a comment that fills the plan to exactly 1 MiB and refuses one byte more, naming the limit', async () => {
+      const task = await planHolding(planTextMaxBytes - 100);
+      const over = await store.createComment({ taskId: task.taskId, planId: task.planId, commentId: randomUUID(), body: 'b', selectedText: textOf(100) });
+      expect(over).toMatchObject({ ok: false, code: 'conflict', reason: 'plan_comments_full' });
+      expect((over as { message: string }).message).toMatch(/1048577 bytes of body and selected text \(at most 1048576\)/);
+      await create(task, 'b', { selectedText: textOf(99) });
+      expect((await collectionTextBytes(task)).bytes).toBe(planTextMaxBytes);
+    });
+
+    it('refuses an edit whose longer body takes the plan past 1 MiB, and takes one that ends exactly at it', async () => {
+      const task = await planHolding(planTextMaxBytes - 10);
+      const { comment } = await create(task, textOf(5));
+      const edit = (body: string) => store.updateComment({ taskId: task.taskId, planId: task.planId, commentId: comment!.id, version: comment!.version, body });
+      expect(await edit(textOf(11))).toMatchObject({ ok: false, code: 'conflict', reason: 'plan_comments_full' });
+      expect(await edit(textOf(10))).toMatchObject({ ok: true, comment: { version: 2 } });
+    });
+
+    it('refuses a legacy import that would take the plan past 1 MiB, importing nothing', async () => {
+      const task = await planHolding(planTextMaxBytes - 20);
+      const drafts = (bytes: number) => [
+        { id: randomUUID(), sessionId: task.sessionId, text: textOf(bytes), createdAt: '2026-09-01T08:00:00Z', selectedText: '' },
+        { id: randomUUID(), sessionId: task.sessionId, text: 'x', createdAt: '2026-09-01T08:00:01Z', selectedText: textOf(9) },
+      ];
+      const before = await acceptanceState(t.ctx, task.taskId);
+      expect(await store.importLegacy({ taskId: task.taskId, drafts: drafts(11) })).toMatchObject({
+        ok: false,
+        code: 'conflict',
+        reason: 'plan_comments_full',
+      });
+      expect(await acceptanceState(t.ctx, task.taskId)).toEqual(before);
+      expect(await store.importLegacy({ taskId: task.taskId, drafts: drafts(10) })).toMatchObject({ ok: true });
+      expect((await collectionTextBytes(task)).bytes).toBe(planTextMaxBytes);
+    });
+
+    async function collectionTextBytes(task: PlanTask): Promise<{ bytes: number }> {
+      const snapshot = snapshotOf(await store.getSnapshot(task.taskId));
+      return { bytes: snapshot.comments.reduce((n, c) => n + Buffer.byteLength(c.body) + Buffer.byteLength(c.selectedText), 0) };
+    }
+  });
+
   describe('attachment staging', () => {
     it('stages metadata only, idempotent by id; other metadata or a taken storage key conflicts', async () => {
       const { ctx } = withManualClock(t.ctx, T0);

@@ -4,7 +4,7 @@ import type { AcceptPromptInput } from '../../src/repository/prompts/promptStore
 import { createPromptReceiptStore, type PromptReceiptStore } from '../../src/repository/prompts/promptReceiptStore.js';
 import { readQueueRevision } from '../../src/repository/prompts/queueRevision.js';
 import { COMPLETE_PLAN_COMMENT_SCHEMA } from '../../src/repository/schema/planCommentTables.js';
-import { formatPlanCommentPrompt } from '../../src/turns/planCommentPrompt.js';
+import { formatPlanCommentPrompt, PLAN_COMMENT_LIMITS } from '../../src/turns/planCommentPrompt.js';
 import { describeEachDialect, openTestDatabase, type TestDatabase } from '../support/databases.js';
 import { ownedStore, seedPlanTask, type OwnedStores, type PlanTask } from '../support/planComments.js';
 
@@ -190,5 +190,48 @@ describeEachDialect('editing and reordering queue entries on %s', (dialect) => {
       revision: now,
     });
     expect(await store.reorderQueue({ sessionId: 'no-such-session', queueIds: [], revision: 0 })).toMatchObject({ ok: false, reason: 'session_not_found' });
+  });
+});
+
+describeEachDialect("the queue's text limit (its waiting prompts together, in UTF-8 bytes) on %s", (dialect) => {
+  let t: TestDatabase;
+  let store: OwnedStores;
+  beforeAll(async () => {
+    t = await openTestDatabase(dialect);
+    store = ownedStore(t.ctx);
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  const { queueTextMaxBytes } = PLAN_COMMENT_LIMITS;
+  // Three-byte characters, so SQLite's character length() would count them wrong.
+  const textOf = (bytes: number) => '€'.repeat(Math.floor(bytes / 3)) + 'x'.repeat(bytes % 3);
+  const enqueue = (task: PlanTask, content: string) =>
+    store.acceptPrompt({
+      callerId: `q-${randomUUID()}`,
+      target: { kind: 'session', sessionId: task.sessionId },
+      content,
+      deliveryKind: 'queued',
+      queueMaxPerSession: 10,
+    });
+
+  it('queues prompts up to exactly 1 MiB of waiting text and refuses one byte more with conflict queue_text_full', async () => {
+    const task = await seedPlanTask(t.ctx);
+    expect(await enqueue(task, textOf(queueTextMaxBytes - 1000))).toMatchObject({ ok: true });
+    const over = await enqueue(task, textOf(1001));
+    expect(over).toMatchObject({ ok: false, code: 'conflict', reason: 'queue_text_full', contentBytes: queueTextMaxBytes + 1, maxBytes: queueTextMaxBytes });
+    expect((over as { message: string }).message).toMatch(/1048577 bytes of text \(at most 1048576\)/);
+    expect(await enqueue(task, textOf(1000))).toMatchObject({ ok: true });
+  });
+
+  it('refuses an edit whose longer text takes the queue past 1 MiB, and takes one that ends exactly at it', async () => {
+    const task = await seedPlanTask(t.ctx);
+    expect(await enqueue(task, textOf(queueTextMaxBytes - 100))).toMatchObject({ ok: true });
+    const accepted = await enqueue(task, textOf(50));
+    if (!accepted.ok) throw new Error(JSON.stringify(accepted));
+    const edit = (content: string) => store.updateQueueEntry({ sessionId: task.sessionId, queueId: accepted.callerId, version: 1, content });
+    expect(await edit(textOf(101))).toMatchObject({ ok: false, code: 'conflict', reason: 'queue_text_full' });
+    expect(await edit(textOf(100))).toMatchObject({ ok: true, entry: { version: 2 } });
   });
 });

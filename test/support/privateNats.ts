@@ -66,10 +66,19 @@ export interface PrivateNats {
  * command line overrides the file's listen address, and adds TLS. Includes are relative to the
  * configuration's directory: `files` are written there.
  */
+/** The max_payload private servers get unless a test says otherwise: the shipped configuration's, which carries the worker's largest message. */
+export const NATS_TEST_MAX_PAYLOAD = 8 * 1024 * 1024;
+
 export async function startPrivateNats(
   configText: (storeDir: string) => string,
   env: Record<string, string>,
-  options: { tls?: ServerTls; /** Files beside the configuration (its includes), by name. */ files?: Record<string, string> } = {},
+  options: {
+    tls?: ServerTls;
+    /** Files beside the configuration (its includes), by name. */
+    files?: Record<string, string>;
+    /** The server's max_payload, when the configuration sets none (default NATS_TEST_MAX_PAYLOAD). */
+    maxPayload?: number;
+  } = {},
 ): Promise<PrivateNats> {
   const { tls } = options;
   const binary = natsServerBinary();
@@ -77,7 +86,8 @@ export async function startPrivateNats(
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'pp-nats-'));
   const configFile = join(dir, 'nats-server.conf');
-  writeFileSync(configFile, configText(join(dir, 'jetstream')));
+  const text = configText(join(dir, 'jetstream'));
+  writeFileSync(configFile, /^\s*max_payload\s*:/m.test(text) ? text : `max_payload: ${options.maxPayload ?? NATS_TEST_MAX_PAYLOAD}\n${text}`);
   for (const [name, text] of Object.entries(options.files ?? {})) writeFileSync(join(dir, name), text);
   const args = ['-c', configFile, '-a', '127.0.0.1', '-p', String(port)];
   if (tls) args.push('--tls', '--tlscert', tls.certFile, '--tlskey', tls.keyFile, '--tlscacert', tls.caFile, ...(tls.verify ? ['--tlsverify'] : []));

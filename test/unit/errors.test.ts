@@ -25,6 +25,7 @@ import { SchemaRefusedError } from '../../src/repository/schema/schemaMode.js';
 import { SessionNotFoundError } from '../../src/repository/turns/turns.js';
 import { PlanCommentIntegrityError } from '../../src/repository/planComments/planCommentOutcomes.js';
 import { NatsPermissionError } from '../../src/events/natsPermissions.js';
+import { NatsMaxPayloadError } from '../../src/events/natsMaxPayload.js';
 import { ConnectionFailedError } from '../../src/bin/connectionFailure.js';
 import { SqliteWorkerLockedError } from '../../src/repository/sqliteWorkerLock.js';
 
@@ -47,6 +48,7 @@ const ours: PendingProjectorError[] = [
   new AdmissionLockOrderError('inside a transaction'),
   new PlanCommentIntegrityError('plan vanished'),
   new NatsPermissionError([{ operation: 'subscribe', subject: 'pending_projector.v1.>', queue: 'pending-projector', purpose: 'the endpoints' }]),
+  new NatsMaxPayloadError("the NATS server's max_payload is 1048576 bytes"),
   new SqliteWorkerLockedError('/data/pp.db', '/data/pp.db.worker-lock', { pid: 7, host: 'h', since: '2026-12-02T00:00:00.000Z' }),
   new ConnectionFailedError(
     'unreachable',

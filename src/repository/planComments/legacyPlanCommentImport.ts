@@ -1,12 +1,12 @@
 import { beginOrJoin, type RepositoryContext } from '../context.js';
-import { lockedPlanOf, snapshotIn } from './planComments.js';
+import { collectionFull, collectionSize, lockedPlanOf, snapshotIn } from './planComments.js';
 import { badRequest, type BadRequest, type Conflict, type NotFound } from './planCommentOutcomes.js';
 import { writtenInstant, writtenNow, type PlanCommentSnapshot } from './planCommentRows.js';
 import { legacyDraftFingerprint } from '../requestFingerprint.js';
 import { legacyCommentId, previousLegacyCommentId } from './commentIds.js';
 import { bumpCommentsRevision } from './taskPlans.js';
 import { toCanonicalTimestamp } from '../../timestamps.js';
-import { normalizeLineEndings, PLAN_COMMENT_LIMITS } from '../../turns/planCommentPrompt.js';
+import { normalizeLineEndings, planCommentTextBytes } from '../../turns/planCommentPrompt.js';
 
 /**
  * The one-time import of plan comments a browser kept in `sessionStorage` per session (Kandev's
@@ -77,18 +77,19 @@ export function importLegacyPlanComments(ctx: RepositoryContext, input: { taskId
       seen.add(commentId);
     }
     if (accepted.length === 0) return { ok: true, imported: [], skipped, snapshot: await snapshotIn(tx, input.taskId) };
-    const present = await tx.knex('task_plan_comments').where({ task_id: input.taskId, plan_id: plan.id }).count<{ n: number | string }[]>({ n: '*' }).first();
-    const limit = PLAN_COMMENT_LIMITS.commentsPerPlan;
-    if (Number(present?.n ?? 0) + accepted.length > limit) {
-      return {
-        ok: false,
-        code: 'conflict',
-        reason: 'plan_comments_full',
-        message: `importing ${accepted.length} drafts would exceed ${limit} pending comments`,
-        limit,
-        snapshot: await snapshotIn(tx, input.taskId),
-      };
-    }
+    const present = await collectionSize(tx, plan);
+    const adding = accepted.reduce(
+      (bytes, { draft }) =>
+        bytes + planCommentTextBytes({ body: normalizeLineEndings(draft.text), selected_text: normalizeLineEndings(draft.selectedText ?? '') }),
+      0,
+    );
+    const full = await collectionFull(
+      tx,
+      plan,
+      { count: present.count + accepted.length, textBytes: present.textBytes + adding },
+      `importing ${accepted.length} drafts`,
+    );
+    if (full) return full;
     const now = writtenNow(tx);
     for (const { draft, commentId, createdAt } of accepted) {
       await tx.knex('task_plan_comments').insert({

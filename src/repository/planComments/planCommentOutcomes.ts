@@ -54,6 +54,8 @@ export type Conflict =
   | { ok: false; code: 'conflict'; reason: 'attachment_id_conflict'; message: string }
   /** `queue.enqueue`: the session already has `max` waiting queued prompts (QUEUE_MAX_PER_SESSION). */
   | { ok: false; code: 'conflict'; reason: 'queue_full'; message: string; count: number; max: number }
+  /** A queued prompt or an edit that would take the session's waiting prompts past PLAN_COMMENT_LIMITS.queueTextMaxBytes of text. */
+  | { ok: false; code: 'conflict'; reason: 'queue_text_full'; message: string; contentBytes: number; maxBytes: number }
   /** A queue entry named is reserved or attempted by a dispatcher: it is being delivered and can no longer change. */
   | { ok: false; code: 'conflict'; reason: 'entry_in_flight'; message: string; queueIds: string[] }
   /** A queue change drawn from a stale view (an entry's version, the queue's revision, the waiting set): the queue as it is now. */
@@ -63,7 +65,10 @@ export type Conflict =
    * it (keeping its revisions and publishing `task_plan.deleted`). Nothing was read or written.
    */
   | { ok: false; code: 'conflict'; reason: 'plan_owned_by_kandev'; message: string }
-  /** The collection is at PLAN_COMMENT_LIMITS.commentsPerPlan. */
+  /**
+   * The change would take the collection past PLAN_COMMENT_LIMITS.commentsPerPlan comments (`limit`)
+   * or past its planTextMaxBytes of text (the message says which).
+   */
   | { ok: false; code: 'conflict'; reason: 'plan_comments_full'; message: string; limit: number; snapshot: PlanCommentSnapshot };
 
 export type ConflictReason = Conflict['reason'];
@@ -106,6 +111,8 @@ export function planOwnedByKandev(taskId: string, planId: string): Extract<Confl
       "Delete it through Kandev's plan service, which deletes the plan row, keeps its revisions and publishes task_plan.deleted",
   };
 }
+
+export type PlanCommentsFull = Extract<Conflict, { reason: 'plan_comments_full' }>;
 
 export type CommentsChanged = Extract<Conflict, { reason: 'plan_comments_changed' }>;
 

@@ -1,9 +1,9 @@
 import { rawRows, beginOrJoin, type RepositoryContext } from '../context.js';
-import { commentsChanged, notFound, type Conflict, type NotFound } from './planCommentOutcomes.js';
+import { commentsChanged, notFound, type Conflict, type NotFound, type PlanCommentsFull } from './planCommentOutcomes.js';
 import { toPlanCommentRecord, writtenNow, type PlanCommentRecord, type PlanCommentSnapshot, type TaskPlanRecord } from './planCommentRows.js';
 import { planCommentCreateFingerprint } from '../requestFingerprint.js';
 import { bumpCommentsRevision, lockTaskPlan, readPlanCommentSnapshot, taskExists } from './taskPlans.js';
-import { normalizeLineEndings, PLAN_COMMENT_LIMITS } from '../../turns/planCommentPrompt.js';
+import { normalizeLineEndings, PLAN_COMMENT_LIMITS, planCommentTextBytes } from '../../turns/planCommentPrompt.js';
 
 /**
  * The collection's own writes: create, update, delete, and plan.delete. Each is one transaction (or
@@ -41,7 +41,11 @@ export interface UpdatePlanCommentInput {
 }
 
 export type UpdatePlanCommentResult =
-  { ok: true; comment: PlanCommentRecord; snapshot: PlanCommentSnapshot } | NotFound | Extract<Conflict, { reason: 'plan_comments_changed' }>;
+  | { ok: true; comment: PlanCommentRecord; snapshot: PlanCommentSnapshot }
+  | NotFound
+  | Extract<Conflict, { reason: 'plan_comments_changed' }>
+  /** The new body would take the collection's text past PLAN_COMMENT_LIMITS.planTextMaxBytes. */
+  | PlanCommentsFull;
 
 export interface DeletePlanCommentInput {
   taskId: string;
@@ -76,9 +80,34 @@ export async function snapshotIn(tx: RepositoryContext, taskId: string): Promise
   return (await readPlanCommentSnapshot(tx, taskId)) ?? { taskId, planId: null, revision: 0, comments: [] };
 }
 
-async function countComments(tx: RepositoryContext, plan: TaskPlanRecord): Promise<number> {
-  const row = await tx.knex('task_plan_comments').where({ task_id: plan.taskId, plan_id: plan.id }).count<{ n: number | string }[]>({ n: '*' }).first();
-  return Number(row?.n ?? 0);
+/** The plan's pending comments: how many, and the UTF-8 bytes of their bodies and selected texts (planCommentTextBytes, in SQL). */
+export async function collectionSize(tx: RepositoryContext, plan: TaskPlanRecord, exceptCommentId?: string): Promise<{ count: number; textBytes: number }> {
+  const bytes = `${tx.dialect.utf8Bytes('body')} + ${tx.dialect.utf8Bytes('selected_text')}`;
+  const rows = await rawRows<{ n: number | string; bytes: number | string | null }>(
+    tx,
+    `SELECT COUNT(*) AS n, SUM(${bytes}) AS bytes FROM task_plan_comments WHERE task_id = ? AND plan_id = ?${exceptCommentId === undefined ? '' : ' AND id <> ?'}`,
+    exceptCommentId === undefined ? [plan.taskId, plan.id] : [plan.taskId, plan.id, exceptCommentId],
+  );
+  return { count: Number(rows[0]?.n ?? 0), textBytes: Number(rows[0]?.bytes ?? 0) };
+}
+
+/**
+ * The refusal when the collection would hold more than Kandev's limits after the change: more than
+ * `commentsPerPlan` comments, or more than `planTextMaxBytes` of bodies and selected texts.
+ */
+export async function collectionFull(
+  tx: RepositoryContext,
+  plan: TaskPlanRecord,
+  after: { count: number; textBytes: number },
+  what: string,
+): Promise<PlanCommentsFull | undefined> {
+  const { commentsPerPlan, planTextMaxBytes } = PLAN_COMMENT_LIMITS;
+  let message: string | undefined;
+  if (after.count > commentsPerPlan) message = `${what} would exceed ${commentsPerPlan} pending comments`;
+  else if (after.textBytes > planTextMaxBytes)
+    message = `${what} would make the plan's pending comments hold ${after.textBytes} bytes of body and selected text (at most ${planTextMaxBytes})`;
+  if (message === undefined) return undefined;
+  return { ok: false, code: 'conflict', reason: 'plan_comments_full', message, limit: commentsPerPlan, snapshot: await snapshotIn(tx, plan.taskId) };
 }
 
 function isNotFound(value: TaskPlanRecord | NotFound): value is NotFound {
@@ -109,17 +138,10 @@ export function createPlanComment(ctx: RepositoryContext, input: CreatePlanComme
     if (await tx.knex('task_plan_comments').where({ id: input.commentId }).first()) {
       return { ok: false, code: 'conflict', reason: 'comment_id_conflict', message: `comment id ${input.commentId} is taken` };
     }
-    if ((await countComments(tx, target)) >= PLAN_COMMENT_LIMITS.commentsPerPlan) {
-      const limit = PLAN_COMMENT_LIMITS.commentsPerPlan;
-      return {
-        ok: false,
-        code: 'conflict',
-        reason: 'plan_comments_full',
-        message: `the plan already has ${limit} pending comments`,
-        limit,
-        snapshot: await snapshotIn(tx, input.taskId),
-      };
-    }
+    const size = await collectionSize(tx, target);
+    const adding = planCommentTextBytes({ body, selected_text: selectedText });
+    const full = await collectionFull(tx, target, { count: size.count + 1, textBytes: size.textBytes + adding }, 'the comment');
+    if (full) return full;
     const now = writtenNow(tx);
     const row = {
       id: input.commentId,
@@ -147,6 +169,13 @@ export function updatePlanComment(ctx: RepositoryContext, input: UpdatePlanComme
   return beginOrJoin(ctx, async (tx): Promise<UpdatePlanCommentResult> => {
     const plan = await lockedPlanOf(tx, input.taskId, input.planId);
     if (isNotFound(plan)) return plan;
+    const current = await tx.knex('task_plan_comments').select('selected_text').where({ id: input.commentId, task_id: input.taskId, plan_id: plan.id }).first();
+    if (current) {
+      const others = await collectionSize(tx, plan, input.commentId);
+      const edited = planCommentTextBytes({ body, selected_text: String(current.selected_text ?? '') });
+      const full = await collectionFull(tx, plan, { count: others.count + 1, textBytes: others.textBytes + edited }, 'the edit');
+      if (full) return full;
+    }
     const updated = await rawRows<Row>(
       tx,
       `UPDATE task_plan_comments SET body = ?, version = version + 1, updated_at = ?

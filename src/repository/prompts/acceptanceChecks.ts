@@ -6,7 +6,8 @@ import type { PlanCommentSchema, ReceiptTable } from '../schema/planCommentTable
 import { lockSessionTurnWrites } from '../sessionLocks.js';
 import { ACTIVE_SESSION_STATES, PROMPTABLE_SESSION_STATES } from '../../turns/sessionStates.js';
 import type { AcceptPromptInput, AcceptPromptResult, DeliveryKind, PlanCommentRef } from './acceptedPrompt.js';
-import { countWaitingQueuedPrompts } from './queuedPrompts.js';
+import { queueRoom } from './queueRoom.js';
+import { utf8Length } from '../../turns/planCommentPrompt.js';
 import { priorAcceptance, replayOutcome } from './promptReplay.js';
 import { expandPrompt } from './promptExpansion.js';
 
@@ -164,15 +165,12 @@ async function lockReferencedComments(tx: RepositoryContext, refs: readonly Plan
 }
 
 /**
- * The queue's limit, under the session's turn-write lock (every acceptance into the session takes
- * it), so two enqueues cannot both take the last place. A direct prompt counts nothing.
+ * The queue's limits (queueRoom.ts), under the session's turn-write lock (every acceptance into the
+ * session takes it), so two enqueues cannot both take the last place. A direct prompt counts nothing.
  */
-async function queueRoom(tx: RepositoryContext, req: AcceptanceRequest, sessionId: string): Promise<Step<{ waiting: number }>> {
+async function roomFor(tx: RepositoryContext, req: AcceptanceRequest, sessionId: string, prompt: string): Promise<Step<{ waiting: number }>> {
   if (req.kind !== 'queued') return { waiting: 0 };
-  const waiting = await countWaitingQueuedPrompts(tx, req.receiptTable, sessionId);
-  const max = req.input.queueMaxPerSession!;
-  if (waiting >= max) return conflict('queue_full', `session ${sessionId} already has ${waiting} queued prompts (at most ${max})`, { count: waiting, max });
-  return { waiting };
+  return queueRoom(tx, req.receiptTable, sessionId, { bytes: utf8Length(prompt), max: req.input.queueMaxPerSession! });
 }
 
 /** Steps 1 to 4 and the queue's limit, in that order: every check under its lock, before any write. */
@@ -185,7 +183,7 @@ export async function admit(tx: RepositoryContext, schema: PlanCommentSchema, re
   if (ended(referenced)) return referenced;
   const expanded = expandPrompt(referenced.comments, req.input.content);
   if (ended(expanded)) return expanded;
-  const room = await queueRoom(tx, req, session.sessionId);
+  const room = await roomFor(tx, req, session.sessionId, expanded.prompt);
   if (ended(room)) return room;
   return { task: locked.task, taskId, sessionId: session.sessionId, ...referenced, prompt: expanded.prompt, waiting: room.waiting };
 }

@@ -19,6 +19,8 @@ import { attachmentSummaries } from './promptReceipts.js';
 import { countWaitingQueuedPrompts, listWaitingQueuedPrompts } from './queuedPrompts.js';
 import { bumpQueueRevision, readQueueRevision } from './queueRevision.js';
 import { lockQueueEntries, lockSessionQueue } from './sessionQueue.js';
+import { queueRoom } from './queueRoom.js';
+import { utf8Length } from '../../turns/planCommentPrompt.js';
 
 /**
  * Changing waiting queue entries in place: `queue.update` edits one entry at the version its
@@ -55,6 +57,8 @@ export type UpdateQueueEntryResult =
   | QueueChanged
   | InFlight
   | AttachmentsUnavailable
+  /** The new text would take the session's waiting prompts past PLAN_COMMENT_LIMITS.queueTextMaxBytes. */
+  | Extract<Conflict, { reason: 'queue_text_full' }>
   | Unavailable;
 
 export interface ReorderQueueInput {
@@ -148,6 +152,10 @@ export async function updateQueueEntry(ctx: RepositoryContext, schema: PlanComme
         return queueChanged(tx, table, sessionId, `queue entry ${queueId} is at version ${receipt.version}, not ${input.version}`);
       const expanded = input.content === undefined ? { prompt: receipt.content } : reexpanded(receipt, input.content);
       if ('ok' in expanded) return expanded;
+      if (input.content !== undefined) {
+        const room = await queueRoom(tx, table, sessionId, { bytes: utf8Length(expanded.prompt), replacing: queueId });
+        if ('ok' in room) return room as Extract<Conflict, { reason: 'queue_text_full' }>;
+      }
       // A transcript its dispatcher wrote before giving it back holds the old text: the next delivery writes the new one.
       await dropUnsentTranscript(tx, table, receipt);
       const held = (await tx.knex('task_message_attachments').where({ queue_id: queueId, state: 'claimed' })).map(toAttachmentRecord);

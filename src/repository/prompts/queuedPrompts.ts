@@ -72,6 +72,22 @@ export async function countWaitingQueuedPrompts(ctx: RepositoryContext, table: R
   return Number(rows[0]?.n ?? 0);
 }
 
+/** Waiting rows of one session, and the UTF-8 bytes of their prompts together (PLAN_COMMENT_LIMITS.queueTextMaxBytes). */
+export async function waitingQueueSize(
+  ctx: RepositoryContext,
+  table: ReceiptTable,
+  sessionId: string,
+  exceptId?: string,
+): Promise<{ count: number; contentBytes: number }> {
+  const rows = await rawRows<{ n: number | string; bytes: number | string | null }>(
+    ctx,
+    `SELECT COUNT(*) AS n, SUM(${ctx.dialect.utf8Bytes('q.content')}) AS bytes FROM ${table} q
+      WHERE q.session_id = ? AND ${waitingReceiptPredicate(ctx.dialect, 'q')}${exceptId === undefined ? '' : ' AND q.id <> ?'}`,
+    exceptId === undefined ? [sessionId] : [sessionId, exceptId],
+  );
+  return { count: Number(rows[0]?.n ?? 0), contentBytes: Number(rows[0]?.bytes ?? 0) };
+}
+
 /** Waiting rows of one session in queue order (position, then id). */
 export async function listWaitingQueuedPrompts(ctx: RepositoryContext, table: ReceiptTable, sessionId: string): Promise<PromptReceiptRecord[]> {
   const rows = await rawRows<Record<string, unknown>>(
