@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import pino from 'pino';
+import { listDeadLetters } from '../events/deadLetters.js';
 import { removeTopology } from '../events/removeTopology.js';
 import { topologyFor } from '../contract/subjects.js';
 import { createLogger, type Logger } from '../logger.js';
@@ -62,12 +63,29 @@ async function tearDown(running: Running, logger: Logger): Promise<boolean> {
 }
 
 /** Starts the sandbox and resolves with the exit code once it was stopped and cleaned up. */
+/**
+ * Publishes one event that is no envelope, as a producer's bug would, and waits for the worker to
+ * dead-letter it (on its first delivery), so the guide's dead_letter requests have one to show.
+ */
+async function seedDeadLetter(nc: NatsConnection, prefix: string): Promise<number> {
+  const topology = topologyFor(prefix);
+  nc.publish(topology.eventSubject('message.added'), JSON.stringify({ note: 'the sandbox: an event without an envelope, dead-lettered' }));
+  const jsm = await jetstreamManager(nc);
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const [first] = await listDeadLetters(jsm, topology, 1);
+    if (first) return first.id;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error("the worker did not dead-letter the sandbox's malformed event within 10 s");
+}
+
 export async function runSandboxCommand(config: SandboxSettings): Promise<number> {
   const logger = createLogger(config.logLevel, pino.destination(2));
   const prefix = sandboxPrefix(config.subjectPrefix);
   // NATS first: an unreachable server is reported before anything was created.
   const running: Running = { nc: await connectNats(config, 'pending-projector-sandbox'), prefix };
   let workspace: SandboxWorkspace;
+  let deadLetterSeq: number;
   try {
     running.database = await openSandboxDatabase(config);
     const { db } = running.database;
@@ -78,6 +96,7 @@ export async function runSandboxCommand(config: SandboxSettings): Promise<number
     // The boot reconcile publishes every seeded task's first summary: once it ends, the bus shows the seeded state.
     await running.worker.bootReconcile;
     await running.worker.summaryBucketFilled();
+    deadLetterSeq = await seedDeadLetter(running.nc, prefix);
   } catch (err) {
     await tearDown(running, logger);
     throw err;
@@ -91,6 +110,7 @@ export async function runSandboxCommand(config: SandboxSettings): Promise<number
       shareable: running.database.url !== 'sqlite::memory:',
       natsUrl: redactCredentials(config.natsUrl),
       healthPort: running.worker.healthPort,
+      deadLetterSeq,
     }),
   );
   process.stdout.write(`${SANDBOX_READY} (prefix ${prefix}): Ctrl-C to stop\n`);

@@ -19,6 +19,8 @@ export interface SandboxGuideInput {
   shareable: boolean;
   natsUrl: string;
   healthPort: number;
+  /** The sequence of the dead letter the sandbox made, for the dead_letter requests. */
+  deadLetterSeq: number;
 }
 
 /** One example request: the endpoint, its body, and what it shows. */
@@ -44,7 +46,7 @@ export function answerRequest(workspace: SandboxWorkspace): SandboxRequest {
 }
 
 /** Every other endpoint, in an order in which each still has something to show. */
-export function exampleRequests(w: SandboxWorkspace): SandboxRequest[] {
+export function exampleRequests(w: SandboxWorkspace, deadLetterSeq: number): SandboxRequest[] {
   const commentId = randomUUID();
   const attachmentId = randomUUID();
   const queuedId = randomUUID();
@@ -69,9 +71,13 @@ export function exampleRequests(w: SandboxWorkspace): SandboxRequest[] {
     { endpoint: 'task.reproject', body: { task_id: w.question.taskId }, what: 'project a task now' },
     { endpoint: 'summary.verify', body: { limit: 100 }, what: 'a dry-run verify: which summaries differ from a fresh derivation (none here)' },
     { endpoint: 'consumer.stats', body: {}, what: "the worker's consumer: events not yet delivered, not yet acknowledged, dead letters held" },
-    { endpoint: 'dead_letter.list', body: { limit: 10 }, what: 'events given up (publish `{ not json` on a subject the worker consumes to see one)' },
-    { endpoint: 'dead_letter.show', body: { id: 1 }, what: 'one dead letter with its original event (not_found until there is one)' },
-    { endpoint: 'dead_letter.retry', body: { id: 1 }, what: 're-inject the original event and remove the record' },
+    { endpoint: 'dead_letter.list', body: { limit: 10 }, what: 'events given up: the sandbox published one that is no envelope' },
+    { endpoint: 'dead_letter.show', body: { seq: deadLetterSeq }, what: 'that dead letter with its original event' },
+    {
+      endpoint: 'dead_letter.retry',
+      body: { seq: deadLetterSeq },
+      what: 're-inject it and remove the record: still no envelope, so it is dead-lettered again (run it twice: not_found)',
+    },
     { endpoint: 'plan_comment.list', body: { task_id: w.plan.taskId }, what: "the plan's pending comments" },
     {
       endpoint: 'plan_comment.create',
@@ -203,7 +209,7 @@ export function sandboxGuide(input: SandboxGuideInput): string {
   );
   request(answerRequest(w));
   lines.push('3. Every other endpoint, with the seeded ids (docs/endpoints.md says what each returns):', '');
-  for (const r of exampleRequests(w)) request(r);
+  for (const r of exampleRequests(w, input.deadLetterSeq)) request(r);
   if (input.shareable) {
     lines.push(
       'Other commands on this database:',

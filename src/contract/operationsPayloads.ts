@@ -15,8 +15,8 @@ export interface DeadLetterRecord {
 }
 
 export interface DeadLetterPayload extends DeadLetterRecord {
-  /** Sequence in the dead-letter stream: the id `dead_letter.show` and `.retry` take. */
-  id: number;
+  /** Its sequence in the dead-letter stream: what `dead_letter.show` and `.retry` take. */
+  seq: number;
 }
 
 export interface ConsumerStatsPayload {

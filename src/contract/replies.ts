@@ -149,7 +149,7 @@ export type TaskListReply = Reply<TaskListResult>;
 export type DeadLetterListReply = Reply<{ dead_letters: DeadLetterPayload[] }>;
 /** `original`: the given-up event as the events stream still holds it (null once retention dropped it). */
 export type DeadLetterShowReply = Reply<{ dead_letter: DeadLetterPayload; original: { subject: string; data: string } | null }>;
-export type DeadLetterRetryReply = Reply<{ id: number; new_stream_seq: number }>;
+export type DeadLetterRetryReply = Reply<{ seq: number; new_stream_seq: number }>;
 export type ConsumerStatsReply = Reply<ConsumerStatsPayload>;
 /** `checked` tasks of this page; `drifted` those whose stored summary differs from a fresh derivation. */
 export type SummaryVerifyReply = Reply<{ checked: number; drifted: DriftPayload[]; next_cursor: string | null }>;

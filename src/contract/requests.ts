@@ -77,10 +77,11 @@ export type TaskListRequest = z.input<typeof taskListRequestSchema>;
 export const deadLetterListSchema = z.object({ limit: z.number().int().min(1).max(500) });
 export type DeadLetterListRequest = z.input<typeof deadLetterListSchema>;
 
-export const deadLetterIdSchema = z.object({ id: z.number().int().positive() });
+export const deadLetterIdSchema = z.object({ seq: z.number().int().positive() });
 export type DeadLetterIdRequest = z.input<typeof deadLetterIdSchema>;
 
-export const noArgumentsSchema = z.object({});
+// Strict: a body with any field is refused rather than read as no arguments.
+export const noArgumentsSchema = z.object({}).strict();
 
 export const summaryVerifySchema = z.object({
   limit: z.number().int().min(1).max(1000),

@@ -4,7 +4,7 @@ import type { Topology } from '../contract/subjects.js';
 import type { OperationsBus } from '../services/operations/operationsService.js';
 import { listDeadLetters, retryDeadLetter, showDeadLetter, type DeadLetterEntry } from './deadLetters.js';
 
-const payloadOf = ({ id, record }: DeadLetterEntry) => ({ id, ...record });
+const payloadOf = ({ id, record }: DeadLetterEntry) => ({ seq: id, ...record });
 
 /** The operations endpoints' view of the bus: the dead-letter stream and the worker's consumer. */
 export function natsOperationsBus(nc: NatsConnection, jsm: JetStreamManager, topology: Topology): OperationsBus {

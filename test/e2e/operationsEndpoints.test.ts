@@ -40,9 +40,9 @@ describe('the operations endpoints over a real NATS: dead letters and the consum
     const [record] = await eventually(async () => ((await listed()).length === 1 ? listed() : undefined), 10_000, 'the dead letter');
     expect(record).toMatchObject({ kind: 'rejected', reason: 'invalid_json', subject: `${prefix}message.added`, payload_preview: '{ not json' });
 
-    expect(await client.showDeadLetter({ id: record!.id })).toMatchObject({
+    expect(await client.showDeadLetter({ seq: record!.seq })).toMatchObject({
       ok: true,
-      dead_letter: { id: record!.id, reason: 'invalid_json' },
+      dead_letter: { seq: record!.seq, reason: 'invalid_json' },
       original: { subject: `${prefix}message.added`, data: '{ not json' },
     });
     const stats = await eventually(
@@ -55,19 +55,23 @@ describe('the operations endpoints over a real NATS: dead letters and the consum
     );
     expect(stats).toMatchObject({ dead_letters: 1, stream_messages: expect.any(Number), consumer: expect.stringContaining('pending-projector') });
 
-    const retried = await client.retryDeadLetter({ id: record!.id });
-    expect(retried).toMatchObject({ ok: true, id: record!.id, new_stream_seq: expect.any(Number) });
+    const retried = await client.retryDeadLetter({ seq: record!.seq });
+    expect(retried).toMatchObject({ ok: true, seq: record!.seq, new_stream_seq: expect.any(Number) });
     // The record is gone; the re-injected bytes are still poison, so the worker dead-letters them anew.
-    expect(await client.retryDeadLetter({ id: record!.id })).toMatchObject({ ok: false, error: { code: 'not_found' } });
+    expect(await client.retryDeadLetter({ seq: record!.seq })).toMatchObject({ ok: false, error: { code: 'not_found' } });
     const again = await eventually(async () => ((await listed()).length === 1 ? listed() : undefined), 10_000, 'the new dead letter');
     expect(again[0]).toMatchObject({ reason: 'invalid_json', stream_seq: retried.ok ? retried.new_stream_seq : -1 });
-    expect(again[0]!.id).not.toBe(record!.id);
+    expect(again[0]!.seq).not.toBe(record!.seq);
   });
 
   it('answers an unknown id not_found and a body out of its bounds bad_request', async () => {
-    expect(await client.showDeadLetter({ id: 999_999 })).toMatchObject({ ok: false, error: { code: 'not_found' } });
-    expect(await client.showDeadLetter({ id: 0 })).toMatchObject({ ok: false, error: { code: 'bad_request' } });
+    expect(await client.showDeadLetter({ seq: 999_999 })).toMatchObject({ ok: false, error: { code: 'not_found' } });
+    expect(await client.showDeadLetter({ seq: 0 })).toMatchObject({ ok: false, error: { code: 'bad_request' } });
     expect(await client.listDeadLetters({ limit: 501 })).toMatchObject({ ok: false, error: { code: 'bad_request' } });
+    expect(await client.consumerStats({ verbose: true } as unknown as Record<string, never>)).toMatchObject({
+      ok: false,
+      error: { code: 'bad_request', message: expect.stringMatching(/unknown field/) },
+    });
   });
 });
 

@@ -17,7 +17,7 @@ const workspace: SandboxWorkspace = {
 
 describe('the sandbox guide', () => {
   it('prints one request for every endpoint the worker serves', () => {
-    const endpoints = [answerRequest(workspace), ...exampleRequests(workspace)].map((r) => r.endpoint);
+    const endpoints = [answerRequest(workspace), ...exampleRequests(workspace, 1)].map((r) => r.endpoint);
     expect([...endpoints].sort()).toEqual(Object.values(ENDPOINTS).sort());
   });
 
@@ -39,7 +39,7 @@ describe('the sandbox guide', () => {
   });
 
   it('offers the database to other commands only when another process can reach it', () => {
-    const base = { prefix: 'sb.', workspace, databaseWhere: 'w', natsUrl: 'nats://x', healthPort: 1 };
+    const base = { prefix: 'sb.', workspace, databaseWhere: 'w', natsUrl: 'nats://x', healthPort: 1, deadLetterSeq: 1 };
     expect(sandboxGuide({ ...base, databaseUrl: 'sqlite:/tmp/x.db', shareable: true })).toContain('DATABASE_URL=sqlite:/tmp/x.db npx pending-projector verify');
     // summary.verify, over the bus, is offered either way; the verify command needs the database.
     expect(sandboxGuide({ ...base, databaseUrl: 'sqlite::memory:', shareable: false })).not.toContain('pending-projector verify');

@@ -42,7 +42,7 @@ export interface OperationsService {
   verifySummaries(request: SummaryVerifyRequest): Promise<SummaryVerifyReply>;
 }
 
-const noDeadLetter = (id: number) => failure('not_found', `dead letter ${id} does not exist (retried or removed already?)`);
+const noDeadLetter = (seq: number) => failure('not_found', `dead letter ${seq} does not exist (retried or removed already?)`);
 
 export function createOperationsService({ bus, drift }: OperationsServiceDeps): OperationsService {
   return {
@@ -50,16 +50,16 @@ export function createOperationsService({ bus, drift }: OperationsServiceDeps): 
       return { ok: true, dead_letters: await bus.listDeadLetters(limit) };
     },
 
-    async showDeadLetter({ id }) {
-      const shown = await bus.showDeadLetter(id);
-      return shown ? { ok: true, ...shown } : noDeadLetter(id);
+    async showDeadLetter({ seq }) {
+      const shown = await bus.showDeadLetter(seq);
+      return shown ? { ok: true, ...shown } : noDeadLetter(seq);
     },
 
-    async retryDeadLetter({ id }) {
-      const retried = await bus.retryDeadLetter(id);
-      if (retried.ok) return { ok: true, id, new_stream_seq: retried.newStreamSeq };
-      if (retried.reason === 'not_found') return noDeadLetter(id);
-      return failure('conflict', `dead letter ${id}: the events stream no longer holds the original event (retention dropped it); nothing to retry`);
+    async retryDeadLetter({ seq }) {
+      const retried = await bus.retryDeadLetter(seq);
+      if (retried.ok) return { ok: true, seq, new_stream_seq: retried.newStreamSeq };
+      if (retried.reason === 'not_found') return noDeadLetter(seq);
+      return failure('conflict', `dead letter ${seq}: the events stream no longer holds the original event (retention dropped it); nothing to retry`);
     },
 
     async consumerStats() {
