@@ -74,11 +74,11 @@ describeEachDialect('a worker fed thousands of fuzzed events and requests, over 
     );
     const events = fc.sample(fc.tuple(fc.constantFrom(...INBOUND_SUBJECTS.map((s) => s.replace('.>', '.x'))), eventBytes), { numRuns: EVENTS, seed: SEED });
 
-    // Staging an attachment needs no parent row: a fuzzed body that happens to be valid would write
-    // one, by design. Every other accepted body names rows that do not exist.
-    const sent = requests.filter(
-      ({ name, bytes }) => name !== ENDPOINTS.attachmentStage || !parseRequest(bytes, ENDPOINT_REQUEST_SCHEMAS[name], MAX_EVENT_BYTES).ok,
-    );
+    // Two endpoints write by design whatever rows exist: staging an attachment needs no parent row,
+    // and retrying a dead letter re-injects an event (the fuzzed events make real dead letters).
+    // Their valid bodies are left out; every other accepted body names rows that do not exist.
+    const writesByDesign = new Set<string>([ENDPOINTS.attachmentStage, ENDPOINTS.deadLetterRetry]);
+    const sent = requests.filter(({ name, bytes }) => !writesByDesign.has(name) || !parseRequest(bytes, ENDPOINT_REQUEST_SCHEMAS[name], MAX_EVENT_BYTES).ok);
     const outcomes = { bad_request: 0, other_error: 0, ok: 0 };
     let inputs = 0;
     const checkHealth = async () => {

@@ -147,124 +147,144 @@ async function harness(dialect: DialectName) {
   return { t, client, start, reached, seedQueue, queueState, hungBackend, backendAlive, verified };
 }
 
+// Each test starts two worker processes and runs verify three times: about 10 s on an idle
+// 2-core host, several times that when the host is shared.
+const CRASH_TEST_TIMEOUT_MS = 90_000;
+
 describeEachDialect('queue edits across worker crashes on %s', (dialect) => {
-  it('kill -9 inside a queue.remove transaction: the queue, its comments and attachments are the old ones whole; the removal then applies in full', async () => {
-    const h = await harness(dialect);
-    const first = await h.start('before_withdrawal_commit=hang');
-    const { task, ids, requests, commentIds, attachmentId } = await h.seedQueue(3);
-    await h.verified();
-    const before = await h.queueState(task);
-    expect(before.entries.map((e) => e.id)).toEqual(ids);
-    // Consumed by the entries: not in the collection.
-    expect(before.comments).toEqual([]);
-    expect(before.attachments).toEqual([expect.objectContaining({ id: attachmentId, state: 'claimed', queue_id: ids[0] })]);
+  it(
+    'kill -9 inside a queue.remove transaction: the queue, its comments and attachments are the old ones whole; the removal then applies in full',
+    async () => {
+      const h = await harness(dialect);
+      const first = await h.start('before_withdrawal_commit=hang');
+      const { task, ids, requests, commentIds, attachmentId } = await h.seedQueue(3);
+      await h.verified();
+      const before = await h.queueState(task);
+      expect(before.entries.map((e) => e.id)).toEqual(ids);
+      // Consumed by the entries: not in the collection.
+      expect(before.comments).toEqual([]);
+      expect(before.attachments).toEqual([expect.objectContaining({ id: attachmentId, state: 'claimed', queue_id: ids[0] })]);
 
-    const pending = h.client.removeQueueEntry({ session_id: task.sessionId, queue_id: ids[0]! }, { timeoutMs: 2000 });
-    await h.reached(first, 'before_withdrawal_commit');
-    const backend = await h.hungBackend();
-    expect(await h.queueState(task)).toEqual(before);
-    await first.kill9();
-    // The worker died before it could answer: the client's own timeout answers instead.
-    expect(await pending).toMatchObject({ ok: false, error: { code: 'unavailable' } });
+      const pending = h.client.removeQueueEntry({ session_id: task.sessionId, queue_id: ids[0]! }, { timeoutMs: 2000 });
+      await h.reached(first, 'before_withdrawal_commit');
+      const backend = await h.hungBackend();
+      expect(await h.queueState(task)).toEqual(before);
+      await first.kill9();
+      // The worker died before it could answer: the client's own timeout answers instead.
+      expect(await pending).toMatchObject({ ok: false, error: { code: 'unavailable' } });
 
-    await h.start();
-    // The server rolled the dead client's transaction back and ended its backend.
-    if (backend !== undefined) expect(await h.backendAlive(backend)).toBe(false);
-    expect(await h.queueState(task)).toEqual(before);
-    expect(await h.client.enqueue(requests[0]!)).toMatchObject({ ok: true, replayed: true, status: 'waiting', queue_id: ids[0] });
-    await h.verified();
+      await h.start();
+      // The server rolled the dead client's transaction back and ended its backend.
+      if (backend !== undefined) expect(await h.backendAlive(backend)).toBe(false);
+      expect(await h.queueState(task)).toEqual(before);
+      expect(await h.client.enqueue(requests[0]!)).toMatchObject({ ok: true, replayed: true, status: 'waiting', queue_id: ids[0] });
+      await h.verified();
 
-    // The old queue is whole, so the same removal applies, all of it.
-    const removed = await h.client.removeQueueEntry({ session_id: task.sessionId, queue_id: ids[0]! });
-    expect(removed).toMatchObject({
-      ok: true,
-      removed: [{ queue_id: ids[0] }],
-      returned_comment_ids: [commentIds[0]],
-      released_attachment_ids: [attachmentId],
-      revision: before.revision + 1,
-      count: 2,
-    });
-    const after = await h.queueState(task);
-    expect(after.entries).toEqual(before.entries.slice(1));
-    expect(after.revision).toBe(before.revision + 1);
-    expect(after.comments.map((c: Record<string, unknown>) => c.id)).toEqual([commentIds[0]]);
-    expect(after.commentsRevision).toBeGreaterThan(before.commentsRevision);
-    expect(after.attachments).toEqual([expect.objectContaining({ id: attachmentId, state: 'staged', queue_id: '' })]);
-    expect(after.outcomes).toEqual([{ id: ids[0], status: 'removed' }]);
-    expect(await h.client.enqueue(requests[0]!)).toMatchObject({ ok: true, replayed: true, status: 'removed', queue_id: ids[0] });
-    await h.verified();
-  });
+      // The old queue is whole, so the same removal applies, all of it.
+      const removed = await h.client.removeQueueEntry({ session_id: task.sessionId, queue_id: ids[0]! });
+      expect(removed).toMatchObject({
+        ok: true,
+        removed: [{ queue_id: ids[0] }],
+        returned_comment_ids: [commentIds[0]],
+        released_attachment_ids: [attachmentId],
+        revision: before.revision + 1,
+        count: 2,
+      });
+      const after = await h.queueState(task);
+      expect(after.entries).toEqual(before.entries.slice(1));
+      expect(after.revision).toBe(before.revision + 1);
+      expect(after.comments.map((c: Record<string, unknown>) => c.id)).toEqual([commentIds[0]]);
+      expect(after.commentsRevision).toBeGreaterThan(before.commentsRevision);
+      expect(after.attachments).toEqual([expect.objectContaining({ id: attachmentId, state: 'staged', queue_id: '' })]);
+      expect(after.outcomes).toEqual([{ id: ids[0], status: 'removed' }]);
+      expect(await h.client.enqueue(requests[0]!)).toMatchObject({ ok: true, replayed: true, status: 'removed', queue_id: ids[0] });
+      await h.verified();
+    },
+    CRASH_TEST_TIMEOUT_MS,
+  );
 
-  it('kill -9 inside a queue.clear transaction: every entry still waits, none half removed; the clear then applies in full', async () => {
-    const h = await harness(dialect);
-    const first = await h.start('before_withdrawal_commit=hang');
-    const { task, ids, requests, commentIds, attachmentId } = await h.seedQueue(3);
-    await h.verified();
-    const before = await h.queueState(task);
+  it(
+    'kill -9 inside a queue.clear transaction: every entry still waits, none half removed; the clear then applies in full',
+    async () => {
+      const h = await harness(dialect);
+      const first = await h.start('before_withdrawal_commit=hang');
+      const { task, ids, requests, commentIds, attachmentId } = await h.seedQueue(3);
+      await h.verified();
+      const before = await h.queueState(task);
 
-    const pending = h.client.clearQueue({ session_id: task.sessionId }, { timeoutMs: 2000 });
-    await h.reached(first, 'before_withdrawal_commit');
-    const backend = await h.hungBackend();
-    expect(await h.queueState(task)).toEqual(before);
-    await first.kill9();
-    expect(await pending).toMatchObject({ ok: false, error: { code: 'unavailable' } });
+      const pending = h.client.clearQueue({ session_id: task.sessionId }, { timeoutMs: 2000 });
+      await h.reached(first, 'before_withdrawal_commit');
+      const backend = await h.hungBackend();
+      expect(await h.queueState(task)).toEqual(before);
+      await first.kill9();
+      expect(await pending).toMatchObject({ ok: false, error: { code: 'unavailable' } });
 
-    await h.start();
-    if (backend !== undefined) expect(await h.backendAlive(backend)).toBe(false);
-    expect(await h.queueState(task)).toEqual(before);
-    for (const [i, request] of requests.entries())
-      expect(await h.client.enqueue(request)).toMatchObject({ ok: true, replayed: true, status: 'waiting', queue_id: ids[i] });
-    await h.verified();
+      await h.start();
+      if (backend !== undefined) expect(await h.backendAlive(backend)).toBe(false);
+      expect(await h.queueState(task)).toEqual(before);
+      for (const [i, request] of requests.entries())
+        expect(await h.client.enqueue(request)).toMatchObject({ ok: true, replayed: true, status: 'waiting', queue_id: ids[i] });
+      await h.verified();
 
-    const cleared = await h.client.clearQueue({ session_id: task.sessionId });
-    expect(cleared).toMatchObject({ ok: true, released_attachment_ids: [attachmentId], revision: before.revision + 1, count: 0 });
-    if (!cleared.ok) throw new Error(JSON.stringify(cleared));
-    expect(cleared.removed.map((r) => r.queue_id)).toEqual(ids);
-    expect([...cleared.returned_comment_ids].sort()).toEqual([...commentIds].sort());
-    const after = await h.queueState(task);
-    expect(after.entries).toEqual([]);
-    expect(after.comments.map((c: Record<string, unknown>) => c.id).sort()).toEqual([...commentIds].sort());
-    expect(after.attachments).toEqual([expect.objectContaining({ id: attachmentId, state: 'staged', queue_id: '' })]);
-    expect(after.outcomes).toEqual([...ids].sort().map((id) => ({ id, status: 'removed' })));
-    await h.verified();
-  });
+      const cleared = await h.client.clearQueue({ session_id: task.sessionId });
+      expect(cleared).toMatchObject({ ok: true, released_attachment_ids: [attachmentId], revision: before.revision + 1, count: 0 });
+      if (!cleared.ok) throw new Error(JSON.stringify(cleared));
+      expect(cleared.removed.map((r) => r.queue_id)).toEqual(ids);
+      expect([...cleared.returned_comment_ids].sort()).toEqual([...commentIds].sort());
+      const after = await h.queueState(task);
+      expect(after.entries).toEqual([]);
+      expect(after.comments.map((c: Record<string, unknown>) => c.id).sort()).toEqual([...commentIds].sort());
+      expect(after.attachments).toEqual([expect.objectContaining({ id: attachmentId, state: 'staged', queue_id: '' })]);
+      expect(after.outcomes).toEqual([...ids].sort().map((id) => ({ id, status: 'removed' })));
+      await h.verified();
+    },
+    CRASH_TEST_TIMEOUT_MS,
+  );
 
-  it('kill -9 inside a queue.reorder transaction: the old order at the old revision, whole; the same reorder then applies in full', async () => {
-    const h = await harness(dialect);
-    const first = await h.start('before_reorder_commit=hang');
-    const { task, ids } = await h.seedQueue(4);
-    await h.verified();
-    const before = await h.queueState(task);
-    expect(before.entries.map((e) => e.id)).toEqual(ids);
-    const listed = await h.client.listQueue({ session_id: task.sessionId });
-    if (!listed.ok) throw new Error(JSON.stringify(listed));
-    expect(listed.revision).toBe(before.revision);
-    const reversed = [...ids].reverse();
+  it(
+    'kill -9 inside a queue.reorder transaction: the old order at the old revision, whole; the same reorder then applies in full',
+    async () => {
+      const h = await harness(dialect);
+      const first = await h.start('before_reorder_commit=hang');
+      const { task, ids } = await h.seedQueue(4);
+      await h.verified();
+      const before = await h.queueState(task);
+      expect(before.entries.map((e) => e.id)).toEqual(ids);
+      const listed = await h.client.listQueue({ session_id: task.sessionId });
+      if (!listed.ok) throw new Error(JSON.stringify(listed));
+      expect(listed.revision).toBe(before.revision);
+      const reversed = [...ids].reverse();
 
-    const pending = h.client.reorderQueue({ session_id: task.sessionId, queue_ids: reversed, revision: listed.revision }, { timeoutMs: 2000 });
-    await h.reached(first, 'before_reorder_commit');
-    const backend = await h.hungBackend();
-    expect(await h.queueState(task)).toEqual(before);
-    await first.kill9();
-    expect(await pending).toMatchObject({ ok: false, error: { code: 'unavailable' } });
+      const pending = h.client.reorderQueue({ session_id: task.sessionId, queue_ids: reversed, revision: listed.revision }, { timeoutMs: 2000 });
+      await h.reached(first, 'before_reorder_commit');
+      const backend = await h.hungBackend();
+      expect(await h.queueState(task)).toEqual(before);
+      await first.kill9();
+      expect(await pending).toMatchObject({ ok: false, error: { code: 'unavailable' } });
 
-    await h.start();
-    if (backend !== undefined) expect(await h.backendAlive(backend)).toBe(false);
-    expect(await h.queueState(task)).toEqual(before);
-    expect(await h.client.listQueue({ session_id: task.sessionId })).toMatchObject({ ok: true, revision: listed.revision, entries: ids.map((id) => ({ id })) });
-    await h.verified();
+      await h.start();
+      if (backend !== undefined) expect(await h.backendAlive(backend)).toBe(false);
+      expect(await h.queueState(task)).toEqual(before);
+      expect(await h.client.listQueue({ session_id: task.sessionId })).toMatchObject({
+        ok: true,
+        revision: listed.revision,
+        entries: ids.map((id) => ({ id })),
+      });
+      await h.verified();
 
-    // Nothing moved, so the reorder drawn from the old list is still current, and applies whole.
-    const reordered = await h.client.reorderQueue({ session_id: task.sessionId, queue_ids: reversed, revision: listed.revision });
-    expect(reordered).toMatchObject({ ok: true, revision: listed.revision + 1, entries: reversed.map((id) => ({ id })) });
-    const after = await h.queueState(task);
-    expect(after.entries.map((e) => e.id)).toEqual(reversed);
-    // The same positions dealt out in the new order; nothing else about an entry changed.
-    expect(after.entries.map((e) => e.position)).toEqual(before.entries.map((e) => e.position));
-    const byId = new Map(before.entries.map((e) => [e.id, e]));
-    for (const e of after.entries) expect({ ...e, position: 0 }).toEqual({ ...byId.get(e.id)!, position: 0 });
-    expect(after.revision).toBe(before.revision + 1);
-    expect({ ...after, entries: [], revision: 0 }).toEqual({ ...before, entries: [], revision: 0 });
-    await h.verified();
-  });
+      // Nothing moved, so the reorder drawn from the old list is still current, and applies whole.
+      const reordered = await h.client.reorderQueue({ session_id: task.sessionId, queue_ids: reversed, revision: listed.revision });
+      expect(reordered).toMatchObject({ ok: true, revision: listed.revision + 1, entries: reversed.map((id) => ({ id })) });
+      const after = await h.queueState(task);
+      expect(after.entries.map((e) => e.id)).toEqual(reversed);
+      // The same positions dealt out in the new order; nothing else about an entry changed.
+      expect(after.entries.map((e) => e.position)).toEqual(before.entries.map((e) => e.position));
+      const byId = new Map(before.entries.map((e) => [e.id, e]));
+      for (const e of after.entries) expect({ ...e, position: 0 }).toEqual({ ...byId.get(e.id)!, position: 0 });
+      expect(after.revision).toBe(before.revision + 1);
+      expect({ ...after, entries: [], revision: 0 }).toEqual({ ...before, entries: [], revision: 0 });
+      await h.verified();
+    },
+    CRASH_TEST_TIMEOUT_MS,
+  );
 });

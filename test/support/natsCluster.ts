@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
+import { NATS_TEST_MAX_PAYLOAD } from './privateNats.js';
 import { freePort, natsServerBinary } from './privateNats.js';
 
 /**
@@ -69,6 +70,8 @@ export async function startNatsCluster(size = 3, options: { readyTimeoutMs?: num
       [
         `server_name: ${name}`,
         `listen: 127.0.0.1:${p.client}`,
+        // The worker refuses a server that cannot carry its largest message (ADR 0019).
+        `max_payload: ${NATS_TEST_MAX_PAYLOAD}`,
         `http: 127.0.0.1:${p.monitor}`,
         `jetstream { store_dir: "${store}", max_memory_store: 256MB, max_file_store: 2GB }`,
         `cluster { name: ${CLUSTER_NAME}, listen: 127.0.0.1:${p.route}, routes: [${routes.join(', ')}] }`,
