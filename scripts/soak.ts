@@ -79,6 +79,11 @@ let database: ScratchDatabase | undefined;
 let nats: RestartableNats | undefined;
 let replicas: WorkerReplicas | undefined;
 let stopRequested = false;
+// Whatever ends this process, the servers and workers it started end with it.
+process.on('exit', () => {
+  replicas?.killNow();
+  nats?.killNow();
+});
 process.on('SIGINT', () => {
   say('SIGINT: ending the run early, then checking');
   stopRequested = true;

@@ -14,6 +14,8 @@ export interface RestartableNats {
   readonly url: string;
   restart(): Promise<void>;
   stop(): Promise<void>;
+  /** SIGKILL at once, synchronously: the last resort of an exiting soak. */
+  killNow(): void;
 }
 
 /** The nats-server binary: NATS_SERVER_BIN, the first on PATH, or Debian's; undefined when none. */
@@ -87,6 +89,10 @@ export async function startRestartableNats(binary: string): Promise<RestartableN
     },
     async stop() {
       await halt();
+      rmSync(storeDir, { recursive: true, force: true });
+    },
+    killNow() {
+      if (child && child.exitCode === null) child.kill('SIGKILL');
       rmSync(storeDir, { recursive: true, force: true });
     },
   };

@@ -35,7 +35,14 @@ export async function startRevisionMonitor(nc: NatsConnection, topology: Topolog
     for await (const m of messages) {
       lastArrival = Date.now();
       counts.published++;
-      const { task_id: taskId, status_summary: summary } = (m.json() as { data: { task_id: string; status_summary: PublishedStatusSummary } }).data;
+      let taskId: string;
+      let summary: PublishedStatusSummary;
+      try {
+        ({ task_id: taskId, status_summary: summary } = (m.json() as { data: { task_id: string; status_summary: PublishedStatusSummary } }).data);
+      } catch (err) {
+        violations.push(`stream seq ${m.seq}: not a summary envelope (${(err as Error).message})`);
+        continue;
+      }
       const text = JSON.stringify(summary);
       const before = last.get(taskId);
       if (before && summary.revision < before.summary.revision) {

@@ -34,7 +34,9 @@ export function startSoakAgents(nc: NatsConnection, topology: Topology, ctx: Rep
   const sub: Subscription = nc.subscribe(`${topology.prefix}agent.*.prompt`);
   void (async () => {
     for await (const m of sub) {
-      const receiptId = m.headers?.get('Pending-Projector-Receipt-Id') ?? '(none)';
+      // A worker's start probe publishes an empty message on a probe session's subject: not a prompt.
+      const receiptId = m.headers?.get('Pending-Projector-Receipt-Id');
+      if (!receiptId) continue;
       promptsSeen.set(receiptId, (promptsSeen.get(receiptId) ?? 0) + 1);
       const { session_id: sessionId, task_id: taskId } = (m.json() as { data: { session_id: string; task_id: string } }).data;
       const turnMs = random.int(50, 400);

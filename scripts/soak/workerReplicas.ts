@@ -16,6 +16,8 @@ export interface WorkerReplicas {
   unexpectedExits(): string[];
   /** SIGTERM every replica; resolves to the exit codes. */
   stopAll(): Promise<Array<number | null>>;
+  /** SIGKILL every replica at once, synchronously: the last resort of an exiting soak. */
+  killNow(): void;
 }
 
 export async function startWorkerReplicas(options: {
@@ -61,6 +63,9 @@ export async function startWorkerReplicas(options: {
       if (!processes[index]) await start(index);
     },
     unexpectedExits: () => [...crashes],
+    killNow() {
+      for (const w of processes) if (w && w.child.exitCode === null) w.child.kill('SIGKILL');
+    },
     async stopAll() {
       const running = processes.filter((w): w is WorkerProcess => w !== undefined);
       for (const w of running) killed.add(w);
