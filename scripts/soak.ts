@@ -7,6 +7,7 @@
  * waits for quiescence and checks every summary, answer, prompt and comment (scripts/soak/).
  * Exit 0: every check passed; 1: a check failed (named, with task ids); 2: it could not set up.
  */
+import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { openScratchDatabase, type ScratchDatabase } from '../bench/scratchDatabase.js';
 import { createPendingProjectorClient } from '../src/client/pendingProjectorClient.js';
@@ -149,9 +150,18 @@ try {
   };
   const faultCount = () => [...ledger.faults].map(([k, n]) => `${k} ${n}`).join(', ') || 'none';
   const actionCount = (prefixOf: string) => [...ledger.actions].filter(([k]) => k.startsWith(prefixOf)).reduce((sum, [, v]) => sum + v.ok, 0);
-  const progress = setInterval(() => {
+  // The workers' lag (events not yet delivered to them) tells a stalled worker from a stalled watcher.
+  const lag = async () => {
+    try {
+      const info = await (await jetstreamManager(nc, { timeout: 2000 })).consumers.info(topology.eventsStream, topology.consumer);
+      return String(info.num_pending + info.num_ack_pending);
+    } catch {
+      return '?';
+    }
+  };
+  const progress = setInterval(async () => {
     say(
-      `${events.counts.events} events (${events.counts.duplicates} duplicated, ${events.counts.reordered} reordered), faults: ${faultCount()}, ` +
+      `${events.counts.events} events (${events.counts.duplicates} duplicated, ${events.counts.reordered} reordered, lag ${await lag()}), faults: ${faultCount()}, ` +
         `${monitor.counts.published} summaries, ${ledger.promptsAccepted.size} prompts accepted, ${ledger.answersClaimed.size} answers, ${actionCount('history.')} history steps`,
     );
   }, 10_000);

@@ -34,7 +34,7 @@ const STEPS = {
   sessionState: 10,
   addSession: 2,
   noise: 6,
-  deleteTask: 1,
+  deleteTask: 0.4,
 } as const;
 
 export function createTaskHistories(
