@@ -19,7 +19,7 @@ import { runFinalChecks } from './soak/finalChecks.js';
 import { waitForQuiescence } from './soak/quiescence.js';
 import { findNatsServer, startRestartableNats, type RestartableNats } from './soak/restartableNats.js';
 import { startRevisionMonitor } from './soak/revisionMonitor.js';
-import { createSeededRandom } from './soak/seededRandom.js';
+import { seededStream } from './soak/seededRandom.js';
 import { startSoakAgents } from './soak/soakAgents.js';
 import { createSoakLedger } from './soak/soakLedger.js';
 import { createTaskHistories } from './soak/taskHistories.js';
@@ -71,7 +71,6 @@ try {
 const { minutes, seed, tasks: taskCount } = options;
 
 say(`seed ${seed}, ${minutes} min, ${taskCount} tasks; rerun with: npm run soak -- --minutes ${minutes} --seed ${seed} --tasks ${taskCount}`);
-const random = createSeededRandom(seed);
 const prefix = 'soak.';
 const topology = topologyFor(prefix);
 const appPrefix = `pp-soak-${process.pid}-w`;
@@ -124,19 +123,20 @@ try {
   const monitor = await startRevisionMonitor(nc, topology);
   cleanups.push(async () => monitor.stop());
   const ledger = createSoakLedger();
-  const events = createBackendEvents(nc, prefix, random, { duplicateRate: 0.05, reorderRate: 0.05 });
-  const agents = startSoakAgents(nc, topology, ctx, events, random);
+  const events = createBackendEvents(nc, prefix, seededStream(seed, 1), { duplicateRate: 0.05, reorderRate: 0.05 });
+  const agents = startSoakAgents(nc, topology, ctx, events, seededStream(seed, 2));
   cleanups.push(async () => agents.stop());
-  const histories = createTaskHistories(ctx, events, random, ledger, (sessionId) => agents.wait(sessionId));
+  const histories = createTaskHistories(ctx, events, seededStream(seed, 3), ledger, (sessionId) => agents.wait(sessionId));
   const client = createPendingProjectorClient(nc, { prefix, timeoutMs: 15_000, respondTimeoutMs: 20_000 });
-  const users = createUserActions(client, ctx, random, ledger);
+  const users = createUserActions(client, ctx, seededStream(seed, 4), ledger);
+  const moreUsers = createUserActions(client, ctx, seededStream(seed, 5), ledger);
   for (let i = 0; i < taskCount; i++) await histories.addTask();
   say(`${taskCount} tasks seeded; running`);
 
   const runUntil = Date.now() + minutes * 60_000;
   const running = () => !stopRequested && Date.now() < runUntil;
   const errors = new Map<string, number>();
-  const loop = async (name: string, body: () => Promise<void>, gapMs: [number, number]) => {
+  const loop = async (name: string, body: () => Promise<void>, gapMs: [number, number], random = seededStream(seed, 6 + gapMs[0])) => {
     while (running()) {
       try {
         await body();
@@ -165,11 +165,11 @@ try {
         `${monitor.counts.published} summaries, ${ledger.promptsAccepted.size} prompts accepted, ${ledger.answersClaimed.size} answers, ${actionCount('history.')} history steps`,
     );
   }, 10_000);
-  const faults = createFaultInjector({ random, ledger, replicas, nats, ctx, appPrefix, meanGapMs: 8000 });
+  const faults = createFaultInjector({ random: seededStream(seed, 0), ledger, replicas, nats, ctx, appPrefix, meanGapMs: 8000, onFault: say });
   await Promise.all([
     loop('history', () => histories.step(), [40, 160]),
     loop('user', () => users.act(), [60, 240]),
-    loop('user', () => users.act(), [60, 240]),
+    loop('user', () => moreUsers.act(), [61, 240]),
     faults.run(() => !running()),
   ]);
   clearInterval(progress);

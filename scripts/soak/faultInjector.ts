@@ -28,6 +28,8 @@ export function createFaultInjector(deps: {
   appPrefix: string;
   /** The mean gap between two faults. */
   meanGapMs: number;
+  /** Told of each fault once injected (and undone), for the log. */
+  onFault: (line: string) => void;
 }): FaultInjector {
   const { random, ledger, replicas, nats, ctx } = deps;
   const inject = {
@@ -50,8 +52,10 @@ export function createFaultInjector(deps: {
       await sleep(random.int(deps.meanGapMs / 4, deps.meanGapMs / 2));
       while (!until()) {
         const kind = random.weighted(FAULTS);
+        const started = Date.now();
         await inject[kind]();
         ledger.fault(kind);
+        deps.onFault(`fault: ${kind} (${Date.now() - started} ms)`);
         const gapEnd = Date.now() + random.int(deps.meanGapMs / 2, (deps.meanGapMs * 3) / 2);
         while (!until() && Date.now() < gapEnd) await sleep(100);
       }

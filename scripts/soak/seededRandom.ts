@@ -20,7 +20,15 @@ export interface SeededRandom {
   weighted<K extends string>(weights: Readonly<Record<K, number>>): K;
 }
 
-export function createSeededRandom(seed: number): SeededRandom {
+/**
+ * The generator of one part of the soak (`stream` 0, 1, ...): each part draws from its own sequence,
+ * so the faults' schedule for a seed stays the same however the workload's timing interleaves.
+ */
+export function seededStream(seed: number, stream: number): SeededRandom {
+  return createSeededRandom((seed ^ Math.imul(stream + 1, 0x9e3779b9)) >>> 0);
+}
+
+function createSeededRandom(seed: number): SeededRandom {
   let state = seed >>> 0;
   const next = () => {
     state = (state + 0x6d2b79f5) >>> 0;
