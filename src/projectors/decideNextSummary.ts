@@ -25,9 +25,11 @@ export type Decision = { outcome: 'unchanged'; revision: number } | ({ outcome: 
  * The write half of a projection, decided from the stored row the caller locked and read: the
  * summary with only the fields this worker owns replaced (`pending_action`, and
  * `queued_prompt_count` when the state carries it) and, when that is a semantic change, the row to
- * compare-and-set at revision+1 and the replacement to publish once it is accepted.
+ * compare-and-set at revision+1 and the replacement to publish once it is accepted. `republish`: the
+ * bus may hold a revision this row never committed, so an unchanged summary is written and
+ * published again at the next revision too.
  */
-export function decideNextSummary(logger: Logger, now: string, stored: StoredStatusSummary | undefined, state: TaskPendingState): Decision {
+export function decideNextSummary(logger: Logger, now: string, stored: StoredStatusSummary | undefined, state: TaskPendingState, republish = false): Decision {
   const { taskId } = state;
   let current: SemanticSummary = {};
   let corrupt = false;
@@ -42,7 +44,7 @@ export function decideNextSummary(logger: Logger, now: string, stored: StoredSta
   }
   const withAction = withPendingAction(current, state.pendingAction);
   const next = state.queuedPromptCount === undefined ? withAction : withQueuedPromptCount(withAction, state.queuedPromptCount);
-  if (stored && !corrupt && stored.workspaceId === state.workspaceId && semanticallyEqual(current, next)) {
+  if (!republish && stored && !corrupt && stored.workspaceId === state.workspaceId && semanticallyEqual(current, next)) {
     return { outcome: 'unchanged', revision: stored.revision };
   }
   const revision = (stored?.revision ?? 0) + 1;

@@ -34,6 +34,13 @@ export interface ProjectTasksDeps {
   logger: Logger;
   /** Observes every lost compare-and-set (metrics). */
   onConflict?: () => void;
+  /**
+   * Tasks whose replacement reached the bus in a transaction that then failed (its COMMIT, or the
+   * connection under it): the bus may be a revision ahead of the row, with a summary never stored.
+   * Their next projection publishes the stored truth at a new revision even when nothing changed;
+   * a committed publish takes them off. The projector's own, kept across batches.
+   */
+  busAhead?: Set<string>;
 }
 
 /** Transactions a task's projection gets before it gives up with ConflictExhaustedError (Kandev uses 3). */
@@ -66,30 +73,41 @@ export async function projectTasks(
   slot: Pick<TransactionSlot, 'release'> = NO_SLOT,
 ): Promise<BatchProjection> {
   const { store } = deps;
-  const projected = await store.withTransaction(async (tx) => {
-    const ids = [...new Set(taskIds)];
-    const { stored, states } = await readTasks(tx, ids);
-    const now = tx.now();
-    const { settled, changes } = decideTasks(deps.logger, now, ids, stored, states);
-    const { accepted, lost } = await compareAndSet(tx, changes);
-    for (const change of lost) {
-      deps.onConflict?.();
-      settled.set(change.row.taskId, { outcome: 'conflict' });
-    }
-    const published = await publishReplacements(tx, deps, accepted, now);
-    for (const change of accepted) {
-      const outcome = published.get(change.row.taskId)!;
-      settled.set(
-        change.row.taskId,
-        outcome.ok ? { outcome: 'changed', revision: outcome.revision, state: change.state } : { outcome: 'bus_refused', error: outcome.error },
-      );
-    }
-    const refused = ids.filter((taskId) => settled.get(taskId)!.outcome === 'bus_refused');
-    // Still under the row locks: nobody saw these revisions.
-    if (refused.length > 0) await tx.restore(refused.map((taskId) => ({ taskId, previous: stored.get(taskId) })));
-    if (store.capabilities.releasesSlotBeforeCommit) slot.release();
-    return new Map(ids.map((taskId) => [taskId, settled.get(taskId)!])) as BatchProjection;
-  });
+  const publishedHere: string[] = [];
+  const projected = await store
+    .withTransaction(async (tx) => {
+      const ids = [...new Set(taskIds)];
+      const { stored, states } = await readTasks(tx, ids);
+      const now = tx.now();
+      const { settled, changes, republishes } = decideTasks(deps.logger, now, ids, stored, states, deps.busAhead);
+      const { accepted, lost } = await compareAndSet(tx, changes);
+      // The same content at the next revision, which the compare-and-set refuses: the rows are locked, so overwrite them.
+      await tx.overwriteLocked(republishes.map((c) => c.row));
+      accepted.push(...republishes);
+      for (const change of lost) {
+        deps.onConflict?.();
+        settled.set(change.row.taskId, { outcome: 'conflict' });
+      }
+      const published = await publishReplacements(tx, deps, accepted, now);
+      for (const [taskId, outcome] of published) if (outcome.ok) publishedHere.push(taskId);
+      for (const change of accepted) {
+        const outcome = published.get(change.row.taskId)!;
+        settled.set(
+          change.row.taskId,
+          outcome.ok ? { outcome: 'changed', revision: outcome.revision, state: change.state } : { outcome: 'bus_refused', error: outcome.error },
+        );
+      }
+      const refused = ids.filter((taskId) => settled.get(taskId)!.outcome === 'bus_refused');
+      // Still under the row locks: nobody saw these revisions.
+      if (refused.length > 0) await tx.restore(refused.map((taskId) => ({ taskId, previous: stored.get(taskId) })));
+      if (store.capabilities.releasesSlotBeforeCommit) slot.release();
+      return new Map(ids.map((taskId) => [taskId, settled.get(taskId)!])) as BatchProjection;
+    })
+    .catch((err: unknown) => {
+      for (const taskId of publishedHere) deps.busAhead?.add(taskId);
+      throw err;
+    });
+  for (const taskId of publishedHere) deps.busAhead?.delete(taskId);
   slot.release();
   return projected;
 }
@@ -113,9 +131,11 @@ function decideTasks(
   taskIds: readonly string[],
   stored: ReadonlyMap<string, StoredStatusSummary>,
   states: ReadonlyMap<string, TaskPendingState>,
-): { settled: Map<string, TaskProjection>; changes: PendingChange[] } {
+  busAhead: ReadonlySet<string> | undefined,
+): { settled: Map<string, TaskProjection>; changes: PendingChange[]; republishes: PendingChange[] } {
   const settled = new Map<string, TaskProjection>();
   const changes: PendingChange[] = [];
+  const republishes: PendingChange[] = [];
   for (const taskId of taskIds) {
     const state = states.get(taskId);
     if (!state) {
@@ -123,10 +143,14 @@ function decideTasks(
       continue;
     }
     const decision = decideNextSummary(logger, now, stored.get(taskId), state);
-    if (decision.outcome === 'unchanged') settled.set(taskId, { outcome: 'unchanged', revision: decision.revision, state });
-    else changes.push({ row: decision.row, update: decision.update, state });
+    if (decision.outcome === 'changed') changes.push({ row: decision.row, update: decision.update, state });
+    else if (!busAhead?.has(taskId)) settled.set(taskId, { outcome: 'unchanged', revision: decision.revision, state });
+    else {
+      const again = decideNextSummary(logger, now, stored.get(taskId), state, true);
+      if (again.outcome === 'changed') republishes.push({ row: again.row, update: again.update, state });
+    }
   }
-  return { settled, changes };
+  return { settled, changes, republishes };
 }
 
 /** Compare-and-set: every change in one statement; a change not accepted lost to a concurrent writer. */

@@ -37,7 +37,13 @@ export class Projector {
 
   constructor(private readonly options: ProjectorOptions) {
     this.log = options.logger.child({ component: 'projector' });
-    this.deps = { store: options.store, publisher: options.publisher, logger: this.log, onConflict: () => options.metrics?.casConflicts.inc() };
+    this.deps = {
+      store: options.store,
+      publisher: options.publisher,
+      logger: this.log,
+      onConflict: () => options.metrics?.casConflicts.inc(),
+      busAhead: new Set(),
+    };
     this.scheduler = new ProjectionScheduler({ capacity: options.capacity, runBatch: (taskIds, slot) => this.runBatch(taskIds, slot) });
   }
 
