@@ -134,7 +134,7 @@ async function checkAnswers(deps: FinalCheckDeps): Promise<CheckResult> {
   return {
     name: 'every answered question was delivered exactly once',
     failures: list(failures),
-    figures: `${bundles.size} questions, ${answered} answered, ${live} delivered live, ${deliveries.size - live} by resume${restored ? `, ${restored} delivered but pending again` : ''}`,
+    figures: `${bundles.size} questions on the tasks left, ${answered} answered; delivered ${live} live and ${deliveries.size - live} by resume (deleted tasks' included)${restored ? `, ${restored} delivered but pending again` : ''}`,
   };
 }
 
@@ -192,7 +192,7 @@ async function checkPrompts(deps: FinalCheckDeps): Promise<{ result: CheckResult
     result: {
       name: 'every accepted prompt reached the agent at most once (exactly once unless labelled unconfirmed)',
       failures: list(failures),
-      figures: `${ledger.promptsAccepted.size} accepted, ${figures.acknowledged} acknowledged, ${figures.unconfirmed} unconfirmed (${figures.unconfirmedOnStream} of them in the stream), ${figures.removedOrCancelled} removed or cancelled`,
+      figures: `${ledger.promptsAccepted.size} accepted (${[...ledger.promptsAccepted.values()].filter((p) => deletedTasks.has(p.taskId)).length} on tasks deleted since), ${figures.acknowledged} acknowledged, ${figures.unconfirmed} unconfirmed (${figures.unconfirmedOnStream} of them in the stream), ${figures.removedOrCancelled} removed or cancelled`,
     },
     consumers,
   };
