@@ -36,7 +36,8 @@ export interface ProjectTasksDeps {
   onConflict?: () => void;
   /**
    * Tasks whose replacement reached the bus in a transaction that then failed (its COMMIT, or the
-   * connection under it): the bus may be a revision ahead of the row, with a summary never stored.
+   * connection under it), or whose publish failed (it may have reached the stream all the same):
+   * the bus may be a revision ahead of the row, with a summary never stored.
    * Their next projection publishes the stored truth at a new revision even when nothing changed;
    * a committed publish takes them off. The projector's own, kept across batches.
    */
@@ -98,8 +99,10 @@ export async function projectTasks(
         );
       }
       const refused = ids.filter((taskId) => settled.get(taskId)!.outcome === 'bus_refused');
-      // Still under the row locks: nobody saw these revisions.
+      // Still under the row locks: nobody saw these revisions. A refusal may still have reached the
+      // stream (its acknowledgement lost), so these tasks publish the stored truth at their next projection.
       if (refused.length > 0) await tx.restore(refused.map((taskId) => ({ taskId, previous: stored.get(taskId) })));
+      for (const taskId of refused) deps.busAhead?.add(taskId);
       if (store.capabilities.releasesSlotBeforeCommit) slot.release();
       return new Map(ids.map((taskId) => [taskId, settled.get(taskId)!])) as BatchProjection;
     })

@@ -20,6 +20,17 @@ import { seedClarificationBundle, seedSession } from '../support/seed.js';
  *
  * PostgreSQL only: a deferred constraint trigger makes exactly the COMMIT fail, after the publish.
  */
+/** Records every publish; `loseNextAck` makes the next one reach the bus and still fail, as an acknowledgement lost in a server restart. */
+class AckLosingPublisher extends RecordingPublisher {
+  loseNextAck = false;
+  override async publishSummary(update: Parameters<RecordingPublisher['publishSummary']>[0]) {
+    const outcome = await super.publishSummary(update);
+    if (!this.loseNextAck) return outcome;
+    this.loseNextAck = false;
+    throw new Error('publish acknowledgement lost');
+  }
+}
+
 describe.skipIf(!isAvailable('postgres'))('a summary published by a projection whose COMMIT failed, on postgres', () => {
   let t: TestDatabase;
   beforeAll(async () => {
@@ -63,5 +74,31 @@ describe.skipIf(!isAvailable('postgres'))('a summary published by a projection w
     const last = publisher.summaries.at(-1)!.summary;
     expect(last.pending_action).toBe('clarification');
     expect(last.revision).toBeGreaterThanOrEqual(stored.revision);
+  });
+
+  it('is replaced on the bus by the stored summary when a publish whose acknowledgement was lost reached it', async () => {
+    const { taskId, sessionId } = await seedSession(t.ctx);
+    const turn = await startTurn(t.ctx, sessionId);
+    const first = await seedClarificationBundle(t.ctx, { sessionId, turnId: turn.id });
+    const publisher = new AckLosingPublisher();
+    const projector = createTestProjector(t.ctx, { publisher, metrics: createMetrics(), batchSize: 1, transactions: 1 });
+    await projector.reproject(taskId);
+    const claim = await claimClarificationBundle(t.ctx, first.pendingId, { status: 'rejected' });
+    if (!claim.claimed) throw new Error('claim failed');
+    await finalizeClarificationDelivery(
+      t.ctx,
+      claim.rows.map((r) => r.id),
+    );
+    publisher.loseNextAck = true;
+    await projector.reproject(taskId).catch(() => undefined);
+    expect(publisher.summaries.at(-1)?.summary.pending_action).toBeUndefined();
+
+    await seedClarificationBundle(t.ctx, { sessionId, turnId: turn.id });
+    await projector.reproject(taskId);
+
+    const stored = (await loadStatusSummaries(t.ctx, [taskId])).get(taskId)!;
+    const last = publisher.summaries.at(-1)!.summary;
+    expect(last.pending_action).toBe('clarification');
+    expect(last.revision).toBe(stored.revision);
   });
 });
