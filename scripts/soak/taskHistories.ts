@@ -60,11 +60,12 @@ export function createTaskHistories(
       const created = await createTask(ctx, { workspaceId, title: 'soak task' });
       const plan = await upsertTaskPlan(ctx, { taskId: created.id, title: 'Soak plan', content: '# Plan\n\n1. Change it.\n2. Test it.\n' });
       const task: SoakTask = { taskId: created.id, workspaceId, planId: plan.id, sessions: [], deleted: false };
-      ledger.tasks.push(task);
       const sessions = random.weighted({ one: 6, two: 3, three: 1 });
       await addSession(task, true);
       if (sessions !== 'one') await addSession(task, false);
       if (sessions === 'three') await addSession(task, false);
+      // Only now: the users' loops pick a session of any task they see.
+      ledger.tasks.push(task);
       await events.announce('task.created', { task_id: task.taskId, workspace_id: workspaceId });
       return task;
     },
