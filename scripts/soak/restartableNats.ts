@@ -1,5 +1,5 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -44,11 +44,16 @@ function freePort(): Promise<number> {
 export async function startRestartableNats(binary: string): Promise<RestartableNats> {
   const port = await freePort();
   const storeDir = mkdtempSync(join(tmpdir(), 'pp-soak-nats-'));
+  // nats-server has no flag for max_payload, and the worker refuses a server whose max_payload
+  // cannot carry its largest message (ADR 0019): the shipped configuration's value, in a file
+  // beside the store (removed with it).
+  const configFile = join(storeDir, 'nats-server.conf');
+  writeFileSync(configFile, 'max_payload: 8MB\n');
   let child: ChildProcess | undefined;
   let exited: Promise<void> = Promise.resolve();
 
   const start = async () => {
-    const proc = spawn(binary, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(binary, ['-c', configFile, '-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir], { stdio: ['ignore', 'pipe', 'pipe'] });
     child = proc;
     exited = new Promise((resolve) => proc.once('exit', () => resolve()));
     let out = '';
