@@ -1,8 +1,8 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from '../../test/support/freePort.js';
 
 /**
  * A private nats-server with JetStream on a free loopback port and a store directory of its own,
@@ -28,17 +28,6 @@ export function findNatsServer(): string | undefined {
     // not on PATH
   }
   return existsSync('/usr/sbin/nats-server') ? '/usr/sbin/nats-server' : undefined;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 export async function startRestartableNats(binary: string): Promise<RestartableNats> {

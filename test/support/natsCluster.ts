@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { NATS_TEST_MAX_PAYLOAD } from './privateNats.js';
-import { freePort, natsServerBinary } from './privateNats.js';
+import { freePort } from './freePort.js';
+import { natsServerBinary } from './privateNats.js';
 
 /**
  * A JetStream cluster of nats-servers on loopback for failover tests: each node has its

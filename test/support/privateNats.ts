@@ -1,9 +1,9 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REQUIRE_INTEGRATION } from './services.js';
+import { freePort } from './freePort.js';
 
 /**
  * Private nats-server processes for tests that need a server of their own configuration (users,
@@ -29,18 +29,6 @@ export function privateNatsAvailable(): boolean {
   if (!found && REQUIRE_INTEGRATION)
     throw new Error('nats-server is not installed (or NATS_SERVER_BIN not set), and CI / REQUIRE_INTEGRATION require the tests that start one');
   return found;
-}
-
-/** A port free on 127.0.0.1 when asked (the OS's pick for port 0). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 export interface ServerTls {
