@@ -76,9 +76,9 @@ describe.each(Object.entries(ENDPOINT_REQUEST_SCHEMAS))('the request parser of %
   });
 
   const idPaths = idPathsOf(schema);
-  it.skipIf(idPaths.length === 0)(
-    'refuses, naming the field, an id that is 10 KB long, holds a NUL or a lone surrogate, or is not a string, wherever the body has one',
-    () => {
+  // Registered only for a body that has one: a schema without ids has nothing to refuse here.
+  if (idPaths.length > 0)
+    it('refuses, naming the field, an id that is 10 KB long, holds a NUL or a lone surrogate, or is not a string, wherever the body has one', () => {
       fc.assert(
         fc.property(fc.constantFrom(...idPaths), invalidIdValue, bodyFor(fields), (path, value, others) => {
           // The other fields are whatever bodyFor made; the id under test comes last, so it wins a duplicate key.
@@ -90,13 +90,11 @@ describe.each(Object.entries(ENDPOINT_REQUEST_SCHEMAS))('the request parser of %
         }),
         { numRuns: RUNS, endOnFailure: true },
       );
-    },
-  );
+    });
 
   const stringPaths = stringPathsOf(schema);
-  it.skipIf(stringPaths.length === 0)(
-    'refuses, naming the field, a NUL or a lone surrogate in any of its strings, which one dialect would not store as sent',
-    () => {
+  if (stringPaths.length > 0)
+    it('refuses, naming the field, a NUL or a lone surrogate in any of its strings, which one dialect would not store as sent', () => {
       fc.assert(
         fc.property(fc.constantFrom(...stringPaths), fc.constantFrom('\u0000', 'a\u0000', '\ud800', 'b\udfff'), bodyFor(fields), (path, text, others) => {
           const body = `${others.slice(0, -1)}${others === '{}' ? '' : ','}${textAtPath(path, JSON.stringify(text)).slice(1)}`;
@@ -107,6 +105,5 @@ describe.each(Object.entries(ENDPOINT_REQUEST_SCHEMAS))('the request parser of %
         }),
         { numRuns: RUNS, endOnFailure: true },
       );
-    },
-  );
+    });
 });
