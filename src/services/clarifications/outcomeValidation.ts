@@ -52,7 +52,8 @@ function optionIdsOf(question: unknown): string[] {
   return ids;
 }
 
-function questionIndexOf(row: BundleRow): number {
+/** A row's place in its bundle (`question_index`); rows without one sort last. */
+export function questionIndexOf(row: Pick<BundleRow, 'metadata'>): number {
   const index = row.metadata.question_index;
   return typeof index === 'number' && Number.isFinite(index) ? index : Number.MAX_SAFE_INTEGER;
 }

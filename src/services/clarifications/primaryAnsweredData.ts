@@ -1,6 +1,7 @@
 import type { ClarificationDeliveryPayload } from '../../contract/clarificationPayloads.js';
 import type { PrimaryAnsweredData } from '../../contract/kandevEvents.js';
 import { questionIdFromMetadata } from '../../turns/clarificationQuestionId.js';
+import { questionIndexOf } from './outcomeValidation.js';
 
 /** The parts of a claimed question row the event text is read from. */
 interface QuestionRow {
@@ -15,11 +16,6 @@ function promptOf(row: QuestionRow | undefined, questionId: string): string {
   const prompt = record(row?.metadata.question).prompt;
   if (typeof prompt === 'string' && prompt.trim() !== '') return prompt;
   return row?.content.trim() ? row.content : questionId;
-}
-
-function indexOf(row: QuestionRow): number {
-  const index = row.metadata.question_index;
-  return typeof index === 'number' && Number.isFinite(index) ? index : Number.MAX_SAFE_INTEGER;
 }
 
 function labelOf(row: QuestionRow | undefined, optionId: string): string {
@@ -42,7 +38,7 @@ export function primaryAnsweredData(rows: readonly QuestionRow[], payload: Clari
     const parts = [...answer.selected_options.map((id) => labelOf(row, id)), answer.custom_text].filter((part) => part !== '');
     return { prompt: promptOf(row, answer.question_id), text: parts.join(', ') };
   });
-  const questions = [...rows].sort((a, b) => indexOf(a) - indexOf(b)).map((row) => promptOf(row, questionIdFromMetadata(row.metadata)));
+  const questions = [...rows].sort((a, b) => questionIndexOf(a) - questionIndexOf(b)).map((row) => promptOf(row, questionIdFromMetadata(row.metadata)));
   return {
     session_id: payload.session_id,
     task_id: payload.task_id,
