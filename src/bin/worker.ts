@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
-import { EventConsumer } from '../events/natsEventConsumer.js';
+import { EventConsumer, type EventDelivery } from '../events/natsEventConsumer.js';
 import { topologyFor, type Topology } from '../contract/subjects.js';
 import { checkNatsMaxPayload } from '../events/natsMaxPayload.js';
 import { NatsPermissionError, probeNatsPermissions } from '../events/natsPermissions.js';
@@ -140,13 +140,13 @@ async function startHoldingLock(deps: WorkerDeps & { config: StartWorkerSettings
   // The cancelled head's successors may be due now.
   settleQueue = (sessionId) => void queueLifecycle.settle({ sessionId }).then(() => prompts.dispatcher.kick(sessionId));
   const handler = {
-    async handleEvent(eventType: string, data: EventData) {
+    async handleEvent(eventType: string, data: EventData, delivery: EventDelivery) {
       const session = sessionToWake(eventType, data);
       if (session) prompts.dispatcher.kick(session);
       // Before the projection, so it already counts the cancelled entries gone.
       const finished = queueScopeToSettle(eventType, data);
       if (finished) await queueLifecycle.settle(finished);
-      return projector.handleEvent(eventType, data);
+      return projector.handleEvent(eventType, data, delivery);
     },
   };
   const consumer = new EventConsumer({ nc, topology, handler, logger, metrics, maxEventBytes: config.maxEventBytes, maxDeliver: config.maxDeliver });

@@ -9,9 +9,14 @@ import { parseEvent } from './parseEvent.js';
 import { previewOf, writeDeadLetter, type DeadLetterRecord } from './deadLetters.js';
 import { eventTypeOf, type Topology } from '../contract/subjects.js';
 
+/** How an event reached this replica: `redelivered` when an earlier delivery was never acknowledged. */
+export interface EventDelivery {
+  redelivered: boolean;
+}
+
 /** What the consumer hands each valid event to (the projector). */
 interface EventHandler {
-  handleEvent(eventType: string, data: EventData): Promise<string>;
+  handleEvent(eventType: string, data: EventData, delivery: EventDelivery): Promise<string>;
 }
 
 export interface EventConsumerOptions {
@@ -108,7 +113,8 @@ export class EventConsumer {
       return;
     }
     try {
-      const outcome = await this.options.handler.handleEvent(eventTypeOf(m.subject, topology.prefix), parsed.data);
+      const delivery = { redelivered: m.info.deliveryCount > 1 };
+      const outcome = await this.options.handler.handleEvent(eventTypeOf(m.subject, topology.prefix), parsed.data, delivery);
       await this.ack(m);
       metrics?.events.inc({ outcome });
       this.log.debug({ ...context, taskId: parsed.data.task_id, outcome }, 'event settled');

@@ -59,12 +59,18 @@ export class Projector {
    * Handles one inbound event; resolves once a projection that started after it has committed and
    * published (or at once when the event cannot change pending state). Rejects when that projection
    * failed, so the caller can retry or dead-letter the event.
+   *
+   * A redelivered event was taken by a replica that never acknowledged it: maybe one killed between
+   * its projection's publish and COMMIT, whose summary is then on the stream a revision ahead of the
+   * row, and which took its memory of that (`aheadOnStream`) with it. The task is treated as ahead
+   * here, so the stored summary is published again if nothing changed; a first delivery costs nothing.
    */
-  async handleEvent(eventType: string, data: EventData): Promise<EventOutcome> {
+  async handleEvent(eventType: string, data: EventData, delivery?: { redelivered: boolean }): Promise<EventOutcome> {
     const relevance = relevanceOf(eventType, data);
     if (relevance !== 'project') return relevance === 'skip' ? 'skipped' : 'unknown_type';
     const taskId = data.task_id ?? (data.session_id ? await this.options.store.taskIdOfSession(data.session_id) : undefined);
     if (!taskId) return 'no_task';
+    if (delivery?.redelivered) this.aheadOnStream.add(taskId);
     await this.scheduler.project(taskId);
     return 'projected';
   }
@@ -122,8 +128,8 @@ export class Projector {
    * Projects the task again after a while, here, until it no longer may be ahead on the stream: the
    * event that caused the refused projection is redelivered, but maybe to another replica, which
    * does not know that this one's attempt may have reached the stream and would find nothing to
-   * publish. A process that dies first loses this; its attempt stays the stream's last word until
-   * the task's next change.
+   * publish. A process that dies first loses this; the events it never acknowledged come back as
+   * redeliveries, which `handleEvent` treats the same way.
    */
   private republishLater(taskId: string): void {
     if (this.stopped || this.republishTimers.has(taskId)) return;

@@ -16,7 +16,8 @@ import { seedClarificationBundle, seedSession } from '../support/seed.js';
  * publishes nothing: the bus keeps the uncommitted summary, a revision ahead of the row, until the
  * task's next semantic change. Here the question the user must answer is missing on the bus. The
  * projector remembers such tasks and publishes the stored summary again at their next projection.
- * (A replica killed in that window forgets them: that case is not covered yet.)
+ * A replica killed in that window forgets them; the event it never acknowledged is redelivered, and
+ * the replica that takes it publishes the stored summary again.
  *
  * PostgreSQL only: a deferred constraint trigger makes exactly the COMMIT fail, after the publish.
  */
@@ -29,6 +30,19 @@ class AckLosingPublisher extends RecordingPublisher {
     this.loseNextAck = false;
     throw new Error('publish acknowledgement lost');
   }
+}
+
+/** From now on every COMMIT that updated a summary row fails, after the projection published: a deferred constraint trigger. */
+async function refuseCommits(t: TestDatabase) {
+  await t.ctx.knex.raw(`CREATE FUNCTION refuse_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'commit refused'; END $$`);
+  await t.ctx.knex.raw(
+    `CREATE CONSTRAINT TRIGGER refuse_commit AFTER UPDATE ON task_status_summaries DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_commit()`,
+  );
+}
+
+async function allowCommits(t: TestDatabase) {
+  await t.ctx.knex.raw('DROP TRIGGER refuse_commit ON task_status_summaries');
+  await t.ctx.knex.raw('DROP FUNCTION refuse_commit()');
 }
 
 describe.skipIf(!isAvailable('postgres'))('a summary published by a projection whose COMMIT failed, on postgres', () => {
@@ -56,13 +70,9 @@ describe.skipIf(!isAvailable('postgres'))('a summary published by a projection w
       t.ctx,
       claim.rows.map((r) => r.id),
     );
-    await t.ctx.knex.raw(`CREATE FUNCTION refuse_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'commit refused'; END $$`);
-    await t.ctx.knex.raw(
-      `CREATE CONSTRAINT TRIGGER refuse_commit AFTER UPDATE ON task_status_summaries DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_commit()`,
-    );
+    await refuseCommits(t);
     await expect(projector.reproject(taskId)).rejects.toThrow();
-    await t.ctx.knex.raw('DROP TRIGGER refuse_commit ON task_status_summaries');
-    await t.ctx.knex.raw('DROP FUNCTION refuse_commit()');
+    await allowCommits(t);
     expect(publisher.summaries.at(-1)?.summary).toMatchObject({ revision: 2 });
     expect(publisher.summaries.at(-1)?.summary.pending_action).toBeUndefined();
 
@@ -74,6 +84,48 @@ describe.skipIf(!isAvailable('postgres'))('a summary published by a projection w
     const last = publisher.summaries.at(-1)!.summary;
     expect(last.pending_action).toBe('clarification');
     expect(last.revision).toBeGreaterThanOrEqual(stored.revision);
+  });
+
+  it('is replaced on the bus by the stored summary when the replica that published it died before its COMMIT', async () => {
+    const { taskId, sessionId } = await seedSession(t.ctx);
+    const turn = await startTurn(t.ctx, sessionId);
+    const first = await seedClarificationBundle(t.ctx, { sessionId, turnId: turn.id });
+    // One bus, two replicas: the first publishes revision 2 and dies before its COMMIT (here the COMMIT fails).
+    const publisher = new RecordingPublisher();
+    const dying = createTestProjector(t.ctx, { publisher, metrics: createMetrics(), batchSize: 1, transactions: 1 });
+    const survivor = createTestProjector(t.ctx, { publisher, metrics: createMetrics(), batchSize: 1, transactions: 1 });
+    await dying.reproject(taskId);
+    const claim = await claimClarificationBundle(t.ctx, first.pendingId, { status: 'rejected' });
+    if (!claim.claimed) throw new Error('claim failed');
+    await finalizeClarificationDelivery(
+      t.ctx,
+      claim.rows.map((r) => r.id),
+    );
+    await refuseCommits(t);
+    await expect(
+      dying.handleEvent('message.updated', { task_id: taskId, session_id: sessionId, type: 'clarification_request' }, { redelivered: false }),
+    ).rejects.toThrow();
+    await allowCommits(t);
+    dying.stopRepublishing();
+    await seedClarificationBundle(t.ctx, { sessionId, turnId: turn.id });
+
+    // A first delivery of a later event finds nothing changed and publishes nothing: the bus still says no question.
+    const published = publisher.summaries.length;
+    await survivor.handleEvent('message.added', { task_id: taskId, session_id: sessionId }, { redelivered: false });
+    expect(publisher.summaries).toHaveLength(published);
+    expect(publisher.summaries.at(-1)?.summary.pending_action).toBeUndefined();
+
+    // The dead replica's event comes back to the survivor as a redelivery: the stored summary is published again, above the stream's revision.
+    await survivor.handleEvent('message.updated', { task_id: taskId, session_id: sessionId, type: 'clarification_request' }, { redelivered: true });
+    const stored = (await loadStatusSummaries(t.ctx, [taskId])).get(taskId)!;
+    const last = publisher.summaries.at(-1)!.summary;
+    expect(last.pending_action).toBe('clarification');
+    expect(last.revision).toBe(stored.revision);
+    expect(stored.revision).toBeGreaterThan(1);
+
+    // Each redelivery costs one such republish: whether the dead replica's attempt reached the stream is not known here.
+    await survivor.handleEvent('message.updated', { task_id: taskId, session_id: sessionId, type: 'clarification_request' }, { redelivered: true });
+    expect(publisher.summaries.at(-1)!.summary.revision).toBe(stored.revision + 1);
   });
 
   it('is replaced on the bus by the stored summary when a publish whose acknowledgement was lost reached it', async () => {
