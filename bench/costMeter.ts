@@ -70,6 +70,7 @@ export class CostMeter {
   private statements = 0;
   private transactions = 0;
   private readonly natsPid: number | undefined;
+  private workerPid = process.pid;
 
   /** `postgres`: the run's application_name, its schema and its pool size. */
   constructor(
@@ -87,8 +88,12 @@ export class CostMeter {
     });
   }
 
-  /** Runs `phase` (which handles `events` events on `topology`) and returns what it cost. */
-  async measure<T>(topology: Topology, events: number, phase: () => Promise<T>): Promise<{ result: T; cost: PhaseCost }> {
+  /**
+   * Runs `phase` (which handles `events` events on `topology`) and returns what it cost; the worker's
+   * CPU is `workerPid`'s (this process unless given: a worker process of its own).
+   */
+  async measure<T>(topology: Topology, events: number, phase: () => Promise<T>, workerPid = process.pid): Promise<{ result: T; cost: PhaseCost }> {
+    this.workerPid = workerPid;
     const before = await this.sample(topology, 'before');
     const result = await phase();
     const after = await this.sample(topology, 'after');
@@ -166,7 +171,7 @@ export class CostMeter {
   }
 
   private pids(backends: number[]) {
-    return { process: [process.pid], nats: this.natsPid ? [this.natsPid] : [], postgres: backends };
+    return { process: [this.workerPid], nats: this.natsPid ? [this.natsPid] : [], postgres: backends };
   }
 
   private ticks(backends: number[]): Map<number, number> {

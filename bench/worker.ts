@@ -295,17 +295,17 @@ async function benchDialect(dialect: DialectName, options: Options, services: Be
   });
   const stopChild = onCleanup(() => child.stop());
   const memoryStarted = performance.now();
-  const memory = await measureMemory(
-    env,
-    child,
-    hot,
-    { warmup: counts.memoryWarmup, events: counts.memoryEvents, midEvents: counts.memoryMidpoint },
-    (done, peak) => {
-      if (done % 100_000 === 0 || done === counts.memoryEvents) {
-        const rate = Math.round((done * 1000) / (performance.now() - memoryStarted));
-        progress(`${label}   ${done}/${counts.memoryEvents} events (~${rate}/s), worker rss peak so far ${Math.round(peak / 1048576)} MB`);
-      }
-    },
+  const { result: memory, cost: streamingCost } = await meter.measure(
+    topology,
+    counts.memoryWarmup + counts.memoryEvents,
+    () =>
+      measureMemory(env, child, hot, { warmup: counts.memoryWarmup, events: counts.memoryEvents, midEvents: counts.memoryMidpoint }, (done, peak) => {
+        if (done % 100_000 === 0 || done === counts.memoryEvents) {
+          const rate = Math.round((done * 1000) / (performance.now() - memoryStarted));
+          progress(`${label}   ${done}/${counts.memoryEvents} events (~${rate}/s), worker rss peak so far ${Math.round(peak / 1048576)} MB`);
+        }
+      }),
+    child.pid,
   );
   await stopChild();
 
@@ -323,7 +323,7 @@ async function benchDialect(dialect: DialectName, options: Options, services: Be
     distinctRounds: distinctRounds.map(perSecond),
     floor: floorRounds.reduce(addRates),
     floorRounds: floorRounds.map(perSecond),
-    costs: { distinct: distinctCosts.reduce(addCosts), floor: floorCosts.reduce(addCosts), bucket },
+    costs: { distinct: distinctCosts.reduce(addCosts), floor: floorCosts.reduce(addCosts), streaming: streamingCost, bucket },
     bursts: { ...bursts, tasks: burstIds.length, length: counts.burstLength },
     bare,
     latency,

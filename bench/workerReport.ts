@@ -28,8 +28,8 @@ export interface DialectReport {
   /** (2)'s floor: the same work with nothing but the drivers and the bus (workerFloor.ts). */
   floor: Rate;
   floorRounds: number[];
-  /** What (2) and its floor cost, over all their rounds, and the summary bucket after (2). */
-  costs: { distinct: PhaseCost; floor: PhaseCost; bucket: { keys: number; bytesPerKey: number } };
+  /** What (2) and its floor cost, over all their rounds, the summary bucket after (2), and (6)'s whole stream (warm-up included), the worker in its own process. */
+  costs: { distinct: PhaseCost; floor: PhaseCost; streaming: PhaseCost; bucket: { keys: number; bytesPerKey: number } };
   bursts: { rate: Rate; projections: number; tasks: number; length: number };
   /** (4) bare round trips, ms. */
   bare: number[];
@@ -85,6 +85,12 @@ function costRows(r: DialectReport): Row[] {
       `floor: ${perEvent(fl, fl.summaries)} / ${perEvent(fl, fl.sessionEvents)}; ${int(fl.outputBytes / fl.events)}; ${int(fl.eventBytes / fl.events)} (stream state deltas)`,
     ],
     ['context: summary bucket (memory storage): bytes per key', int(bucket.bytesPerKey), '', `${int(bucket.keys)} keys, as the server accounts them`],
+    [
+      `(6) cost: CPU s per 1,000 events of its ${int(r.costs.streaming.events)}: worker process / nats-server / PostgreSQL backends`,
+      perThousand(r.costs.streaming),
+      '',
+      `95% streaming message.updated (acked unread); ${int(r.costs.streaming.eventBytes / r.costs.streaming.events)} event bytes per event`,
+    ],
   );
   return rows;
 }
