@@ -189,10 +189,8 @@ async function benchDialect(dialect: DialectName, options: Options, services: Be
   const floorIds = slice(plan.floor);
   const limitRounds: Rate[] = [];
   const unrecordedRounds: Rate[] = [];
-  const distinctRounds: Rate[] = [];
-  const floorRounds: Rate[] = [];
-  const distinctCosts: PhaseCost[] = [];
-  const floorCosts: PhaseCost[] = [];
+  const distinctRounds: Array<{ result: Rate; cost: PhaseCost }> = [];
+  const floorRounds: Array<{ result: Rate; cost: PhaseCost }> = [];
   const unrecorded = storeWithoutWriteRecord(ctx);
   for (const half of [0, 1]) {
     const part = <T>(list: readonly T[]) => (half === 0 ? list.slice(0, list.length >> 1) : list.slice(list.length >> 1));
@@ -211,25 +209,22 @@ async function benchDialect(dialect: DialectName, options: Options, services: Be
       await toggle(part(distinctIds));
       progress(`${label} (2) round ${half + 1}: ${part(distinctIds).length} events for distinct changed tasks`);
       // The prompt dispatcher passes the events woke run after their acks: in (2)'s costs, not the floor's.
-      const { result, cost } = await meter.measure(topology, part(distinctIds).length, async () => {
+      const round = await meter.measure(topology, part(distinctIds).length, async () => {
         const rate = await measureDistinct(env, part(distinctIds));
         await worker.promptsIdle();
         return rate;
       });
-      distinctRounds.push(result);
-      distinctCosts.push(cost);
+      distinctRounds.push(round);
     };
     const floorRound = async () => {
       await toggle(part(floorIds));
       progress(`${label} (2) floor round ${half + 1}: the same work on ${part(floorIds).length} tasks, drivers and bus only`);
-      const { result, cost } = await meter.measure(floor.env.topology, part(floorIds).length, () => measureDistinct(floor.env, part(floorIds), floor.settled));
-      floorRounds.push(result);
-      floorCosts.push(cost);
+      floorRounds.push(await meter.measure(floor.env.topology, part(floorIds).length, () => measureDistinct(floor.env, part(floorIds), floor.settled)));
     };
     for (const round of half === 0 ? [distinctRound, floorRound] : [floorRound, distinctRound]) await round();
   }
   const limit = limitRounds.reduce(addRates);
-  const distinct = distinctRounds.reduce(addRates);
+  const distinct = distinctRounds.map((r) => r.result).reduce(addRates);
   const bucket = await meter.bucketBytesPerKey(topology);
 
   // (3)
@@ -325,10 +320,15 @@ async function benchDialect(dialect: DialectName, options: Options, services: Be
     unrecorded: unrecordedRounds.reduce(addRates),
     unrecordedRounds: unrecordedRounds.map(perSecond),
     distinct,
-    distinctRounds: distinctRounds.map(perSecond),
-    floor: floorRounds.reduce(addRates),
-    floorRounds: floorRounds.map(perSecond),
-    costs: { distinct: distinctCosts.reduce(addCosts), floor: floorCosts.reduce(addCosts), streaming: streamingCost, bucket },
+    distinctRounds: distinctRounds.map((r) => perSecond(r.result)),
+    floor: floorRounds.map((r) => r.result).reduce(addRates),
+    floorRounds: floorRounds.map((r) => perSecond(r.result)),
+    costs: {
+      distinct: distinctRounds.map((r) => r.cost).reduce(addCosts),
+      floor: floorRounds.map((r) => r.cost).reduce(addCosts),
+      streaming: streamingCost,
+      bucket,
+    },
     bursts: { ...bursts, tasks: burstIds.length, length: counts.burstLength },
     bare,
     latency,
