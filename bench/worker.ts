@@ -3,6 +3,7 @@
  * and PostgreSQL (a fresh schema), over the real NATS JetStream under a unique subject prefix,
  * every ratio taken between figures of the same run.
  */
+import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -38,6 +39,8 @@ import {
   type Rate,
 } from './workerPhases.js';
 import { WorkerProcess } from './workerProcess.js';
+import { openFloor } from './workerFloor.js';
+import { addCosts, CostMeter, type PhaseCost } from './costMeter.js';
 import { latencyThresholdMs, workerReport, type DialectReport } from './workerReport.js';
 
 const CONCURRENCY = 16;
@@ -85,6 +88,7 @@ function slices(counts: Counts) {
     warm: take(counts.warmTasks),
     limit: take(counts.limitTasks),
     distinct: take(counts.distinctTasks),
+    floor: take(counts.distinctTasks),
     bursts: take(counts.burstTasks),
     bare: take(counts.bareRoundTrips),
     latency: take(counts.latencyTasks),
@@ -98,7 +102,10 @@ async function benchDialect(dialect: DialectName, options: Options, services: Be
   const { counts } = options;
   const plan = slices(counts);
   const reconcileTasks = Math.max(counts.reconcileTasks, plan.total);
-  const scratch = await openScratchDatabase(dialect, { postgresUrl: services.postgresUrl, maxConnections: PG_POOL, schemaPrefix: 'bench_worker_' });
+  // Named, so the cost meter finds this run's PostgreSQL backends.
+  const applicationName = `bench_worker_${randomUUID().slice(0, 8)}`;
+  const postgresUrl = `${services.postgresUrl}${services.postgresUrl.includes('?') ? '&' : '?'}application_name=${applicationName}`;
+  const scratch = await openScratchDatabase(dialect, { postgresUrl, maxConnections: PG_POOL, schemaPrefix: 'bench_worker_' });
   onCleanup(() => scratch.drop());
   const { db, ctx, where, url, searchPath } = scratch;
   // The worker CLI's connection options; the worker and the clients each on a connection of their own.
@@ -162,6 +169,8 @@ async function benchDialect(dialect: DialectName, options: Options, services: Be
   const publisher = new NatsSummaryPublisher(ncWorker, topology, summaries, systemClock);
   const env: BenchEnv = { ctx, nc: ncClient, jsm, topology, watcher, sessionOf: seeded.sessionOf, logger, worker };
   const toggle = (taskIds: readonly string[]) => toggleTasks(ctx, taskIds, systemClock());
+  const floor = await openFloor(env, await openNats('floor'), workerConfig(prefix, false), db.maxConnections);
+  const meter = new CostMeter(ctx, jsm, services.natsUrl, searchPath ? { applicationName, schema: searchPath, pool: PG_POOL } : undefined);
 
   progress(`${label} warm-up: ${counts.warmTasks} projections bare and through the worker`);
   const warm = slice(plan.warm);
@@ -169,14 +178,19 @@ async function benchDialect(dialect: DialectName, options: Options, services: Be
   await measureLimit(env, publisher, warm, CONCURRENCY);
   await toggle(warm);
   await measureDistinct(env, warm);
+  await toggle(warm);
+  await measureDistinct(floor.env, warm, floor.settled);
 
-  // (1) and (2), alternating halves so a neighbour's load spike hits both alike; (1) without the
-  // record of summary writes beside each round of (1), on the same tasks, first after it then before.
+  // (1), (2) and the floor of (2), alternating halves so a neighbour's load spike hits all alike; (1)
+  // without the record of summary writes beside each round of (1), on the same tasks, first after it
+  // then before; the floor on tasks of its own, after (2) then before, each round's costs measured.
   const limitIds = slice(plan.limit);
   const distinctIds = slice(plan.distinct);
+  const floorIds = slice(plan.floor);
   const limitRounds: Rate[] = [];
   const unrecordedRounds: Rate[] = [];
-  const distinctRounds: Rate[] = [];
+  const distinctRounds: Array<{ result: Rate; cost: PhaseCost }> = [];
+  const floorRounds: Array<{ result: Rate; cost: PhaseCost }> = [];
   const unrecorded = storeWithoutWriteRecord(ctx);
   for (const half of [0, 1]) {
     const part = <T>(list: readonly T[]) => (half === 0 ? list.slice(0, list.length >> 1) : list.slice(list.length >> 1));
@@ -191,12 +205,27 @@ async function benchDialect(dialect: DialectName, options: Options, services: Be
       unrecordedRounds.push(await measureLimit(env, publisher, part(limitIds), CONCURRENCY, unrecorded));
     };
     for (const round of half === 0 ? [limitRound, unrecordedRound] : [unrecordedRound, limitRound]) await round();
-    await toggle(part(distinctIds));
-    progress(`${label} (2) round ${half + 1}: ${part(distinctIds).length} events for distinct changed tasks`);
-    distinctRounds.push(await measureDistinct(env, part(distinctIds)));
+    const distinctRound = async () => {
+      await toggle(part(distinctIds));
+      progress(`${label} (2) round ${half + 1}: ${part(distinctIds).length} events for distinct changed tasks`);
+      // The prompt dispatcher passes the events woke run after their acks: in (2)'s costs, not the floor's.
+      const round = await meter.measure(topology, part(distinctIds).length, async () => {
+        const rate = await measureDistinct(env, part(distinctIds));
+        await worker.promptsIdle();
+        return rate;
+      });
+      distinctRounds.push(round);
+    };
+    const floorRound = async () => {
+      await toggle(part(floorIds));
+      progress(`${label} (2) floor round ${half + 1}: the same work on ${part(floorIds).length} tasks, drivers and bus only`);
+      floorRounds.push(await meter.measure(floor.env.topology, part(floorIds).length, () => measureDistinct(floor.env, part(floorIds), floor.settled)));
+    };
+    for (const round of half === 0 ? [distinctRound, floorRound] : [floorRound, distinctRound]) await round();
   }
   const limit = limitRounds.reduce(addRates);
-  const distinct = distinctRounds.reduce(addRates);
+  const distinct = distinctRounds.map((r) => r.result).reduce(addRates);
+  const bucket = await meter.bucketBytesPerKey(topology);
 
   // (3)
   const burstIds = slice(plan.bursts);
@@ -266,17 +295,17 @@ async function benchDialect(dialect: DialectName, options: Options, services: Be
   });
   const stopChild = onCleanup(() => child.stop());
   const memoryStarted = performance.now();
-  const memory = await measureMemory(
-    env,
-    child,
-    hot,
-    { warmup: counts.memoryWarmup, events: counts.memoryEvents, midEvents: counts.memoryMidpoint },
-    (done, peak) => {
-      if (done % 100_000 === 0 || done === counts.memoryEvents) {
-        const rate = Math.round((done * 1000) / (performance.now() - memoryStarted));
-        progress(`${label}   ${done}/${counts.memoryEvents} events (~${rate}/s), worker rss peak so far ${Math.round(peak / 1048576)} MB`);
-      }
-    },
+  const { result: memory, cost: streamingCost } = await meter.measure(
+    topology,
+    counts.memoryWarmup + counts.memoryEvents,
+    () =>
+      measureMemory(env, child, hot, { warmup: counts.memoryWarmup, events: counts.memoryEvents, midEvents: counts.memoryMidpoint }, (done, peak) => {
+        if (done % 100_000 === 0 || done === counts.memoryEvents) {
+          const rate = Math.round((done * 1000) / (performance.now() - memoryStarted));
+          progress(`${label}   ${done}/${counts.memoryEvents} events (~${rate}/s), worker rss peak so far ${Math.round(peak / 1048576)} MB`);
+        }
+      }),
+    child.pid,
   );
   await stopChild();
 
@@ -291,7 +320,15 @@ async function benchDialect(dialect: DialectName, options: Options, services: Be
     unrecorded: unrecordedRounds.reduce(addRates),
     unrecordedRounds: unrecordedRounds.map(perSecond),
     distinct,
-    distinctRounds: distinctRounds.map(perSecond),
+    distinctRounds: distinctRounds.map((r) => perSecond(r.result)),
+    floor: floorRounds.map((r) => r.result).reduce(addRates),
+    floorRounds: floorRounds.map((r) => perSecond(r.result)),
+    costs: {
+      distinct: distinctRounds.map((r) => r.cost).reduce(addCosts),
+      floor: floorRounds.map((r) => r.cost).reduce(addCosts),
+      streaming: streamingCost,
+      bucket,
+    },
     bursts: { ...bursts, tasks: burstIds.length, length: counts.burstLength },
     bare,
     latency,

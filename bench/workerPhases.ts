@@ -112,22 +112,29 @@ export async function waitSettled(
  * Publishes prepared events (subject, payload) through core NATS, as Kandev does, and resolves when
  * the worker's consumer has acknowledged every one of them.
  */
-async function publishAndWait(env: BenchEnv, events: ReadonlyArray<[string, Uint8Array]>): Promise<Rate> {
+async function publishAndWait(
+  env: BenchEnv,
+  events: ReadonlyArray<[string, Uint8Array]>,
+  settled: () => Promise<number> = () => settledEvents(env),
+): Promise<Rate> {
   const seq0 = await lastEventSeq(env.jsm, env.topology);
-  const settled0 = await settledEvents(env);
+  const settled0 = await settled();
   const started = performance.now();
   for (const [subject, payload] of events) env.nc.publish(subject, payload);
   await env.nc.flush();
-  const done = await waitSettled(env, seq0, settled0, events.length);
+  const done = await waitSettled(env, seq0, settled0, events.length, settled);
   return { count: events.length, ms: done - started };
 }
 
-/** (2) One event per distinct task whose state changed; every one must yield a summary. */
-export async function measureDistinct(env: BenchEnv, taskIds: readonly string[]): Promise<Rate> {
+/**
+ * (2) One event per distinct task whose state changed; every one must yield a summary. `settled`
+ * counts the events settled by what consumes them (the worker under test unless given: the floor).
+ */
+export async function measureDistinct(env: BenchEnv, taskIds: readonly string[], settled?: () => Promise<number>): Promise<Rate> {
   const subject = `${env.topology.prefix}task_session.state_changed`;
   const events = taskIds.map((id): [string, Uint8Array] => [subject, stateChanged(env, id)]);
   const before = env.watcher.received;
-  const rate = await publishAndWait(env, events);
+  const rate = await publishAndWait(env, events, settled);
   if (!(await env.watcher.waitReceived(before, taskIds.length))) {
     throw new WrongAnswerError(`distinct: ${env.watcher.received - before} summaries for ${taskIds.length} changed tasks`);
   }

@@ -62,6 +62,11 @@ export class WorkerProcess {
     return handle;
   }
 
+  /** The worker process's pid (its CPU is read from /proc). */
+  get pid(): number {
+    return this.child.pid!;
+  }
+
   private next(): Promise<Reply> {
     return new Promise((resolve) => this.waiting.push(resolve));
   }

@@ -4,8 +4,10 @@ import { f1, f2, int, percentile, secs, verdict, type DialectResult, type Row } 
 import { TARGET_P99_OVER_TRICKLE, type LevelResult } from './latencyLevels.js';
 import { OUTAGE_DRIFT_EVERY, type BootFigures } from './workerBoot.js';
 import { mb, perSecond, type MemoryResult, type Rate } from './workerPhases.js';
+import type { PhaseCost } from './costMeter.js';
 
 const TARGET_DISTINCT_OVER_LIMIT = 0.7;
+const TARGET_DISTINCT_OVER_FLOOR = 0.5;
 const TARGET_BURSTS_OVER_LIMIT = 5;
 const TARGET_RECONCILE_OVER_READS = 0.5;
 const TARGET_MEMORY_MB = 50;
@@ -23,6 +25,11 @@ export interface DialectReport {
   unrecordedRounds: number[];
   distinct: Rate;
   distinctRounds: number[];
+  /** (2)'s floor: the same work with nothing but the drivers and the bus (workerFloor.ts). */
+  floor: Rate;
+  floorRounds: number[];
+  /** What (2) and its floor cost, over all their rounds, the summary bucket after (2), and (6)'s whole stream (warm-up included), the worker in its own process. */
+  costs: { distinct: PhaseCost; floor: PhaseCost; streaming: PhaseCost; bucket: { keys: number; bytesPerKey: number } };
   bursts: { rate: Rate; projections: number; tasks: number; length: number };
   /** (4) bare round trips, ms. */
   bare: number[];
@@ -41,19 +48,73 @@ export const latencyThresholdMs = (r: DialectReport) => TARGET_P99_OVER_TRICKLE 
 
 const levelRate = (l: LevelResult) => `${int(l.offeredRate)}/s (${int(l.achievedRate)}/s achieved)`;
 
+const perThousand = (c: PhaseCost) => [c.cpuSeconds.process, c.cpuSeconds.nats, c.cpuSeconds.postgres].map((s) => f2((s * 1000) / c.events)).join(' / ');
+const perEvent = (c: PhaseCost, n: number) => f2(n / c.events);
+
+/** The cost rows of (2) and its floor: CPU per 1,000 events, then per event the statements, rows and bus messages. */
+function costRows(r: DialectReport): Row[] {
+  const { distinct: d, floor: fl, bucket } = r.costs;
+  const pg = r.dialect === 'postgres';
+  const rows: Row[] = [
+    [
+      '(2) cost: CPU s per 1,000 events: bench process (worker) / nats-server / PostgreSQL backends',
+      perThousand(d),
+      '',
+      `floor: ${perThousand(fl)}${pg ? '' : ' (SQLite runs in the bench process)'}`,
+    ],
+    [
+      '(2) cost per event: statements / transactions',
+      `${perEvent(d, d.statements)} / ${perEvent(d, d.transactions)}`,
+      '',
+      `floor: ${perEvent(fl, fl.statements)} / ${perEvent(fl, fl.transactions)}; counted as knex issues them, BEGIN and COMMIT apart`,
+    ],
+  ];
+  if (pg) {
+    rows.push([
+      '(2) cost per event: rows read / rows written in the schema; WAL bytes',
+      `${perEvent(d, d.rowsRead)} / ${perEvent(d, d.rowsWritten)}; ${int(d.walBytes / d.events)}`,
+      '',
+      `floor: ${perEvent(fl, fl.rowsRead)} / ${perEvent(fl, fl.rowsWritten)}; ${int(fl.walBytes / fl.events)}; rows: pg_stat_user_tables; WAL: the whole cluster's`,
+    ]);
+  }
+  rows.push(
+    [
+      '(2) cost per event: summaries + KV puts / session events published; output bytes; event bytes',
+      `${perEvent(d, d.summaries)} / ${perEvent(d, d.sessionEvents)}; ${int(d.outputBytes / d.events)}; ${int(d.eventBytes / d.events)}`,
+      '',
+      `floor: ${perEvent(fl, fl.summaries)} / ${perEvent(fl, fl.sessionEvents)}; ${int(fl.outputBytes / fl.events)}; ${int(fl.eventBytes / fl.events)} (stream state deltas)`,
+    ],
+    ['context: summary bucket (memory storage): bytes per key', int(bucket.bytesPerKey), '', `${int(bucket.keys)} keys, as the server accounts them`],
+    [
+      `(6) cost: CPU s per 1,000 events of its ${int(r.costs.streaming.events)}: worker process / nats-server / PostgreSQL backends`,
+      perThousand(r.costs.streaming),
+      '',
+      `95% streaming message.updated (acked unread); ${int(r.costs.streaming.eventBytes / r.costs.streaming.events)} event bytes per event`,
+    ],
+  );
+  return rows;
+}
+
 export function workerReport(r: DialectReport, fullLatencySeconds: number): DialectResult {
   const targets = r.latency.filter((l) => l.role === 'target');
-  const [limit, distinct, bursts, reads] = [r.limit, r.distinct, r.bursts.rate, r.boot.reads].map(perSecond) as [number, number, number, number];
+  const [limit, distinct, bursts, reads, floor] = [r.limit, r.distinct, r.bursts.rate, r.boot.reads, r.floor].map(perSecond) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
   const reconcile = (r.boot.reconcile.progress.visited * 1000) / r.boot.reconcile.ms;
   const rssDeltaMb = mb(r.memory.after.rss - r.memory.warm.rss);
   const checks = {
     distinct: distinct / limit >= TARGET_DISTINCT_OVER_LIMIT,
+    floor: distinct / floor >= TARGET_DISTINCT_OVER_FLOOR,
     bursts: bursts / limit >= TARGET_BURSTS_OVER_LIMIT,
     latency: targets.every((l) => l.p99 <= latencyThresholdMs(r)),
     reconcile: reconcile / reads >= TARGET_RECONCILE_OVER_READS,
     memory: rssDeltaMb <= TARGET_MEMORY_MB,
   };
-  const f = { limit, distinct, bursts, reconcile, reads, rssDeltaMb, targets, checks };
+  const f = { limit, distinct, bursts, reconcile, reads, floor, rssDeltaMb, targets, checks };
   const { boot, memory: m } = r;
   const trickle = trickleOf(r);
   const threshold = latencyThresholdMs(r);
@@ -79,6 +140,9 @@ export function workerReport(r: DialectReport, fullLatencySeconds: number): Dial
       `>= ${TARGET_DISTINCT_OVER_LIMIT} x (1)`,
       `${f2(f.distinct / f.limit)} x (1) ${verdict(f.checks.distinct)}  (rounds ${r.distinctRounds.map(int).join(', ')})`,
     ],
+    [`(2) floor: the same work, drivers and bus only, ${int(r.floor.count)} tasks (events/s)`, int(f.floor), '', `rounds ${r.floorRounds.map(int).join(', ')}`],
+    [`(2) / its floor`, f2(f.distinct / f.floor), `>= ${TARGET_DISTINCT_OVER_FLOOR}`, verdict(f.checks.floor)],
+    ...costRows(r),
     [
       `(3) worker, bursts of ${r.bursts.length} x ${r.bursts.tasks} tasks (events/s)`,
       int(f.bursts),
@@ -156,6 +220,8 @@ export function workerReport(r: DialectReport, fullLatencySeconds: number): Dial
     summary: [
       ['(1) bare projections, 16 concurrent', `${int(f.limit)}/s`, ''],
       ['(2) worker, one event per distinct changed task', ratio(f.distinct, f.limit, f.checks.distinct), `≥ ${TARGET_DISTINCT_OVER_LIMIT}× (1)`],
+      ['(2) ÷ its floor: the same work, drivers and bus only', ratio(f.distinct, f.floor, f.checks.floor), `≥ ${TARGET_DISTINCT_OVER_FLOOR}× the floor`],
+      ['(2) CPU s per 1,000 events: worker / nats-server / PostgreSQL (floor)', `${perThousand(r.costs.distinct)} (${perThousand(r.costs.floor)})`, ''],
       [`(3) worker, bursts of ${r.bursts.length} events per task`, ratio(f.bursts, f.limit, f.checks.bursts), `≥ ${TARGET_BURSTS_OVER_LIMIT}× (1)`],
       [
         `(4) p99 publish → summary at 5% / 25% / 50% of (1)${short ? ' (indicative: short levels)' : ''}`,
