@@ -74,6 +74,11 @@ export class WorkerProcess {
     return answer;
   }
 
+  /** The worker process's pid (bench:replicas reads its CPU time from /proc). */
+  get pid(): number {
+    return this.child.pid!;
+  }
+
   async settled(): Promise<{ settled: number; rss: number }> {
     const reply = await this.ask('settled');
     return { settled: reply.settled!, rss: reply.rss! };

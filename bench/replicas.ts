@@ -1,0 +1,236 @@
+/**
+ * `npm run bench:replicas`: (2)'s workload (one event per distinct changed task) against 1, 2 and 4
+ * worker processes on one PostgreSQL schema, all sharing one durable consumer, or, with
+ * `--partitions P`, the partitioned consumers (EVENT_PARTITIONS). Prints events/s per replica
+ * count, its ratio to one replica, and the CPU seconds each process spent per 1,000 events.
+ */
+import fs from 'node:fs';
+import { performance } from 'node:perf_hooks';
+import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { connectNats } from '../src/bin/connectNats.js';
+import { partitionConsumerName } from '../src/contract/eventPartitions.js';
+import type { Topology } from '../src/contract/subjects.js';
+import { systemClock } from '../src/timestamps.js';
+import { benchTopology, benchWorkerConfig, encodeEvent, SummaryWatcher, waitProgress } from './bus.js';
+import { f2, int, onCleanup, progress, runBench, WrongAnswerError, type DialectResult, type Row } from './harness.js';
+import { openScratchDatabase } from './scratchDatabase.js';
+import { seedTasks, settleAfterBulkWrites, toggleTasks } from './seed/seeder.js';
+import { WorkerProcess } from './workerProcess.js';
+
+// bench/worker.ts's pool per worker, so one replica here is (2)'s worker.
+const PG_POOL = 10;
+const TICKS_PER_SECOND = 100;
+
+interface Options {
+  tasks: number;
+  replicas: number[];
+  partitions: number;
+  rounds: number;
+}
+
+/** utime + stime of a process, in seconds, and with its reaped children's too (0 when it is gone). */
+function cpuSeconds(pid: number, withReapedChildren = false): number {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+    const own = fields[11]! + fields[12]!;
+    return (withReapedChildren ? own + fields[13]! + fields[14]! : own) / TICKS_PER_SECOND;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * CPU seconds of the whole PostgreSQL server so far: the postmaster with its reaped backends, plus
+ * every live backend. Backends come and go within a round (pools reconnect); summing only the ones
+ * alive at its start would lose the time of those that exited.
+ */
+function postgresCpu(): number {
+  const pids = pidsOf((cmd) => cmd.startsWith('postgres') || cmd.includes('/postgres '));
+  const parentOf = (pid: number) => {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    } catch {
+      return 0;
+    }
+  };
+  const set = new Set(pids);
+  return pids.reduce((sum, pid) => sum + cpuSeconds(pid, !set.has(parentOf(pid))), 0);
+}
+
+/** Pids whose command line matches: the nats-server on the bench's port, and every postgres backend (shared with whatever else runs on the host). */
+function pidsOf(match: (cmdline: string) => boolean): number[] {
+  const pids: number[] = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (match(fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').replaceAll('\0', ' '))) pids.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return pids;
+}
+
+const totalCpu = (pids: readonly number[]) => pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0);
+
+function consumersOf(topology: Topology, partitions: number): string[] {
+  return partitions > 1 ? Array.from({ length: partitions }, (_, k) => partitionConsumerName(topology, k, partitions)) : [topology.consumer];
+}
+
+/** Until every consumer has acknowledged up to `targetSeq` with nothing pending; resolves with performance.now() then. */
+function waitAllAcked(jsm: JetStreamManager, topology: Topology, consumers: readonly string[], targetSeq: number): Promise<number> {
+  return waitProgress(
+    async () => {
+      const infos = await Promise.all(consumers.map((c) => jsm.consumers.info(topology.eventsStream, c)));
+      const floor = Math.min(...infos.map((i) => i.ack_floor.stream_seq));
+      const done = infos.every((i) => i.ack_floor.stream_seq >= targetSeq && i.num_pending === 0 && i.num_ack_pending === 0);
+      return { done, progress: infos.reduce((sum, i) => sum + i.ack_floor.stream_seq, 0), state: `ack floor ${floor} of ${targetSeq}` };
+    },
+    2,
+    60_000,
+  );
+}
+
+interface Round {
+  replicas: number;
+  events: number;
+  ms: number;
+  /** CPU seconds over the round: each worker process, the nats-server, every postgres process. */
+  workerCpu: number[];
+  natsCpu: number;
+  postgresCpu: number;
+}
+
+async function measurePostgres(options: Options, postgresUrl: string, natsUrl: string): Promise<DialectResult> {
+  const scratch = await openScratchDatabase('postgres', { postgresUrl, maxConnections: PG_POOL, schemaPrefix: 'bench_replicas_' });
+  onCleanup(() => scratch.drop());
+  const nc = await connectNats({ natsUrl }, 'bench-replicas-client');
+  onCleanup(() => nc.drain());
+  const { prefix, topology } = benchTopology(nc, 'benchrep', 'postgres');
+  const jsm = await jetstreamManager(nc);
+  progress(`[postgres] ${scratch.where}; NATS ${natsUrl} prefix ${prefix}`);
+  const seeded = await seedTasks(scratch.ctx, { tasks: options.tasks, toggleBelow: options.tasks });
+  const ids = seeded.taskIds;
+  const watcher = new SummaryWatcher(nc, topology);
+  onCleanup(async () => watcher.stop());
+  const config = benchWorkerConfig(prefix, { projectionBatchSize: 16, reconcilePageSize: 500, bootReconcile: false, eventPartitions: options.partitions });
+  const natsPort = new URL(natsUrl).port || '4222';
+  const natsPids = pidsOf((cmd) => cmd.includes('nats-server') && cmd.includes(natsPort));
+  const consumers = consumersOf(topology, options.partitions);
+  const subject = `${prefix}task_session.state_changed`;
+
+  // The first start creates the topology, and the first round's tasks get their first summary
+  // through it, so every timed round starts from the same state.
+  const warm = await WorkerProcess.start({ databaseUrl: scratch.url, searchPath: scratch.searchPath, maxConnections: PG_POOL, natsUrl, config });
+  await warm.stop();
+
+  // Rounds 1, 2, 4, then 4, 2, 1: a neighbour's load drifting over the run hits every count alike.
+  const order = [...options.replicas, ...[...options.replicas].reverse()];
+  const plan = Array.from({ length: options.rounds }, () => order).flat();
+  const rounds: Round[] = [];
+  for (const replicas of plan) {
+    const workers = await Promise.all(
+      Array.from({ length: replicas }, () =>
+        WorkerProcess.start({ databaseUrl: scratch.url, searchPath: scratch.searchPath, maxConnections: PG_POOL, natsUrl, config }),
+      ),
+    );
+    const stopAll = onCleanup(() => Promise.all(workers.map((w) => w.stop())));
+    try {
+      await toggleTasks(scratch.ctx, ids, systemClock());
+      await settleAfterBulkWrites(scratch.ctx);
+      // Partition owners claim their leases within a heartbeat of starting.
+      if (options.partitions > 1) await waitProgress(async () => ({ done: await allClaimed(jsm, topology, consumers), progress: 0, state: 'partitions unclaimed' }), 50, 30_000);
+      progress(`[postgres] ${replicas} replica(s): ${ids.length} events for distinct changed tasks`);
+      const seq0 = (await jsm.streams.info(topology.eventsStream)).state.last_seq;
+      const before = watcher.received;
+      const pids = workers.map((w) => w.pid);
+      const cpu0 = { workers: pids.map((pid) => cpuSeconds(pid)), nats: totalCpu(natsPids), postgres: postgresCpu() };
+      const started = performance.now();
+      for (const id of ids) nc.publish(subject, encodeEvent('task_session.state_changed', { task_id: id, session_id: seeded.sessionOf.get(id), state: 'RUNNING' }));
+      await nc.flush();
+      const done = await waitAllAcked(jsm, topology, consumers, seq0 + ids.length);
+      if (!(await watcher.waitReceived(before, ids.length))) throw new WrongAnswerError(`${watcher.received - before} summaries for ${ids.length} changed tasks`);
+      rounds.push({
+        replicas,
+        events: ids.length,
+        ms: done - started,
+        workerCpu: pids.map((pid, i) => cpuSeconds(pid) - cpu0.workers[i]!),
+        natsCpu: totalCpu(natsPids) - cpu0.nats,
+        postgresCpu: postgresCpu() - cpu0.postgres,
+      });
+    } finally {
+      await stopAll();
+    }
+  }
+  return report(options, rounds);
+}
+
+/** Whether a worker pulls from each partition consumer (one waiting pull request at least). */
+async function allClaimed(jsm: JetStreamManager, topology: Topology, consumers: readonly string[]): Promise<boolean> {
+  const infos = await Promise.all(consumers.map((c) => jsm.consumers.info(topology.eventsStream, c)));
+  return infos.every((i) => i.num_waiting > 0);
+}
+
+function report(options: Options, rounds: readonly Round[]): DialectResult {
+  const byCount = options.replicas.map((replicas) => {
+    const mine = rounds.filter((r) => r.replicas === replicas);
+    const events = mine.reduce((s, r) => s + r.events, 0);
+    const ms = mine.reduce((s, r) => s + r.ms, 0);
+    const per1k = (cpu: number) => (cpu * 1000) / events;
+    return {
+      replicas,
+      rate: (events * 1000) / ms,
+      perRound: mine.map((r) => (r.events * 1000) / r.ms),
+      workerCpu: Array.from({ length: replicas }, (_, i) => per1k(mine.reduce((s, r) => s + r.workerCpu[i]!, 0))),
+      natsCpu: per1k(mine.reduce((s, r) => s + r.natsCpu, 0)),
+      postgresCpu: per1k(mine.reduce((s, r) => s + r.postgresCpu, 0)),
+      wallPer1k: ms / events,
+    };
+  });
+  const one = byCount[0]!.rate;
+  const rows: Row[] = byCount.flatMap((c): Row[] => [
+    [`${c.replicas} replica(s): events/s`, int(c.rate), '', `rounds ${c.perRound.map(int).join(', ')}`],
+    [`${c.replicas} replica(s): ratio to ${byCount[0]!.replicas}`, `${f2(c.rate / one)}x`, '', ''],
+    [`${c.replicas} replica(s): CPU s / 1k events, workers`, c.workerCpu.map(f2).join(' + '), '', `wall ${f2(c.wallPer1k)} s / 1k`],
+    [`${c.replicas} replica(s): CPU s / 1k events, nats / postgres`, `${f2(c.natsCpu)} / ${f2(c.postgresCpu)}`, '', ''],
+  ]);
+  return {
+    dialect: 'postgres',
+    heading: options.partitions > 1 ? `${options.partitions} partitions (EVENT_PARTITIONS)` : 'one shared durable consumer',
+    intro: [`  ${options.tasks} events per round, ${options.rounds * 2} rounds per replica count; pool ${PG_POOL} per worker; postgres CPU is every postgres process on the host`],
+    rows,
+    summary: byCount.map((c) => [`${c.replicas} replica(s), events/s (ratio)`, `${int(c.rate)} (${f2(c.rate / one)}x)`, ''] as const),
+    checks: [],
+  };
+}
+
+runBench<Options>({
+  script: 'bench:replicas',
+  title: "(2)'s workload against 1, 2 and 4 worker processes on one PostgreSQL database",
+  options: {
+    tasks: { arg: '<n>', default: '2000', help: 'distinct tasks, one event each, per round' },
+    replicas: { arg: '<list>', default: '1,2,4', help: 'worker process counts, comma separated' },
+    partitions: { arg: '<p>', default: '1', help: 'EVENT_PARTITIONS of every worker (1: one shared durable consumer)' },
+    rounds: { arg: '<n>', default: '1', help: 'times the ascending-then-descending order of counts runs' },
+  },
+  parse(read) {
+    const replicas = (read.string('replicas') ?? '').split(',').map(Number);
+    if (replicas.length === 0 || replicas.some((n) => !Number.isInteger(n) || n < 1 || n > 16)) read.problem('--replicas must list integers in [1, 16]');
+    return { tasks: read.int('tasks', 10), replicas, partitions: read.int('partitions', 1), rounds: read.int('rounds', 1) };
+  },
+  async measure(dialect, options, services): Promise<DialectResult> {
+    if (dialect === 'sqlite') {
+      return {
+        dialect,
+        heading: 'not measured',
+        intro: ['  one worker process per SQLite file (ADR 0017): there is nothing to share'],
+        rows: [],
+        summary: options.replicas.map((n) => [`${n} replica(s), events/s (ratio)`, 'n/a', ''] as const),
+        checks: [],
+      };
+    }
+    return measurePostgres(options, services.postgresUrl, services.natsUrl);
+  },
+});
