@@ -10,6 +10,7 @@ import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connectNats } from '../src/bin/connectNats.js';
 import { partitionConsumerName } from '../src/contract/eventPartitions.js';
 import type { Topology } from '../src/contract/subjects.js';
+import { listLiveLeases } from '../src/repository/projection/leases.js';
 import { systemClock } from '../src/timestamps.js';
 import { benchTopology, benchWorkerConfig, encodeEvent, SummaryWatcher, waitProgress } from './bus.js';
 import { f2, int, onCleanup, progress, runBench, WrongAnswerError, type DialectResult, type Row } from './harness.js';
@@ -141,7 +142,13 @@ async function measurePostgres(options: Options, postgresUrl: string, natsUrl: s
       await toggleTasks(scratch.ctx, ids, systemClock());
       await settleAfterBulkWrites(scratch.ctx);
       // Partition owners claim their leases within a heartbeat of starting.
-      if (options.partitions > 1) await waitProgress(async () => ({ done: await allClaimed(jsm, topology, consumers), progress: 0, state: 'partitions unclaimed' }), 50, 30_000);
+      if (options.partitions > 1) {
+        const balanced = async () => {
+          const held = (await listLiveLeases(scratch.ctx, 'event_partition.')).filter((l) => !l.name.startsWith('event_partition.member.'));
+          return held.length === options.partitions && new Set(held.map((l) => l.owner)).size === Math.min(replicas, options.partitions);
+        };
+        await waitProgress(async () => ({ done: await balanced(), progress: 0, state: 'partitions not yet spread over the replicas' }), 100, 60_000);
+      }
       progress(`[postgres] ${replicas} replica(s): ${ids.length} events for distinct changed tasks`);
       const seq0 = (await jsm.streams.info(topology.eventsStream)).state.last_seq;
       const before = watcher.received;
@@ -165,12 +172,6 @@ async function measurePostgres(options: Options, postgresUrl: string, natsUrl: s
     }
   }
   return report(options, rounds);
-}
-
-/** Whether a worker pulls from each partition consumer (one waiting pull request at least). */
-async function allClaimed(jsm: JetStreamManager, topology: Topology, consumers: readonly string[]): Promise<boolean> {
-  const infos = await Promise.all(consumers.map((c) => jsm.consumers.info(topology.eventsStream, c)));
-  return infos.every((i) => i.num_waiting > 0);
 }
 
 function report(options: Options, rounds: readonly Round[]): DialectResult {
