@@ -33,7 +33,10 @@ interface Options {
 function cpuSeconds(pid: number, withReapedChildren = false): number {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+    const fields = stat
+      .slice(stat.lastIndexOf(')') + 2)
+      .split(' ')
+      .map(Number);
     const own = fields[11]! + fields[12]!;
     return (withReapedChildren ? own + fields[13]! + fields[14]! : own) / TICKS_PER_SECOND;
   } catch {
@@ -155,10 +158,12 @@ async function measurePostgres(options: Options, postgresUrl: string, natsUrl: s
       const pids = workers.map((w) => w.pid);
       const cpu0 = { workers: pids.map((pid) => cpuSeconds(pid)), nats: totalCpu(natsPids), postgres: postgresCpu() };
       const started = performance.now();
-      for (const id of ids) nc.publish(subject, encodeEvent('task_session.state_changed', { task_id: id, session_id: seeded.sessionOf.get(id), state: 'RUNNING' }));
+      for (const id of ids)
+        nc.publish(subject, encodeEvent('task_session.state_changed', { task_id: id, session_id: seeded.sessionOf.get(id), state: 'RUNNING' }));
       await nc.flush();
       const done = await waitAllAcked(jsm, topology, consumers, seq0 + ids.length);
-      if (!(await watcher.waitReceived(before, ids.length))) throw new WrongAnswerError(`${watcher.received - before} summaries for ${ids.length} changed tasks`);
+      if (!(await watcher.waitReceived(before, ids.length)))
+        throw new WrongAnswerError(`${watcher.received - before} summaries for ${ids.length} changed tasks`);
       rounds.push({
         replicas,
         events: ids.length,
@@ -200,7 +205,9 @@ function report(options: Options, rounds: readonly Round[]): DialectResult {
   return {
     dialect: 'postgres',
     heading: options.partitions > 1 ? `${options.partitions} partitions (EVENT_PARTITIONS)` : 'one shared durable consumer',
-    intro: [`  ${options.tasks} events per round, ${options.rounds * 2} rounds per replica count; pool ${PG_POOL} per worker; postgres CPU is every postgres process on the host`],
+    intro: [
+      `  ${options.tasks} events per round, ${options.rounds * 2} rounds per replica count; pool ${PG_POOL} per worker; postgres CPU is every postgres process on the host`,
+    ],
     rows,
     summary: byCount.map((c) => [`${c.replicas} replica(s), events/s (ratio)`, `${int(c.rate)} (${f2(c.rate / one)}x)`, ''] as const),
     checks: [],

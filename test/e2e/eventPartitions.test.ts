@@ -47,7 +47,13 @@ describe.skipIf(!isAvailable('postgres') || !natsAvailable())('EVENT_PARTITIONS=
     const jsm = await jetstreamManager(nc);
     const tasks = await seedWorkloadTasks(t.ctx, TASKS);
 
-    const env = { DATABASE_URL: t.url, NATS_URL: natsUrl(), SUBJECT_PREFIX: prefix, EVENT_PARTITIONS: String(PARTITIONS), EVENT_PARTITION_LEASE_MS: String(LEASE_MS) };
+    const env = {
+      DATABASE_URL: t.url,
+      NATS_URL: natsUrl(),
+      SUBJECT_PREFIX: prefix,
+      EVENT_PARTITIONS: String(PARTITIONS),
+      EVENT_PARTITION_LEASE_MS: String(LEASE_MS),
+    };
     const workers: WorkerProcess[] = [];
     for (let i = 0; i < 2; i++) {
       const worker = await spawnWorker(env, { timeoutMs: 60_000 });

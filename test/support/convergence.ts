@@ -58,7 +58,12 @@ export interface ConvergenceFindings {
  * After quiescence: for every task, the revisions published strictly increase, the last published
  * summary equals a fresh derivation at the stored revision, and the bucket holds that revision.
  */
-export async function convergenceFindings(nc: NatsConnection, ctx: RepositoryContext, topology: Topology, taskIds: readonly string[]): Promise<ConvergenceFindings> {
+export async function convergenceFindings(
+  nc: NatsConnection,
+  ctx: RepositoryContext,
+  topology: Topology,
+  taskIds: readonly string[],
+): Promise<ConvergenceFindings> {
   const published = await readSummaryStream(nc, topology.prefix);
   const [derived, stored] = await Promise.all([createProjectionStore(ctx).loadPendingStates(taskIds), loadStatusSummaries(ctx, taskIds)]);
   const findings: ConvergenceFindings = { backwards: [], mismatched: [], staleBucket: [], published };
@@ -81,7 +86,8 @@ export async function convergenceFindings(nc: NatsConnection, ctx: RepositoryCon
       workspaceId: want.workspaceId,
       revision: stored.get(taskId)?.revision,
     };
-    if (JSON.stringify(got) !== JSON.stringify(expected)) findings.mismatched.push(`${taskId}: published ${JSON.stringify(got)}, derived ${JSON.stringify(expected)}`);
+    if (JSON.stringify(got) !== JSON.stringify(expected))
+      findings.mismatched.push(`${taskId}: published ${JSON.stringify(got)}, derived ${JSON.stringify(expected)}`);
     // Late joiners read the bucket: it must hold the same last revision.
     const entry = await bucket.get(summaryKey(taskId));
     const inBucket = entry?.json<{ data: { status_summary: { revision: number } } }>().data.status_summary.revision;

@@ -48,7 +48,9 @@ export function workerPermissionNeeds(topology: Topology, inboxPrefix: string, p
     api(`CONSUMER.CREATE.${events}.${consumer}`, `the durable consumer ${consumer}`),
     // With EVENT_PARTITIONS, the shared consumer is only read (where the partitions start); each partition's is pulled.
     ...eventConsumers(topology, partitions).flatMap((name): NatsPermissionNeed[] => [
-      ...(name === consumer ? [] : [api(`CONSUMER.INFO.${events}.${name}`, `the durable consumer ${name}`), api(`CONSUMER.CREATE.${events}.${name}`, `the durable consumer ${name}`)]),
+      ...(name === consumer
+        ? []
+        : [api(`CONSUMER.INFO.${events}.${name}`, `the durable consumer ${name}`), api(`CONSUMER.CREATE.${events}.${name}`, `the durable consumer ${name}`)]),
       api(`CONSUMER.MSG.NEXT.${events}.${name}`, 'pulling events'),
       { operation: 'publish', subject: `$JS.ACK.${events}.${name}.>`, purpose: 'acknowledging events' },
     ]),
