@@ -24,6 +24,8 @@ const TICKS_PER_SECOND = 100;
 
 interface Options {
   tasks: number;
+  /** Events per task per round, interleaved across the tasks (1: (2)'s workload). */
+  eventsPerTask: number;
   replicas: number[];
   partitions: number;
   rounds: number;
@@ -152,21 +154,24 @@ async function measurePostgres(options: Options, postgresUrl: string, natsUrl: s
         };
         await waitProgress(async () => ({ done: await balanced(), progress: 0, state: 'partitions not yet spread over the replicas' }), 100, 60_000);
       }
-      progress(`[postgres] ${replicas} replica(s): ${ids.length} events for distinct changed tasks`);
+      progress(`[postgres] ${replicas} replica(s): ${ids.length * options.eventsPerTask} events, ${options.eventsPerTask} per changed task`);
       const seq0 = (await jsm.streams.info(topology.eventsStream)).state.last_seq;
       const before = watcher.received;
       const pids = workers.map((w) => w.pid);
       const cpu0 = { workers: pids.map((pid) => cpuSeconds(pid)), nats: totalCpu(natsPids), postgres: postgresCpu() };
       const started = performance.now();
-      for (const id of ids)
-        nc.publish(subject, encodeEvent('task_session.state_changed', { task_id: id, session_id: seeded.sessionOf.get(id), state: 'RUNNING' }));
+      for (let k = 0; k < options.eventsPerTask; k++) {
+        for (const id of ids)
+          nc.publish(subject, encodeEvent('task_session.state_changed', { task_id: id, session_id: seeded.sessionOf.get(id), state: 'RUNNING' }));
+      }
       await nc.flush();
-      const done = await waitAllAcked(jsm, topology, consumers, seq0 + ids.length);
+      const events = ids.length * options.eventsPerTask;
+      const done = await waitAllAcked(jsm, topology, consumers, seq0 + events);
       if (!(await watcher.waitReceived(before, ids.length)))
         throw new WrongAnswerError(`${watcher.received - before} summaries for ${ids.length} changed tasks`);
       rounds.push({
         replicas,
-        events: ids.length,
+        events,
         ms: done - started,
         workerCpu: pids.map((pid, i) => cpuSeconds(pid) - cpu0.workers[i]!),
         natsCpu: totalCpu(natsPids) - cpu0.nats,
@@ -206,7 +211,7 @@ function report(options: Options, rounds: readonly Round[]): DialectResult {
     dialect: 'postgres',
     heading: options.partitions > 1 ? `${options.partitions} partitions (EVENT_PARTITIONS)` : 'one shared durable consumer',
     intro: [
-      `  ${options.tasks} events per round, ${options.rounds * 2} rounds per replica count; pool ${PG_POOL} per worker; postgres CPU is every postgres process on the host`,
+      `  ${options.tasks} tasks x ${options.eventsPerTask} event(s) per round, ${options.rounds * 2} rounds per replica count; pool ${PG_POOL} per worker; postgres CPU is every postgres process on the host`,
     ],
     rows,
     summary: byCount.map((c) => [`${c.replicas} replica(s), events/s (ratio)`, `${int(c.rate)} (${f2(c.rate / one)}x)`, ''] as const),
@@ -218,7 +223,8 @@ runBench<Options>({
   script: 'bench:replicas',
   title: "(2)'s workload against 1, 2 and 4 worker processes on one PostgreSQL database",
   options: {
-    tasks: { arg: '<n>', default: '2000', help: 'distinct tasks, one event each, per round' },
+    tasks: { arg: '<n>', default: '2000', help: 'distinct changed tasks per round' },
+    'events-per-task': { arg: '<n>', default: '1', help: "events per task per round, interleaved across the tasks (1: (2)'s workload)" },
     replicas: { arg: '<list>', default: '1,2,4', help: 'worker process counts, comma separated' },
     partitions: { arg: '<p>', default: '1', help: 'EVENT_PARTITIONS of every worker (1: one shared durable consumer)' },
     rounds: { arg: '<n>', default: '1', help: 'times the ascending-then-descending order of counts runs' },
@@ -226,7 +232,13 @@ runBench<Options>({
   parse(read) {
     const replicas = (read.string('replicas') ?? '').split(',').map(Number);
     if (replicas.length === 0 || replicas.some((n) => !Number.isInteger(n) || n < 1 || n > 16)) read.problem('--replicas must list integers in [1, 16]');
-    return { tasks: read.int('tasks', 10), replicas, partitions: read.int('partitions', 1), rounds: read.int('rounds', 1) };
+    return {
+      tasks: read.int('tasks', 10),
+      eventsPerTask: read.int('events-per-task', 1),
+      replicas,
+      partitions: read.int('partitions', 1),
+      rounds: read.int('rounds', 1),
+    };
   },
   async measure(dialect, options, services): Promise<DialectResult> {
     if (dialect === 'sqlite') {
