@@ -1,8 +1,9 @@
 /**
  * `npm run bench:replicas`: (2)'s workload (one event per distinct changed task) against 1, 2 and 4
  * worker processes on one PostgreSQL schema, all sharing one durable consumer, or, with
- * `--partitions P`, the partitioned consumers (EVENT_PARTITIONS). Prints events/s per replica
- * count, its ratio to one replica, and the CPU seconds each process spent per 1,000 events.
+ * `--partitions`, under each EVENT_PARTITIONS setting listed, compared in the same run. Prints
+ * events/s per pair, its ratio to the first pair, and the CPU seconds each process spent per 1,000
+ * events.
  */
 import fs from 'node:fs';
 import { performance } from 'node:perf_hooks';
@@ -27,7 +28,8 @@ interface Options {
   /** Events per task per round, interleaved across the tasks (1: (2)'s workload). */
   eventsPerTask: number;
   replicas: number[];
-  partitions: number;
+  /** EVENT_PARTITIONS settings compared in the same run. */
+  partitions: number[];
   rounds: number;
 }
 
@@ -100,6 +102,7 @@ function waitAllAcked(jsm: JetStreamManager, topology: Topology, consumers: read
 }
 
 interface Round {
+  partitions: number;
   replicas: number;
   events: number;
   ms: number;
@@ -109,56 +112,69 @@ interface Round {
   postgresCpu: number;
 }
 
+/** One EVENT_PARTITIONS setting under test: a topology of its own, so its consumers' positions never see another setting's rounds. */
+interface Setup {
+  partitions: number;
+  prefix: string;
+  topology: Topology;
+  watcher: SummaryWatcher;
+  consumers: string[];
+  config: ReturnType<typeof benchWorkerConfig>;
+}
+
 async function measurePostgres(options: Options, postgresUrl: string, natsUrl: string): Promise<DialectResult> {
   const scratch = await openScratchDatabase('postgres', { postgresUrl, maxConnections: PG_POOL, schemaPrefix: 'bench_replicas_' });
   onCleanup(() => scratch.drop());
   const nc = await connectNats({ natsUrl }, 'bench-replicas-client');
   onCleanup(() => nc.drain());
-  const { prefix, topology } = benchTopology(nc, 'benchrep', 'postgres');
   const jsm = await jetstreamManager(nc);
-  progress(`[postgres] ${scratch.where}; NATS ${natsUrl} prefix ${prefix}`);
   const seeded = await seedTasks(scratch.ctx, { tasks: options.tasks, toggleBelow: options.tasks });
   const ids = seeded.taskIds;
-  const watcher = new SummaryWatcher(nc, topology);
-  onCleanup(async () => watcher.stop());
-  const config = benchWorkerConfig(prefix, { projectionBatchSize: 16, reconcilePageSize: 500, bootReconcile: false, eventPartitions: options.partitions });
+  const start = (setup: Setup) =>
+    WorkerProcess.start({ databaseUrl: scratch.url, searchPath: scratch.searchPath, maxConnections: PG_POOL, natsUrl, config: setup.config });
+  const setups: Setup[] = [];
+  for (const partitions of options.partitions) {
+    const { prefix, topology } = benchTopology(nc, 'benchrep', 'postgres');
+    const watcher = new SummaryWatcher(nc, topology);
+    onCleanup(async () => watcher.stop());
+    const config = benchWorkerConfig(prefix, { projectionBatchSize: 16, reconcilePageSize: 500, bootReconcile: false, eventPartitions: partitions });
+    const setup = { partitions, prefix, topology, watcher, consumers: consumersOf(topology, partitions), config };
+    progress(`[postgres] ${scratch.where}; NATS ${natsUrl}; EVENT_PARTITIONS=${partitions} on prefix ${prefix}`);
+    // The first start creates the topology.
+    await (await start(setup)).stop();
+    setups.push(setup);
+  }
   const natsPort = new URL(natsUrl).port || '4222';
   const natsPids = pidsOf((cmd) => cmd.includes('nats-server') && cmd.includes(natsPort));
-  const consumers = consumersOf(topology, options.partitions);
-  const subject = `${prefix}task_session.state_changed`;
 
-  // The first start creates the topology, and the first round's tasks get their first summary
-  // through it, so every timed round starts from the same state.
-  const warm = await WorkerProcess.start({ databaseUrl: scratch.url, searchPath: scratch.searchPath, maxConnections: PG_POOL, natsUrl, config });
-  await warm.stop();
-
-  // Rounds 1, 2, 4, then 4, 2, 1: a neighbour's load drifting over the run hits every count alike.
+  // Rounds 1, 2, 4, then 4, 2, 1, each count under every setting, the settings' order flipping
+  // from one count to the next: a neighbour's load drifting over the run hits every pair alike.
   const order = [...options.replicas, ...[...options.replicas].reverse()];
-  const plan = Array.from({ length: options.rounds }, () => order).flat();
+  const plan = Array.from({ length: options.rounds }, () => order)
+    .flat()
+    .flatMap((replicas, i) => (i % 2 === 0 ? setups : [...setups].reverse()).map((setup) => ({ replicas, setup })));
   const rounds: Round[] = [];
-  for (const replicas of plan) {
-    const workers = await Promise.all(
-      Array.from({ length: replicas }, () =>
-        WorkerProcess.start({ databaseUrl: scratch.url, searchPath: scratch.searchPath, maxConnections: PG_POOL, natsUrl, config }),
-      ),
-    );
+  for (const { replicas, setup } of plan) {
+    const { partitions, topology, watcher, consumers } = setup;
+    const workers = await Promise.all(Array.from({ length: replicas }, () => start(setup)));
     const stopAll = onCleanup(() => Promise.all(workers.map((w) => w.stop())));
     try {
       await toggleTasks(scratch.ctx, ids, systemClock());
       await settleAfterBulkWrites(scratch.ctx);
       // Partition owners claim their leases within a heartbeat of starting.
-      if (options.partitions > 1) {
+      if (partitions > 1) {
         const balanced = async () => {
-          const held = (await listLiveLeases(scratch.ctx, 'event_partition.')).filter((l) => !l.name.startsWith('event_partition.member.'));
-          return held.length === options.partitions && new Set(held.map((l) => l.owner)).size === Math.min(replicas, options.partitions);
+          const held = (await listLiveLeases(scratch.ctx, 'event_partition.')).filter((l) => l.name.endsWith(`of${partitions}`));
+          return held.length === partitions && new Set(held.map((l) => l.owner)).size === Math.min(replicas, partitions);
         };
         await waitProgress(async () => ({ done: await balanced(), progress: 0, state: 'partitions not yet spread over the replicas' }), 100, 60_000);
       }
-      progress(`[postgres] ${replicas} replica(s): ${ids.length * options.eventsPerTask} events, ${options.eventsPerTask} per changed task`);
+      progress(`[postgres] P=${partitions}, ${replicas} replica(s): ${ids.length * options.eventsPerTask} events, ${options.eventsPerTask} per changed task`);
       const seq0 = (await jsm.streams.info(topology.eventsStream)).state.last_seq;
       const before = watcher.received;
       const pids = workers.map((w) => w.pid);
       const cpu0 = { workers: pids.map((pid) => cpuSeconds(pid)), nats: totalCpu(natsPids), postgres: postgresCpu() };
+      const subject = `${setup.prefix}task_session.state_changed`;
       const started = performance.now();
       for (let k = 0; k < options.eventsPerTask; k++) {
         for (const id of ids)
@@ -170,6 +186,7 @@ async function measurePostgres(options: Options, postgresUrl: string, natsUrl: s
       if (!(await watcher.waitReceived(before, ids.length)))
         throw new WrongAnswerError(`${watcher.received - before} summaries for ${ids.length} changed tasks`);
       rounds.push({
+        partitions,
         replicas,
         events,
         ms: done - started,
@@ -185,13 +202,14 @@ async function measurePostgres(options: Options, postgresUrl: string, natsUrl: s
 }
 
 function report(options: Options, rounds: readonly Round[]): DialectResult {
-  const byCount = options.replicas.map((replicas) => {
-    const mine = rounds.filter((r) => r.replicas === replicas);
+  const pairs = options.partitions.flatMap((partitions) => options.replicas.map((replicas) => ({ partitions, replicas })));
+  const figures = pairs.map(({ partitions, replicas }) => {
+    const mine = rounds.filter((r) => r.replicas === replicas && r.partitions === partitions);
     const events = mine.reduce((s, r) => s + r.events, 0);
     const ms = mine.reduce((s, r) => s + r.ms, 0);
     const per1k = (cpu: number) => (cpu * 1000) / events;
     return {
-      replicas,
+      label: `P=${partitions}, ${replicas} replica(s)`,
       rate: (events * 1000) / ms,
       perRound: mine.map((r) => (r.events * 1000) / r.ms),
       workerCpu: Array.from({ length: replicas }, (_, i) => per1k(mine.reduce((s, r) => s + r.workerCpu[i]!, 0))),
@@ -200,21 +218,21 @@ function report(options: Options, rounds: readonly Round[]): DialectResult {
       wallPer1k: ms / events,
     };
   });
-  const one = byCount[0]!.rate;
-  const rows: Row[] = byCount.flatMap((c): Row[] => [
-    [`${c.replicas} replica(s): events/s`, int(c.rate), '', `rounds ${c.perRound.map(int).join(', ')}`],
-    [`${c.replicas} replica(s): ratio to ${byCount[0]!.replicas}`, `${f2(c.rate / one)}x`, '', ''],
-    [`${c.replicas} replica(s): CPU s / 1k events, workers`, c.workerCpu.map(f2).join(' + '), '', `wall ${f2(c.wallPer1k)} s / 1k`],
-    [`${c.replicas} replica(s): CPU s / 1k events, nats / postgres`, `${f2(c.natsCpu)} / ${f2(c.postgresCpu)}`, '', ''],
+  const base = figures[0]!;
+  const rows: Row[] = figures.flatMap((c): Row[] => [
+    [`${c.label}: events/s`, int(c.rate), '', `rounds ${c.perRound.map(int).join(', ')}`],
+    [`${c.label}: ratio to ${base.label}`, `${f2(c.rate / base.rate)}x`, '', ''],
+    [`${c.label}: CPU s / 1k events, workers`, c.workerCpu.map(f2).join(' + '), '', `wall ${f2(c.wallPer1k)} s / 1k`],
+    [`${c.label}: CPU s / 1k events, nats / postgres`, `${f2(c.natsCpu)} / ${f2(c.postgresCpu)}`, '', ''],
   ]);
   return {
     dialect: 'postgres',
-    heading: options.partitions > 1 ? `${options.partitions} partitions (EVENT_PARTITIONS)` : 'one shared durable consumer',
+    heading: `EVENT_PARTITIONS ${options.partitions.join(', ')} (1: one shared durable consumer)`,
     intro: [
-      `  ${options.tasks} tasks x ${options.eventsPerTask} event(s) per round, ${options.rounds * 2} rounds per replica count; pool ${PG_POOL} per worker; postgres CPU is every postgres process on the host`,
+      `  ${options.tasks} tasks x ${options.eventsPerTask} event(s) per round, ${options.rounds * 2} rounds per pair; pool ${PG_POOL} per worker; postgres CPU is every postgres process on the host`,
     ],
     rows,
-    summary: byCount.map((c) => [`${c.replicas} replica(s), events/s (ratio)`, `${int(c.rate)} (${f2(c.rate / one)}x)`, ''] as const),
+    summary: figures.map((c) => [`${c.label}, events/s (ratio)`, `${int(c.rate)} (${f2(c.rate / base.rate)}x)`, ''] as const),
     checks: [],
   };
 }
@@ -226,17 +244,21 @@ runBench<Options>({
     tasks: { arg: '<n>', default: '2000', help: 'distinct changed tasks per round' },
     'events-per-task': { arg: '<n>', default: '1', help: "events per task per round, interleaved across the tasks (1: (2)'s workload)" },
     replicas: { arg: '<list>', default: '1,2,4', help: 'worker process counts, comma separated' },
-    partitions: { arg: '<p>', default: '1', help: 'EVENT_PARTITIONS of every worker (1: one shared durable consumer)' },
+    partitions: { arg: '<list>', default: '1', help: 'EVENT_PARTITIONS settings compared in the same run, comma separated (1: one shared durable consumer)' },
     rounds: { arg: '<n>', default: '1', help: 'times the ascending-then-descending order of counts runs' },
   },
   parse(read) {
-    const replicas = (read.string('replicas') ?? '').split(',').map(Number);
-    if (replicas.length === 0 || replicas.some((n) => !Number.isInteger(n) || n < 1 || n > 16)) read.problem('--replicas must list integers in [1, 16]');
+    const list = (name: string, max: number) => {
+      const values = (read.string(name) ?? '').split(',').map(Number);
+      if (values.some((n) => !Number.isInteger(n) || n < 1 || n > max)) read.problem(`--${name} must list integers in [1, ${max}]`);
+      return values;
+    };
+    const replicas = list('replicas', 16);
     return {
       tasks: read.int('tasks', 10),
       eventsPerTask: read.int('events-per-task', 1),
       replicas,
-      partitions: read.int('partitions', 1),
+      partitions: list('partitions', 64),
       rounds: read.int('rounds', 1),
     };
   },
@@ -247,7 +269,7 @@ runBench<Options>({
         heading: 'not measured',
         intro: ['  one worker process per SQLite file (ADR 0017): there is nothing to share'],
         rows: [],
-        summary: options.replicas.map((n) => [`${n} replica(s), events/s (ratio)`, 'n/a', ''] as const),
+        summary: options.partitions.flatMap((p) => options.replicas.map((n) => [`P=${p}, ${n} replica(s), events/s (ratio)`, 'n/a', ''] as const)),
         checks: [],
       };
     }
