@@ -164,7 +164,7 @@ async function measurePostgres(options: Options, postgresUrl: string, natsUrl: s
       // Partition owners claim their leases within a heartbeat of starting.
       if (partitions > 1) {
         const balanced = async () => {
-          const held = (await listLiveLeases(scratch.ctx, 'event_partition.')).filter((l) => l.name.endsWith(`of${partitions}`));
+          const held = await listLiveLeases(scratch.ctx, `event_partition.${topology.consumer}-`);
           return held.length === partitions && new Set(held.map((l) => l.owner)).size === Math.min(replicas, partitions);
         };
         await waitProgress(async () => ({ done: await balanced(), progress: 0, state: 'partitions not yet spread over the replicas' }), 100, 60_000);

@@ -28,9 +28,17 @@ export function partitionConsumerName(topology: Topology, k: number, partitions:
   return `${topology.consumer}-p${k}of${partitions}`;
 }
 
-/** The lease a replica holds while it pulls partition `k` (one holder at a time). */
-export function partitionLeaseName(k: number, partitions: number): string {
-  return `event_partition.${k}of${partitions}`;
+/**
+ * The lease a replica holds while it pulls partition `k` (one holder at a time), named after the
+ * consumer: deployments under other subject prefixes on one database never hold each other's.
+ */
+export function partitionLeaseName(topology: Topology, k: number, partitions: number): string {
+  return `event_partition.${partitionConsumerName(topology, k, partitions)}`;
+}
+
+/** Start of the membership leases of a deployment's replicas (the count the balance divides by). */
+export function partitionMemberLeasePrefix(topology: Topology): string {
+  return `event_partition_member.${topology.consumer}.`;
 }
 
 /** What a replica does on a lease tick: which of its partitions to give up, and how many more to try to claim. */

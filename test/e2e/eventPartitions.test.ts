@@ -2,7 +2,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, describe, expect, it } from 'vitest';
 import { partitionLeaseName } from '../../src/contract/eventPartitions.js';
-import { topologyFor } from '../../src/contract/subjects.js';
+import { topologyFor, type Topology } from '../../src/contract/subjects.js';
 import { eventConsumers } from '../../src/events/natsTopology.js';
 import { listLiveLeases } from '../../src/repository/projection/leases.js';
 import type { RepositoryContext } from '../../src/repository/context.js';
@@ -24,11 +24,11 @@ afterAll(async () => {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The pid in each partition lease's owner (`host:pid:random`), by partition. */
-async function partitionHolders(ctx: RepositoryContext): Promise<Map<number, number>> {
+async function partitionHolders(ctx: RepositoryContext, topology: Topology): Promise<Map<number, number>> {
   const held = new Map<number, number>();
   const leases = await listLiveLeases(ctx, 'event_partition.');
   for (let k = 0; k < PARTITIONS; k++) {
-    const lease = leases.find((l) => l.name === partitionLeaseName(k, PARTITIONS));
+    const lease = leases.find((l) => l.name === partitionLeaseName(topology, k, PARTITIONS));
     if (lease) held.set(k, Number(lease.owner.split(':')[1]));
   }
   return held;
@@ -68,7 +68,7 @@ describe.skipIf(!isAvailable('postgres') || !natsAvailable())('EVENT_PARTITIONS=
     // One partition each once both have seen each other: the first to start gives one up.
     await eventually(
       async () => {
-        const holders = await partitionHolders(t.ctx);
+        const holders = await partitionHolders(t.ctx, topology);
         const pids = new Set(holders.values());
         if (holders.size === PARTITIONS && pids.has(victim.child.pid!) && pids.has(survivor.child.pid!)) return true;
         await sleep(200);
@@ -77,7 +77,7 @@ describe.skipIf(!isAvailable('postgres') || !natsAvailable())('EVENT_PARTITIONS=
       30_000,
       'each worker to hold one partition',
     );
-    const victimPartition = [...(await partitionHolders(t.ctx))].find(([, pid]) => pid === victim.child.pid)![0];
+    const victimPartition = [...(await partitionHolders(t.ctx, topology))].find(([, pid]) => pid === victim.child.pid)![0];
     const balancedAt = Date.now();
 
     let producing = true;
@@ -101,7 +101,7 @@ describe.skipIf(!isAvailable('postgres') || !natsAvailable())('EVENT_PARTITIONS=
     // The survivor took the dead replica's partition over, and holds both.
     const holders = await eventually(
       async () => {
-        const now = await partitionHolders(t.ctx);
+        const now = await partitionHolders(t.ctx, topology);
         return [...now.values()].filter((pid) => pid === survivor.child.pid).length === PARTITIONS ? now : undefined;
       },
       20_000,

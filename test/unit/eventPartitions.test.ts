@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { partitionConsumerName, partitionLeaseName, partitionOf, planPartitions } from '../../src/contract/eventPartitions.js';
+import { partitionConsumerName, partitionLeaseName, partitionMemberLeasePrefix, partitionOf, planPartitions } from '../../src/contract/eventPartitions.js';
 import { topologyFor } from '../../src/contract/subjects.js';
 
 describe('partitionOf', () => {
@@ -50,10 +50,11 @@ describe('planPartitions', () => {
 });
 
 describe('partition names', () => {
-  it('names each partition consumer and lease with the partition count, so a new count never reuses an old position', () => {
+  it("names each partition consumer and lease after the prefix and the partition count: a new count never reuses an old position, another deployment never holds this one's lease", () => {
     const topology = topologyFor('acme.');
     expect(partitionConsumerName(topology, 1, 2)).toBe('acme_pending-projector-p1of2');
-    expect(partitionLeaseName(1, 2)).toBe('event_partition.1of2');
+    expect(partitionLeaseName(topology, 1, 2)).toBe('event_partition.acme_pending-projector-p1of2');
+    expect(partitionMemberLeasePrefix(topology)).toBe('event_partition_member.acme_pending-projector.');
     expect(partitionConsumerName(topology, 1, 4)).not.toBe(partitionConsumerName(topology, 1, 2));
   });
 });

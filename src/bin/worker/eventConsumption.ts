@@ -1,13 +1,11 @@
 import type { Logger } from 'pino';
 import { periodic } from '../../background/periodic.js';
-import { partitionConsumerName, partitionLeaseName, planPartitions } from '../../contract/eventPartitions.js';
+import { partitionConsumerName, partitionLeaseName, partitionMemberLeasePrefix, planPartitions } from '../../contract/eventPartitions.js';
 import { EventConsumer, type EventConsumerOptions } from '../../events/natsEventConsumer.js';
 import type { RepositoryContext } from '../../repository/context.js';
 import { acquireLease, listLiveLeases, releaseLease } from '../../repository/projection/leases.js';
 import type { WorkerComponent } from './component.js';
 
-/** Every replica with EVENT_PARTITIONS > 1 renews one of these while it runs: the count the balance divides by. */
-const MEMBER_LEASE_PREFIX = 'event_partition.member.';
 /** Sessions whose task is remembered for the partition rule (a session never changes task). */
 const SESSION_TASKS_CACHED = 10_000;
 
@@ -77,8 +75,10 @@ export function eventConsumptionComponent(deps: EventConsumptionDeps): EventCons
   const log = deps.logger.child({ component: 'event-partitions' });
   const taskOfSession = cachedTaskOfSession(deps.taskOfSession);
   const held = new Map<number, { consumer: EventConsumer; renewedAt: number }>();
-  const memberLease = `${MEMBER_LEASE_PREFIX}${owner}`;
-  const leaseOf = (k: number) => partitionLeaseName(k, partitions);
+  // Every replica renews one of these while it runs: the count the balance divides by.
+  const members = partitionMemberLeasePrefix(deps.consumer.topology);
+  const memberLease = `${members}${owner}`;
+  const leaseOf = (k: number) => partitionLeaseName(deps.consumer.topology, k, partitions);
 
   const drop = async (k: number, why: string) => {
     const entry = held.get(k);
@@ -111,7 +111,7 @@ export function eventConsumptionComponent(deps: EventConsumptionDeps): EventCons
       if (await acquireLease(ctx, leaseOf(k), owner, leaseMs)) entry.renewedAt = Date.now();
       else await drop(k, 'its lease passed to another replica');
     }
-    const live = new Set((await listLiveLeases(ctx, MEMBER_LEASE_PREFIX)).map((lease) => lease.owner)).size;
+    const live = new Set((await listLiveLeases(ctx, members)).map((lease) => lease.owner)).size;
     const plan = planPartitions(partitions, live, [...held.keys()]);
     for (const k of plan.release) {
       await drop(k, `balancing across ${live} replicas`);
