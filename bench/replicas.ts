@@ -14,7 +14,7 @@ import type { Topology } from '../src/contract/subjects.js';
 import { listLiveLeases } from '../src/repository/projection/leases.js';
 import { systemClock } from '../src/timestamps.js';
 import { benchTopology, benchWorkerConfig, encodeEvent, SummaryWatcher, waitProgress } from './bus.js';
-import { f2, int, onCleanup, progress, runBench, WrongAnswerError, type DialectResult, type Row } from './harness.js';
+import { f2, int, onCleanup, progress, runBench, sleep, WrongAnswerError, type DialectResult, type Row } from './harness.js';
 import { openScratchDatabase } from './scratchDatabase.js';
 import { seedTasks, settleAfterBulkWrites, toggleTasks } from './seed/seeder.js';
 import { WorkerProcess } from './workerProcess.js';
@@ -101,6 +101,20 @@ function waitAllAcked(jsm: JetStreamManager, topology: Topology, consumers: read
   );
 }
 
+/**
+ * Until the fresh worker processes stop spending CPU on their start (module loading, the summary
+ * bucket's check, the first polls): under 5% of a core each over half a second, or 20 s at most.
+ * Otherwise a round's CPU per event would carry each process's start, more of it with more processes.
+ */
+async function untilIdle(pids: readonly number[]): Promise<void> {
+  const deadline = performance.now() + 20_000;
+  while (performance.now() < deadline) {
+    const before = pids.map((pid) => cpuSeconds(pid));
+    await sleep(500);
+    if (pids.every((pid, i) => cpuSeconds(pid) - before[i]! < 0.025)) return;
+  }
+}
+
 interface Round {
   partitions: number;
   replicas: number;
@@ -169,6 +183,7 @@ async function measurePostgres(options: Options, postgresUrl: string, natsUrl: s
         };
         await waitProgress(async () => ({ done: await balanced(), progress: 0, state: 'partitions not yet spread over the replicas' }), 100, 60_000);
       }
+      await untilIdle(workers.map((w) => w.pid));
       progress(`[postgres] P=${partitions}, ${replicas} replica(s): ${ids.length * options.eventsPerTask} events, ${options.eventsPerTask} per changed task`);
       const seq0 = (await jsm.streams.info(topology.eventsStream)).state.last_seq;
       const before = watcher.received;
