@@ -247,7 +247,7 @@ async function startHoldingLock(deps: WorkerDeps & { config: StartWorkerSettings
       clarifications,
       tasks: createTasks(parts, logger),
       operations: createOperationsService({
-        bus: natsOperationsBus(nc, parts.jsm, topology),
+        bus: natsOperationsBus(nc, parts.jsm, topology, eventConsumers(topology, config.eventPartitions)),
         drift: {
           listTaskIdsAfter: (after, limit) => parts.store.listTaskIdsAfter(after, limit),
           findDrift: async (taskIds) => (await findDrift(parts.store, taskIds)).map(toDriftPayload),
