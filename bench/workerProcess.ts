@@ -62,7 +62,7 @@ export class WorkerProcess {
     return handle;
   }
 
-  /** The worker process's pid (its CPU is read from /proc). */
+  /** The worker process's pid (the benches read its CPU time from /proc). */
   get pid(): number {
     return this.child.pid!;
   }

@@ -200,6 +200,22 @@ export const SETTINGS = {
       "replicas of every stream and KV bucket the worker creates (1 to 5; at most the JetStream cluster's servers); " +
       'an existing one keeps its count, with a warning saying how to change it',
   },
+  eventPartitions: {
+    env: 'EVENT_PARTITIONS',
+    flag: 'event-partitions',
+    schema: intFrom(1, 64),
+    default: 1,
+    help:
+      '1: every replica pulls the one shared durable consumer; P > 1: the events are split by task into P partitions, each pulled by one replica at a time ' +
+      "(a lease; a dead replica's partitions pass to another); every replica must use the same value (docs/decisions/0020)",
+  },
+  eventPartitionLeaseMs: {
+    env: 'EVENT_PARTITION_LEASE_MS',
+    flag: 'event-partition-lease-ms',
+    schema: intFrom(1000, 600_000),
+    default: 15_000,
+    help: "with EVENT_PARTITIONS > 1: how long a replica holds a partition without renewing it (renewed every third of it); a dead replica's partitions wait this long",
+  },
   reconcilePageSize: {
     env: 'RECONCILE_PAGE_SIZE',
     flag: 'reconcile-page-size',

@@ -90,7 +90,7 @@ export function createMetrics() {
     }),
     events: new Counter({
       name: 'pending_projector_events_total',
-      help: 'Inbound events by outcome (projected, skipped, unknown_type, no_task, dead_lettered, retried)',
+      help: 'Inbound events by outcome (projected, skipped, unknown_type, no_task, other_partition, dead_lettered, retried)',
       labelNames: ['outcome'] as const,
       registers: [registry],
     }),

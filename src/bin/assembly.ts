@@ -71,7 +71,7 @@ type PartsConfig = Pick<
 >;
 
 /** The inbound side's settings: only the worker creates or updates the events stream and its consumer. */
-type InboundSettings = Pick<Config, 'streamMaxAgeMs' | 'maxDeliver' | 'ackWaitMs'>;
+type InboundSettings = Pick<Config, 'streamMaxAgeMs' | 'maxDeliver' | 'ackWaitMs' | 'eventPartitions'>;
 
 export interface PartsDeps {
   db: Database;

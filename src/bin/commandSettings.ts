@@ -31,6 +31,8 @@ export const WORKER_ONLY_SETTINGS = [
   'respondDeadlineMs',
   'summaryBucketStorage',
   'streamReplicas',
+  'eventPartitions',
+  'eventPartitionLeaseMs',
   'admissionLockTimeoutMs',
   'turnStartHookSubject',
   'turnStartHookTimeoutMs',

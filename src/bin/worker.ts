@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
-import { EventConsumer, type EventDelivery } from '../events/natsEventConsumer.js';
+import type { EventDelivery } from '../events/natsEventConsumer.js';
+import { eventConsumers } from '../events/natsTopology.js';
 import { topologyFor, type Topology } from '../contract/subjects.js';
 import { checkNatsMaxPayload } from '../events/natsMaxPayload.js';
 import { NatsPermissionError, probeNatsPermissions } from '../events/natsPermissions.js';
@@ -21,6 +23,7 @@ import { assembleParts, createClarifications, createPromptServices, createPrompt
 import { startComponents, type WorkerComponent } from './worker/component.js';
 import { consumerLagProbe } from './worker/consumerLagProbe.js';
 import { deliveryRecoveryLoop } from './worker/deliveryRecoveryLoop.js';
+import { eventConsumptionComponent } from './worker/eventConsumption.js';
 import { healthServerComponent } from './worker/healthServer.js';
 import { holdSqliteWorkerLock } from './worker/holdSqliteWorkerLock.js';
 import { promptDispatcherComponent } from './worker/promptDispatcherComponent.js';
@@ -97,7 +100,7 @@ export async function startWorker(given: WorkerDeps): Promise<WorkerHandle> {
   // First of all: a server whose max_payload cannot carry the largest prompt, collection or queue is told now, not at its first use.
   checkNatsMaxPayload(nc, config);
   // Before anything is migrated or created: a user lacking a permission is told which, now.
-  const denials = await probeNatsPermissions(nc, workerPermissionNeeds(topologyFor(config.subjectPrefix), config.natsInboxPrefix));
+  const denials = await probeNatsPermissions(nc, workerPermissionNeeds(topologyFor(config.subjectPrefix), config.natsInboxPrefix, config.eventPartitions));
   if (denials.length > 0) throw new NatsPermissionError(denials);
   // Before the migration too: a second worker on a SQLite file is refused before it writes anything.
   const releaseLock = await holdSqliteWorkerLock(deps.db);
@@ -149,7 +152,15 @@ async function startHoldingLock(deps: WorkerDeps & { config: StartWorkerSettings
       return projector.handleEvent(eventType, data, delivery);
     },
   };
-  const consumer = new EventConsumer({ nc, topology, handler, logger, metrics, maxEventBytes: config.maxEventBytes, maxDeliver: config.maxDeliver });
+  const consumer = eventConsumptionComponent({
+    consumer: { nc, topology, handler, logger, metrics, maxEventBytes: config.maxEventBytes, maxDeliver: config.maxDeliver },
+    partitions: config.eventPartitions,
+    leaseMs: config.eventPartitionLeaseMs,
+    ctx,
+    owner: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
+    taskOfSession: (sessionId) => parts.store.taskIdOfSession(sessionId),
+    logger,
+  });
   const reconcile = bootReconcile({
     store: parts.store,
     enabled: config.bootReconcile,
@@ -159,7 +170,7 @@ async function startHoldingLock(deps: WorkerDeps & { config: StartWorkerSettings
     logger,
     metrics,
   });
-  const lagProbe = consumerLagProbe({ jsm: parts.jsm, topology, metrics, logger });
+  const lagProbe = consumerLagProbe({ jsm: parts.jsm, topology, consumers: eventConsumers(topology, config.eventPartitions), metrics, logger });
   const refiller = summaryBucketRefillerComponent({
     summaries: {
       listStatusSummariesAfter: (after, limit) => parts.store.listStatusSummariesAfter(after, limit),
@@ -179,7 +190,14 @@ async function startHoldingLock(deps: WorkerDeps & { config: StartWorkerSettings
     return {
       healthy: alive,
       ready: alive && serving && reconcile.started,
-      detail: { consumer_lag: lagProbe.lag, idle_for_ms: consumer.idleForMs, unsettled: consumer.unsettled, boot_reconcile_started: reconcile.started, epoch },
+      detail: {
+        consumer_lag: lagProbe.lag,
+        idle_for_ms: consumer.idleForMs,
+        unsettled: consumer.unsettled,
+        ...(config.eventPartitions > 1 ? { event_partitions: consumer.heldPartitions } : {}),
+        boot_reconcile_started: reconcile.started,
+        epoch,
+      },
     };
   });
 
@@ -199,7 +217,7 @@ async function startHoldingLock(deps: WorkerDeps & { config: StartWorkerSettings
         await projector.whenIdle();
       },
     },
-    { name: 'event-consumer', start: () => consumer.start(), stop: () => consumer.stop() },
+    consumer,
     promptDispatcherComponent({
       dispatcher: prompts.dispatcher,
       // Then the queues whose finishing event was missed: after the receipts, so an entry a dead
@@ -230,7 +248,7 @@ async function startHoldingLock(deps: WorkerDeps & { config: StartWorkerSettings
       clarifications,
       tasks: createTasks(parts, logger),
       operations: createOperationsService({
-        bus: natsOperationsBus(nc, parts.jsm, topology),
+        bus: natsOperationsBus(nc, parts.jsm, topology, eventConsumers(topology, config.eventPartitions)),
         drift: {
           listTaskIdsAfter: (after, limit) => parts.store.listTaskIdsAfter(after, limit),
           findDrift: async (taskIds) => (await findDrift(parts.store, taskIds)).map(toDriftPayload),

@@ -8,6 +8,7 @@ import type { EventData } from '../contract/envelope.js';
 import { parseEvent } from './parseEvent.js';
 import { previewOf, writeDeadLetter, type DeadLetterRecord } from './deadLetters.js';
 import { eventTypeOf, type Topology } from '../contract/subjects.js';
+import { partitionOf } from '../contract/eventPartitions.js';
 
 /** How an event reached this replica: `redelivered` when an earlier delivery was never acknowledged. */
 export interface EventDelivery {
@@ -29,6 +30,18 @@ export interface EventConsumerOptions {
   maxDeliver: number;
   /** Unacknowledged events held at once (they wait for coalesced projections). */
   maxInFlight?: number;
+  /** The durable consumer pulled (default: the one every replica shares). */
+  consumerName?: string;
+  /** Set when `consumerName` is one partition's: the events of other partitions are acked unhandled. */
+  partition?: PartitionFilter;
+}
+
+/** Which events a partition's consumer handles (src/contract/eventPartitions.ts has the rule). */
+export interface PartitionFilter {
+  index: number;
+  count: number;
+  /** The task of a session, for events that name only their session; undefined when unknown. */
+  taskOfSession(sessionId: string): Promise<string | undefined>;
 }
 
 /** Nak delays: 250 ms after the first delivery, doubling, at most 30 s. */
@@ -69,7 +82,8 @@ export class EventConsumer {
   }
 
   async start(): Promise<void> {
-    const consumer: Consumer = await jetstream(this.options.nc).consumers.get(this.options.topology.eventsStream, this.options.topology.consumer);
+    const name = this.options.consumerName ?? this.options.topology.consumer;
+    const consumer: Consumer = await jetstream(this.options.nc).consumers.get(this.options.topology.eventsStream, name);
     this.messages = await consumer.consume({ max_messages: 256 });
     this.loop = this.run(this.messages);
   }
@@ -113,6 +127,11 @@ export class EventConsumer {
       return;
     }
     try {
+      if (this.options.partition && !(await this.isMine(this.options.partition, parsed.data))) {
+        await this.ack(m);
+        metrics?.events.inc({ outcome: 'other_partition' });
+        return;
+      }
       const delivery = { redelivered: m.info.deliveryCount > 1 };
       const outcome = await this.options.handler.handleEvent(eventTypeOf(m.subject, topology.prefix), parsed.data, delivery);
       await this.ack(m);
@@ -132,6 +151,16 @@ export class EventConsumer {
       metrics?.events.inc({ outcome: 'retried' });
       m.nak(delay);
     }
+  }
+
+  /**
+   * Whether this partition handles the event: by its task, or, for an event naming only its session,
+   * by the session's task (one read, which the projection would make anyway). An event naming
+   * neither goes to partition 0, so exactly one partition settles it.
+   */
+  private async isMine(partition: PartitionFilter, data: EventData): Promise<boolean> {
+    const taskId = data.task_id ?? (data.session_id ? await partition.taskOfSession(data.session_id) : undefined);
+    return (taskId === undefined ? 0 : partitionOf(taskId, partition.count)) === partition.index;
   }
 
   /**

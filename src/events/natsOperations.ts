@@ -6,8 +6,17 @@ import { listDeadLetters, retryDeadLetter, showDeadLetter, type DeadLetterEntry 
 
 const payloadOf = ({ id, record }: DeadLetterEntry) => ({ seq: id, ...record });
 
-/** The operations endpoints' view of the bus: the dead-letter stream and the worker's consumer. */
-export function natsOperationsBus(nc: NatsConnection, jsm: JetStreamManager, topology: Topology): OperationsBus {
+/**
+ * The operations endpoints' view of the bus: the dead-letter stream and the worker's consumer. With
+ * EVENT_PARTITIONS, `consumers` lists the partitions' and the stats are the most lagging one's (each
+ * sees the whole stream); the shared consumer is not pulled then.
+ */
+export function natsOperationsBus(
+  nc: NatsConnection,
+  jsm: JetStreamManager,
+  topology: Topology,
+  consumers: readonly string[] = [topology.consumer],
+): OperationsBus {
   return {
     listDeadLetters: async (limit) => (await listDeadLetters(jsm, topology, limit)).map(payloadOf),
     async showDeadLetter(id) {
@@ -16,14 +25,15 @@ export function natsOperationsBus(nc: NatsConnection, jsm: JetStreamManager, top
     },
     retryDeadLetter: (id) => retryDeadLetter(nc, topology, id),
     async consumerStats() {
-      const [consumer, events, deadLetters] = await Promise.all([
-        jsm.consumers.info(topology.eventsStream, topology.consumer),
+      const [infos, events, deadLetters] = await Promise.all([
+        Promise.all(consumers.map((name) => jsm.consumers.info(topology.eventsStream, name))),
         jsm.streams.info(topology.eventsStream),
         jsm.streams.info(topology.deadLetterStream),
       ]);
+      const consumer = infos.reduce((most, info) => (info.num_pending > most.num_pending ? info : most));
       return {
         stream: topology.eventsStream,
-        consumer: topology.consumer,
+        consumer: consumer.name,
         num_pending: consumer.num_pending,
         num_ack_pending: consumer.num_ack_pending,
         num_redelivered: consumer.num_redelivered,

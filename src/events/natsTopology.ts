@@ -7,11 +7,13 @@ import {
   jetstreamManager,
   RetentionPolicy,
   StorageType,
+  type ConsumerInfo,
   type JetStreamManager,
   type StreamConfig,
   type StreamInfo,
 } from '@nats-io/jetstream';
 import type { Topology } from '../contract/subjects.js';
+import { partitionConsumerName } from '../contract/eventPartitions.js';
 import { SummaryBucket, type BucketStorage } from './summaryBucket.js';
 import { isNotFound } from './isNotFound.js';
 
@@ -24,6 +26,8 @@ export interface TopologyOptions {
   bucketStorage?: BucketStorage;
   /** Replicas of every stream and the bucket when they have to be created (default 1). */
   replicas?: number;
+  /** EVENT_PARTITIONS: above 1, one durable consumer per partition beside the shared one (default 1). */
+  eventPartitions?: number;
 }
 
 /** A stream (or the bucket's stream) that exists with another replica count than the one asked for: it is left as it is. */
@@ -97,7 +101,8 @@ function replicaMismatch(stream: string, replicas: number, wanted: number): Repl
  *   worker's consumer (an event no delivery ever settled, e.g. one that crashed the worker);
  * - the agent resume stream capturing `<prefix>agent.*.resume` (detached clarification answers);
  * - the agent prompt stream capturing `<prefix>agent.*.prompt` (delivered prompt receipts);
- * - the durable pull consumer shared by every replica;
+ * - the durable pull consumer shared by every replica, and with EVENT_PARTITIONS one per partition
+ *   (ADR 0020), each over the whole stream;
  * - the KV bucket holding the latest summary per task for late joiners (SummaryBucket).
  */
 export async function ensureTopology(nc: NatsConnection, options: TopologyOptions): Promise<EnsuredTopology> {
@@ -119,11 +124,11 @@ export async function ensureTopology(nc: NatsConnection, options: TopologyOption
     discard: DiscardPolicy.Old,
     duplicate_window: nanos(2 * 60_000),
   });
-  const advisory = (kind: string) => `$JS.EVENT.ADVISORY.CONSUMER.${kind}.${topology.eventsStream}.${topology.consumer}`;
+  const advisory = (consumer: string) => `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${topology.eventsStream}.${consumer}`;
   await ensure({
     name: topology.deadLetterStream,
     // Only MAX_DELIVERIES: the worker terminates an event itself only after writing its own record.
-    subjects: [topology.deadLetterSubject, advisory('MAX_DELIVERIES')],
+    subjects: [topology.deadLetterSubject, ...eventConsumers(topology, options.eventPartitions ?? 1).map((c) => advisory(c))],
     retention: RetentionPolicy.Limits,
     num_replicas: replicas,
     storage: StorageType.File,
@@ -154,28 +159,43 @@ export async function ensureTopology(nc: NatsConnection, options: TopologyOption
     discard: DiscardPolicy.Old,
     duplicate_window: nanos(15 * 60_000),
   });
-  try {
-    await jsm.consumers.info(topology.eventsStream, topology.consumer);
-  } catch (err) {
-    if (!isNotFound(err)) throw err;
-    try {
-      await jsm.consumers.add(topology.eventsStream, {
-        durable_name: topology.consumer,
-        ack_policy: AckPolicy.Explicit,
-        deliver_policy: DeliverPolicy.All,
-        ack_wait: nanos(options.ackWaitMs),
-        max_deliver: options.maxDeliver,
-        max_ack_pending: 4096,
-      });
-    } catch (addErr) {
-      // Another replica created it first.
-      await jsm.consumers.info(topology.eventsStream, topology.consumer).catch(() => {
-        throw addErr;
-      });
-    }
-  }
+  const shared = await ensureConsumer(jsm, topology, topology.consumer, options);
+  const partitions = options.eventPartitions ?? 1;
+  // A partition consumer made now takes over where the shared one stands: turning partitioning on
+  // neither replays the stream nor skips what the shared consumer has not acknowledged.
+  const startSeq = shared.ack_floor.stream_seq + 1;
+  for (let k = 0; partitions > 1 && k < partitions; k++) await ensureConsumer(jsm, topology, partitionConsumerName(topology, k, partitions), options, startSeq);
   const output = await ensureOutputTopology(nc, topology, { bucketStorage: options.bucketStorage, replicas });
   return { jsm, summaries: output.summaries, replicaMismatches: [...replicaMismatches, ...output.replicaMismatches] };
+}
+
+/** The durable consumers the replicas pull: the shared one, or one per partition (EVENT_PARTITIONS). */
+export function eventConsumers(topology: Topology, partitions: number): string[] {
+  return partitions > 1 ? Array.from({ length: partitions }, (_, k) => partitionConsumerName(topology, k, partitions)) : [topology.consumer];
+}
+
+/** Creates the durable pull consumer `name` unless it exists; several replicas may race here. */
+async function ensureConsumer(jsm: JetStreamManager, topology: Topology, name: string, options: TopologyOptions, startSeq?: number): Promise<ConsumerInfo> {
+  try {
+    return await jsm.consumers.info(topology.eventsStream, name);
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+  }
+  try {
+    return await jsm.consumers.add(topology.eventsStream, {
+      durable_name: name,
+      ack_policy: AckPolicy.Explicit,
+      ...(startSeq && startSeq > 1 ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: startSeq } : { deliver_policy: DeliverPolicy.All }),
+      ack_wait: nanos(options.ackWaitMs),
+      max_deliver: options.maxDeliver,
+      max_ack_pending: 4096,
+    });
+  } catch (addErr) {
+    // Another replica created it first.
+    return await jsm.consumers.info(topology.eventsStream, name).catch(() => {
+      throw addErr;
+    });
+  }
 }
 
 /**

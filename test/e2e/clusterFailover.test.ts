@@ -1,24 +1,15 @@
-import { execFile } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import { Kvm } from '@nats-io/kv';
 import { afterAll, describe, expect, it } from 'vitest';
 import { topologyFor, topologyStreams } from '../../src/contract/subjects.js';
-import { summaryKey } from '../../src/events/natsTopology.js';
-import { pendingActionOf, queuedPromptCountOf } from '../../src/events/statusSummary.js';
-import { createProjectionStore } from '../../src/repository/projection/projectionStore.js';
-import { loadStatusSummaries } from '../../src/repository/projection/statusSummaries.js';
+import { convergenceFindings, runVerify, waitQuiet } from '../support/convergence.js';
 import { isAvailable, openTestDatabase } from '../support/databases.js';
 import { eventually, uniquePrefix } from '../support/nats.js';
 import { startNatsCluster, type NatsCluster } from '../support/natsCluster.js';
 import { privateNatsAvailable } from '../support/privateNats.js';
-import { readSummaryStream } from '../support/summaries.js';
 import { spawnWorker, type WorkerProcess } from '../support/workerProcess.js';
 import { randomStep, seededRandom, seedWorkloadTasks } from '../support/workload.js';
 
-const CLI = fileURLToPath(new URL('../../bin/pending-projector.js', import.meta.url));
 const WORKER_CONNECTION = 'pending-projector-worker';
 const TASKS = 300;
 
@@ -195,57 +186,19 @@ describe.skipIf(!isAvailable('postgres') || !privateNatsAvailable())('two worker
     }
 
     // Quiet: nothing pending or unacknowledged on the consumer, and no new summary for 3 s.
-    let last = { seq: -1, since: Date.now() };
-    await eventually(
-      async () => {
-        const consumer = await jsm.consumers.info(topology.eventsStream, topology.consumer);
-        const seq = (await jsm.streams.info(topology.outputStream)).state.last_seq;
-        if (seq !== last.seq) last = { seq, since: Date.now() };
-        if (consumer.num_pending === 0 && consumer.num_ack_pending === 0 && Date.now() - last.since >= 3000) return true;
-        await sleep(250);
-        return undefined;
-      },
-      60_000,
-      'the workers to go quiet',
-    );
+    await waitQuiet(jsm, topology, [topology.consumer]);
 
-    const verify = await promisify(execFile)(process.execPath, [CLI, 'verify', '--database-url', t.url], { encoding: 'utf8', timeout: 60_000 }).catch(
-      (err: { code?: number; stdout?: string; stderr?: string }) => err,
-    );
+    const verify = await runVerify(t.url);
     expect(verify.stderr, verify.stdout).toMatch(new RegExp(`verified ${TASKS} tasks: 0 drifted`));
-    expect('code' in verify ? verify.code : 0).toBe(0);
+    expect(verify.code).toBe(0);
 
-    const published = await readSummaryStream(nc, prefix);
-    const taskIds = tasks.map((x) => x.taskId);
-    const [derived, stored] = await Promise.all([createProjectionStore(t.ctx).loadPendingStates(taskIds), loadStatusSummaries(t.ctx, taskIds)]);
-    const mismatched: string[] = [];
-    const staleBucket: string[] = [];
-    const bucket = await new Kvm(nc).open(topology.summaryBucket);
-    const backwards: string[] = [];
-    for (const taskId of taskIds) {
-      const events = published.get(taskId) ?? [];
-      const revisions = events.map((e) => e.status_summary.revision);
-      if (revisions.some((r, i) => i > 0 && r <= revisions[i - 1]!)) backwards.push(`${taskId}: ${revisions.join(',')}`);
-      const latest = events.at(-1);
-      const want = derived.get(taskId)!;
-      const got = latest && {
-        pendingAction: pendingActionOf(latest.status_summary),
-        queuedPromptCount: queuedPromptCountOf(latest.status_summary),
-        workspaceId: latest.workspace_id,
-        revision: latest.status_summary.revision,
-      };
-      const expected = {
-        pendingAction: want.pendingAction,
-        queuedPromptCount: want.queuedPromptCount ?? 0,
-        workspaceId: want.workspaceId,
-        revision: stored.get(taskId)?.revision,
-      };
-      if (JSON.stringify(got) !== JSON.stringify(expected)) mismatched.push(`${taskId}: published ${JSON.stringify(got)}, derived ${JSON.stringify(expected)}`);
-      // Late joiners read the bucket: after the failovers it must hold the same last revision.
-      const entry = await bucket.get(summaryKey(taskId));
-      const inBucket = entry?.json<{ data: { status_summary: { revision: number } } }>().data.status_summary.revision;
-      if (inBucket !== expected.revision) staleBucket.push(`${taskId}: bucket ${inBucket}, stored ${expected.revision}`);
-    }
+    // After the failovers the bucket too must hold each task's last revision.
+    const { backwards, mismatched, staleBucket, published } = await convergenceFindings(
+      nc,
+      t.ctx,
+      topology,
+      tasks.map((x) => x.taskId),
+    );
     const seconds = ((Date.now() - started) / 1000).toFixed(1);
     const report =
       `setup ${((ready - started) / 1000).toFixed(1)} s; ${faults.join('; ')}; producer ${JSON.stringify(producer.stats)}; ` +

@@ -8,12 +8,18 @@ import type { WorkerComponent } from './component.js';
 export interface ConsumerLagProbeDeps {
   jsm: JetStreamManager;
   topology: Topology;
+  /** The durable consumers the replicas pull (eventConsumers). */
+  consumers: readonly string[];
   metrics: Metrics;
   logger: Logger;
   intervalMs?: number;
 }
 
-/** Reads the durable consumer's pending and ack-pending counts every few seconds into the metrics. */
+/**
+ * Reads the durable consumers' pending and ack-pending counts every few seconds into the metrics:
+ * the lag is the largest pending count (each partition's consumer sees the whole stream), the
+ * ack-pending count their sum.
+ */
 export function consumerLagProbe(deps: ConsumerLagProbeDeps): WorkerComponent & { readonly lag: number } {
   let lag = 0;
   const loop = periodic({
@@ -23,10 +29,10 @@ export function consumerLagProbe(deps: ConsumerLagProbeDeps): WorkerComponent & 
     failureMessage: 'could not read consumer info',
     failureLevel: 'warn',
     run: async () => {
-      const info = await deps.jsm.consumers.info(deps.topology.eventsStream, deps.topology.consumer);
-      lag = info.num_pending;
-      deps.metrics.consumerLag.set(info.num_pending);
-      deps.metrics.ackPending.set(info.num_ack_pending);
+      const infos = await Promise.all(deps.consumers.map((name) => deps.jsm.consumers.info(deps.topology.eventsStream, name)));
+      lag = Math.max(...infos.map((info) => info.num_pending));
+      deps.metrics.consumerLag.set(lag);
+      deps.metrics.ackPending.set(infos.reduce((sum, info) => sum + info.num_ack_pending, 0));
     },
   });
   return {

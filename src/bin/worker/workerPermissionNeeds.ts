@@ -1,4 +1,5 @@
 import type { NatsPermissionNeed } from '../../events/natsPermissions.js';
+import { eventConsumers } from '../../events/natsTopology.js';
 import {
   CLARIFICATION_PRIMARY_ANSWERED,
   CLARIFICATION_STALE_DISMISSED,
@@ -33,7 +34,7 @@ const KANDEV_EVENTS_PUBLISHED = [
  * the turn-start hook (a request someone answers; denied at first use, logged with the subject).
  * deploy/nats grants all of them to the `worker` user; docs/security.md lists them.
  */
-export function workerPermissionNeeds(topology: Topology, inboxPrefix: string): NatsPermissionNeed[] {
+export function workerPermissionNeeds(topology: Topology, inboxPrefix: string, partitions = 1): NatsPermissionNeed[] {
   const api = (subject: string, purpose: string): NatsPermissionNeed => ({ operation: 'publish', subject: `$JS.API.${subject}`, purpose });
   const streams = topologyStreams(topology);
   const events = topology.eventsStream;
@@ -45,8 +46,14 @@ export function workerPermissionNeeds(topology: Topology, inboxPrefix: string): 
     ...streams.filter((s) => s !== topology.summaryBucketStream).map((stream) => api(`STREAM.UPDATE.${stream}`, `topology: stream ${stream}`)),
     api(`CONSUMER.INFO.${events}.${consumer}`, `the durable consumer ${consumer}`),
     api(`CONSUMER.CREATE.${events}.${consumer}`, `the durable consumer ${consumer}`),
-    api(`CONSUMER.MSG.NEXT.${events}.${consumer}`, 'pulling events'),
-    { operation: 'publish', subject: `$JS.ACK.${events}.${consumer}.>`, purpose: 'acknowledging events' },
+    // With EVENT_PARTITIONS, the shared consumer is only read (where the partitions start); each partition's is pulled.
+    ...eventConsumers(topology, partitions).flatMap((name): NatsPermissionNeed[] => [
+      ...(name === consumer
+        ? []
+        : [api(`CONSUMER.INFO.${events}.${name}`, `the durable consumer ${name}`), api(`CONSUMER.CREATE.${events}.${name}`, `the durable consumer ${name}`)]),
+      api(`CONSUMER.MSG.NEXT.${events}.${name}`, 'pulling events'),
+      { operation: 'publish', subject: `$JS.ACK.${events}.${name}.>`, purpose: 'acknowledging events' },
+    ]),
     api(`STREAM.MSG.GET.${topology.agentResumeStream}`, 'checking a stored resume command'),
     api(`STREAM.MSG.GET.${topology.agentPromptStream}`, 'checking a stored prompt'),
     api(`STREAM.MSG.GET.${topology.deadLetterStream}`, 'dead_letter.list and .show'),

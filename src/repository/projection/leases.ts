@@ -22,3 +22,12 @@ export async function acquireLease(ctx: RepositoryContext, name: string, owner: 
 export async function releaseLease(ctx: RepositoryContext, name: string, owner: string): Promise<void> {
   await ctx.knex('pending_projector_leases').where({ name, owner }).del();
 }
+
+/** Every unexpired lease whose name starts with `prefix`: its name and holder. */
+export async function listLiveLeases(ctx: RepositoryContext, prefix: string): Promise<Array<{ name: string; owner: string }>> {
+  const rows = (await ctx.knex('pending_projector_leases').select('name', 'owner').where('expires_at', '>=', ctx.clock())) as Array<{
+    name: string;
+    owner: string;
+  }>;
+  return rows.filter((row) => row.name.startsWith(prefix));
+}
