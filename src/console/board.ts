@@ -193,6 +193,7 @@ export class Board {
       },
       h('span', { class: 'task-id' }, task.taskId),
       h('span', { 'data-testid': 'pending-badge' }, task.pending),
+      h('span', {}, task.queued || ''),
       h('span', { 'data-testid': 'revision' }, task.revision),
       h('span', { 'data-testid': 'updated-at' }, task.updatedAt),
     );

@@ -6,6 +6,8 @@ export interface BoardTask {
   workspaceId: string;
   /** `clarification`, `permission`, or '' for none. */
   pending: string;
+  /** Prompts waiting in the task's session queues. */
+  queued: number;
   /** 0 for a task listed without a summary yet. */
   revision: number;
   updatedAt: string;
@@ -15,7 +17,7 @@ export interface BoardTask {
 export interface SummaryData {
   task_id: string;
   workspace_id: string;
-  status_summary: { revision: number; updated_at: string; pending_action?: unknown } | null;
+  status_summary: { revision: number; updated_at: string; pending_action?: unknown; queued_prompt_count?: unknown } | null;
 }
 
 export function boardTaskOf(data: SummaryData): BoardTask {
@@ -24,6 +26,7 @@ export function boardTaskOf(data: SummaryData): BoardTask {
     taskId: data.task_id,
     workspaceId: data.workspace_id,
     pending: isPendingAction(summary?.pending_action) ? summary.pending_action : '',
+    queued: typeof summary?.queued_prompt_count === 'number' ? summary.queued_prompt_count : 0,
     revision: summary?.revision ?? 0,
     updatedAt: summary?.updated_at ?? '',
   };

@@ -26,7 +26,10 @@ async function start(): Promise<void> {
   const questions = new Questions();
   const operations = new Operations();
   const board = new Board({
-    open: (taskId) => void detail.open(taskId),
+    open: (taskId) => {
+      history.replaceState(null, '', `#task/${encodeURIComponent(taskId)}`);
+      void detail.open(taskId);
+    },
     changed: (task) => {
       // A question asked or answered changes the task's summary: the open views follow it.
       if (view === 'questions') void questions.refresh('keep');
@@ -49,7 +52,9 @@ async function start(): Promise<void> {
   };
   byId('nav').addEventListener('click', (event) => {
     const target = (event.target as HTMLElement).closest<HTMLElement>('[data-view]');
-    if (target) show(target.dataset.view as View);
+    if (!target) return;
+    show(target.dataset.view as View);
+    history.replaceState(null, '', target.dataset.view === 'board' ? '#' : `#${target.dataset.view}`);
   });
   setInterval(() => {
     if (view === 'operations' && session) void operations.refresh();
@@ -63,6 +68,10 @@ async function start(): Promise<void> {
     operations.use(next);
     if (view === 'operations') void operations.refresh();
   };
+  // A link may name a view (`#questions`, `#operations`) or a task (`#task/<id>`).
+  const link = /^#(questions|operations|task\/(.+))$/.exec(location.hash);
+  if (link?.[2]) void detail.open(decodeURIComponent(link[2]));
+  else if (link) show(link[1] as View);
   const connection = new ConsoleConnection(config, { connected: begin, reconnected: begin });
   await connection.restart();
 }

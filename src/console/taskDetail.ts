@@ -33,10 +33,10 @@ export class TaskDetail {
   }
 
   async open(taskId: string): Promise<void> {
+    this.taskId = taskId;
     const session = this.session;
     if (!session) return;
     const load = ++this.loading;
-    this.taskId = taskId;
     this.root.hidden = false;
     this.root.dataset.taskId = taskId;
     const reply = await session.client.pendingActions({ task_id: taskId });
