@@ -16,6 +16,16 @@ export function replyCode(reply: ReplyLike): string {
 
 const PERMISSION = /permissions? violation/i;
 
+// The queue endpoints' conflict reasons (docs/endpoints.md, queue.*), said for a person.
+const QUEUE_CONFLICTS: Record<string, string> = {
+  session_unavailable: 'The session cannot take a prompt now (it is busy, or not running); nothing was sent.',
+  entry_in_flight: 'That prompt is being delivered right now, so it can no longer be changed.',
+  queue_changed: 'The queue changed meanwhile (someone else edited it); it was reloaded.',
+  queue_empty: 'No prompt is waiting, so there is nothing to send.',
+  live_clarification: 'The session is waiting for the answer to a question; answer it first.',
+  task_inactive: 'The task is no longer active, so nothing was sent.',
+};
+
 /**
  * One sentence a person understands for a reply's code, without its machine details. The endpoint's
  * own message stays available beside it (a title) for whoever needs it.
@@ -27,7 +37,8 @@ export function replySentence(reply: ReplyLike, context: ReplyContext = 'other')
   switch (code) {
     case 'conflict':
       if (context === 'question') return 'Someone else answered this question first, or it is no longer waiting for an answer.';
-      if (context === 'queue') return 'The queue changed meanwhile (someone else edited it, or the prompt was already sent); it was reloaded.';
+      if (context === 'queue')
+        return QUEUE_CONFLICTS[reply.reason ?? ''] ?? 'The queue changed meanwhile (someone else edited it, or the prompt was already sent); it was reloaded.';
       return 'The state changed meanwhile, so nothing was done; look again and retry if it still applies.';
     case 'retryable':
       if (context === 'question') return 'The answer did not reach the agent, so the question is open again; send it again.';
