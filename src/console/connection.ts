@@ -108,10 +108,8 @@ export class ConsoleConnection {
   private async connectLoop(generation: number): Promise<void> {
     const servers = this.config.natsUrl.split(',').map((s) => s.trim());
     for (let attempt = 0; generation === this.generation; attempt++) {
-      showConnectionState(
-        attempt === 0 ? 'connecting' : 'disconnected',
-        attempt === 0 ? 'Connecting to NATS…' : `Cannot reach NATS at ${servers.join(', ')} — retrying…`,
-      );
+      if (attempt === 0) showConnectionState('connecting', 'Connecting to NATS…');
+      else showConnectionState('disconnected', `Disconnected from NATS — reconnecting… (${servers.join(', ')} does not answer)`);
       const credentials = storedCredentials();
       try {
         const nc = await wsconnect({
