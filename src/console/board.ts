@@ -15,7 +15,7 @@ const YIELD_EVERY = 500;
 export interface BoardEvents {
   /** A row was clicked. */
   open(taskId: string): void;
-  /** A task's summary changed after the first snapshot (the detail and the questions may be stale). */
+  /** A task appeared or its summary changed after the first snapshot (the detail and the questions may be stale). */
   changed(task: BoardTask): void;
 }
 
@@ -146,8 +146,8 @@ export class Board {
     if (live && changedExisting) {
       this.flashUntil.set(task.taskId, performance.now() + FLASH_MS);
       setTimeout(() => this.scheduleRender(), FLASH_MS + 50);
-      this.events.changed(task);
     }
+    if (live) this.events.changed(task);
     if (this.model.size !== before && this.snapshotDone) this.showStatus();
     this.scheduleRender();
   }
