@@ -16,7 +16,7 @@ const OPERATIONS_REFRESH_MS = 5000;
 const DETAIL_RELOAD_MS = 300;
 
 async function start(): Promise<void> {
-  const response = await fetch('/config.json', { cache: 'no-store' });
+  const response = await fetch('config.json', { cache: 'no-store' });
   const config = (await response.json()) as ConsoleConfig;
   let view: View = 'board';
   let session: ConsoleSession | undefined;
