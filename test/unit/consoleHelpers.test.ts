@@ -47,9 +47,11 @@ describe('replySentence: a reply code in words a person understands', () => {
     expect(replySentence(failure('conflict', 'x', 'something_new'), 'queue')).toMatch(/queue changed meanwhile/);
   });
 
-  it('says ok as done', () => {
+  it('says ok as done, and a replayed answer as already recorded', () => {
     expect(replyCode({ ok: true })).toBe('ok');
     expect(replySentence({ ok: true })).toBe('Done.');
+    expect(replySentence({ ok: true, claimed: true }, 'question')).toBe('Done.');
+    expect(replySentence({ ok: true, claimed: false }, 'question')).toMatch(/already recorded/);
   });
 });
 
