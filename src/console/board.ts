@@ -51,12 +51,16 @@ export class Board {
       this.scroller.scrollTop = 0;
       this.scheduleRender();
     });
-    this.rows.addEventListener('click', (event) => {
+    const open = (event: Event) => {
       const row = (event.target as HTMLElement).closest<HTMLElement>('[data-testid=task-row]');
       if (!row?.dataset.taskId) return;
       this.selected = row.dataset.taskId;
       this.events.open(row.dataset.taskId);
       this.scheduleRender();
+    };
+    this.rows.addEventListener('click', open);
+    this.rows.addEventListener('keydown', (event) => {
+      if (event.key === 'Enter') open(event);
     });
   }
 
@@ -201,6 +205,7 @@ export class Board {
         class: flashing ? 'flash' : null,
         style: `transform: translateY(${index * ROW_HEIGHT}px)`,
         title: `workspace ${task.workspaceId}`,
+        tabindex: 0,
       },
       h('span', { class: 'task-id' }, task.taskId),
       h('span', { 'data-testid': 'pending-badge' }, task.pending),
