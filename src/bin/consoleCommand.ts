@@ -1,5 +1,6 @@
 import { buildConsoleAssets } from './consoleBundle.js';
-import { startConsoleServer } from './consoleServer.js';
+import { startConsoleServer, type ConsoleServer } from './consoleServer.js';
+import { SIGNAL_REPEAT_MS, watchShutdownSignals } from './shutdownSignals.js';
 import type { ConsoleSettings } from './commandSettings.js';
 
 /**
@@ -9,7 +10,7 @@ import type { ConsoleSettings } from './commandSettings.js';
  */
 export async function runConsoleCommand(config: ConsoleSettings): Promise<number> {
   const assets = await buildConsoleAssets();
-  let server;
+  let server: ConsoleServer;
   try {
     server = await startConsoleServer(config, assets);
   } catch (err) {
@@ -21,10 +22,12 @@ export async function runConsoleCommand(config: ConsoleSettings): Promise<number
     return 2;
   }
   process.stdout.write(`console: ${server.url} (the page connects to ${config.consoleNatsUrl}; Ctrl-C to stop)\n`);
-  await new Promise<void>((resolve) => {
-    process.once('SIGINT', () => resolve());
-    process.once('SIGTERM', () => resolve());
-  });
+  await new Promise<void>((resolve) => watchShutdownSignals({ stop: () => resolve(), force: () => resolve() }));
+  const stoppedAtMs = performance.now();
   await server.close();
+  // Ctrl-C under npm arrives twice, a few milliseconds apart. The server closes at once, and a
+  // signal that reaches the process while it tears down (tsx's loader thread) kills it with that
+  // signal instead of the 0 asked for: stay until a repeat of the first signal can no longer come.
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, SIGNAL_REPEAT_MS - (performance.now() - stoppedAtMs))));
   return 0;
 }

@@ -49,6 +49,20 @@ describe('pending-projector console', () => {
     expect(await exited, out).toEqual({ code: 0, signal: null });
   });
 
+  it('exits 0 on Ctrl-C under npm, which delivers SIGINT twice a few milliseconds apart', async () => {
+    const child = spawn(process.execPath, [CLI, 'console', '--console-port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      child.once('exit', (code, signal) => resolve({ code, signal })),
+    );
+    await eventually(() => (out.includes('console: http://') ? true : undefined), START_MS, `the console's URL:\n${out}`);
+    child.kill('SIGINT');
+    setTimeout(() => child.kill('SIGINT'), 5);
+    expect(await exited, out).toEqual({ code: 0, signal: null });
+  });
+
   it('exits 2 naming CONSOLE_PORT when its port is taken, and refuses a NATS URL the browser cannot open', async () => {
     const taken = createServer();
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
