@@ -74,8 +74,10 @@ export class Board {
     void this.hydrate(session, generation);
   }
 
-  task(taskId: string): BoardTask | undefined {
-    return this.model.get(taskId);
+  /** Marks `taskId`'s row as the one the detail shows (a link may open it without a click). */
+  select(taskId: string): void {
+    this.selected = taskId;
+    this.scheduleRender();
   }
 
   private filter(): BoardFilter {

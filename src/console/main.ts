@@ -70,8 +70,10 @@ async function start(): Promise<void> {
   };
   // A link may name a view (`#questions`, `#operations`) or a task (`#task/<id>`).
   const link = /^#(questions|operations|task\/(.+))$/.exec(location.hash);
-  if (link?.[2]) void detail.open(decodeURIComponent(link[2]));
-  else if (link) show(link[1] as View);
+  if (link?.[2]) {
+    board.select(decodeURIComponent(link[2]));
+    void detail.open(decodeURIComponent(link[2]));
+  } else if (link) show(link[1] as View);
   const connection = new ConsoleConnection(config, { connected: begin, reconnected: begin });
   await connection.restart();
 }
