@@ -23,24 +23,20 @@ import { envelope, eventually } from '../support/nats.js';
 import { seedPlanTask } from '../support/planComments.js';
 import { generateCertificates, privateNatsAvailable, startPrivateNats, type PrivateNats, type TestCertificates } from '../support/privateNats.js';
 import { rowWriter, type RowWriter } from '../support/rowWriters.js';
+import { shippedNatsConfig } from '../support/shippedNats.js';
 import { collectSummaries } from '../support/summaries.js';
 import { testWorkerConfig } from '../support/workerConfig.js';
 import { spawnWorker, type WorkerProcess } from '../support/workerProcess.js';
 
 const CLI = fileURLToPath(new URL('../../bin/pending-projector.js', import.meta.url));
-const SHIPPED = fileURLToPath(new URL('../../deploy/nats/nats-server.conf', import.meta.url));
 const SHIPPED_ACCOUNTS = fileURLToPath(new URL('../../deploy/nats/pending-projector-accounts.conf', import.meta.url));
 const ROLES = ['worker', 'backend', 'ui', 'agent', 'ops'] as const;
 type Role = (typeof ROLES)[number];
 // The shipped file names the empty prefix's subjects and streams.
 const topology = topologyFor('');
 
-/** deploy/nats/nats-server.conf as shipped, but for its JetStream store. */
-function shippedConfig(storeDir: string): string {
-  const text = readFileSync(SHIPPED, 'utf8');
-  expect(text).toContain('store_dir: "/var/lib/nats-server"');
-  return text.replace('store_dir: "/var/lib/nats-server"', `store_dir: ${JSON.stringify(storeDir)}`);
-}
+/** deploy/nats/nats-server.conf as shipped, but for its JetStream store and its WebSocket listener's port (any free one). */
+const shippedConfig = (storeDir: string): string => shippedNatsConfig(storeDir, -1);
 const SHIPPED_FILES = { files: { 'pending-projector-accounts.conf': readFileSync(SHIPPED_ACCOUNTS, 'utf8') } };
 
 function runCli(args: string[], env: Record<string, string>): Promise<{ status: number | null; out: string }> {
