@@ -250,18 +250,61 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     }
   });
 
-  it('lets ops call the operations endpoints and the ui task.list, and refuses each the other', async () => {
+  it("lets ops call the operations endpoints and the console's board reads, and refuses the ui the operations endpoints", async () => {
     const asOps = createPendingProjectorClient(ops, { prefix: '', timeoutMs: 5000 });
     const asUi = createPendingProjectorClient(ui, { prefix: '', timeoutMs: 5000 });
+    const refused = { ok: false, error: { code: 'unavailable', message: expect.stringMatching(/Permissions Violation/) } };
     expect(await asOps.consumerStats({})).toMatchObject({ ok: true, consumer: 'pending-projector' });
     expect(await asOps.verifySummaries({ limit: 10 })).toMatchObject({ ok: true });
     expect(await asOps.listDeadLetters({ limit: 10 })).toMatchObject({ ok: true });
+    const { taskId, sessionId } = await openQuestion();
+    expect(await asOps.listTasks({ limit: 10 })).toMatchObject({ ok: true });
+    expect(await asOps.getSummary({ task_id: taskId })).toMatchObject({ ok: true });
+    expect(await asOps.pendingActions({ task_id: taskId })).toMatchObject({ ok: true });
+    expect(await asOps.turns({ session_id: sessionId })).toMatchObject({ ok: true });
+    expect(await asOps.listPending({ limit: 10 })).toMatchObject({ ok: true });
+    expect(await asOps.listQueue({ session_id: sessionId })).toMatchObject({ ok: true });
     expect(await asUi.listTasks({ limit: 10 })).toMatchObject({ ok: true });
-    expect(await asUi.consumerStats({})).toMatchObject({ ok: false, error: { code: 'unavailable', message: expect.stringMatching(/Permissions Violation/) } });
-    expect(await asOps.listTasks({ limit: 10 })).toMatchObject({
-      ok: false,
-      error: { code: 'unavailable', message: expect.stringMatching(/Permissions Violation/) },
-    });
+    expect(await asUi.consumerStats({})).toMatchObject(refused);
+    expect(await asUi.retryDeadLetter({ seq: 1 })).toMatchObject(refused);
+    expect(await asUi.reproject({ task_id: taskId })).toMatchObject(refused);
+  });
+
+  it("lets the ui and ops use the console's queue controls, and refuses them enqueue, update, clear and message.send", async () => {
+    const missing = `missing-${randomUUID()}`;
+    for (const nc of [ui, ops]) {
+      const client = createPendingProjectorClient(nc, { prefix: '', timeoutMs: 5000 });
+      // The worker answered: the grant let the request through (the session does not exist).
+      const reached = { ok: false, error: { code: 'not_found' } };
+      expect(await client.removeQueueEntry({ session_id: missing, queue_id: randomUUID() })).toMatchObject(reached);
+      expect(await client.reorderQueue({ session_id: missing, queue_ids: [], revision: 0 })).toMatchObject(reached);
+      expect(await client.setQueueAutoRun({ session_id: missing, auto_run: false })).toMatchObject(reached);
+      expect(await client.drainQueue({ session_id: missing })).toMatchObject(reached);
+      const refused = { ok: false, error: { code: 'unavailable', message: expect.stringMatching(/Permissions Violation/) } };
+      expect(await client.clearQueue({ session_id: missing })).toMatchObject(refused);
+      expect(await client.updateQueueEntry({ session_id: missing, queue_id: randomUUID(), version: 1, content: 'x' })).toMatchObject(refused);
+      expect(await client.enqueue({ task_id: missing, session_id: missing, caller_id: randomUUID(), content: 'x' } as never)).toMatchObject(refused);
+      expect(await client.sendMessage({ task_id: missing, session_id: missing, caller_id: randomUUID(), content: 'x' } as never)).toMatchObject(refused);
+    }
+  });
+
+  it("lets the ui and ops watch the summaries' bucket as the console's board does, refuses both purging or deleting it, and the ui writing it", async () => {
+    for (const nc of [ui, ops]) {
+      const { taskId } = await openQuestion();
+      const kv = await new Kvm(nc).open(topology.summaryBucket);
+      const watch = await kv.watch();
+      try {
+        for await (const entry of watch) if (entry.key === summaryKey(taskId)) break;
+      } finally {
+        watch.stop();
+      }
+      // ops writes it for reconcile and replay; the ui never does.
+      if (nc === ui) await expect(kv.put(summaryKey(taskId), '{}')).rejects.toThrow(/Permissions Violation for Publish/);
+      const jsm = await jetstreamManager(nc, { checkAPI: false });
+      await expect(jsm.streams.purge(topology.summaryBucketStream)).rejects.toThrow(/Permissions Violation for Publish/);
+      await expect(jsm.streams.delete(topology.summaryBucketStream)).rejects.toThrow(/Permissions Violation for Publish/);
+      expect(await (await new Kvm(ui).open(topology.summaryBucket)).get(summaryKey(taskId))).not.toBeNull();
+    }
   });
 
   it("refuses the backend reading the KV bucket's stream directly", async () => {
