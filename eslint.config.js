@@ -131,5 +131,18 @@ export default tseslint.config(
     rule('^\\.\\./(?!contract/|turns/)', 'The typed client imports only the wire contract (src/contract/) and the turn rules (src/turns/).'),
     NO_DATABASE_DRIVER,
   ),
+  // The console page runs in a browser: the browser's NATS client, the typed client, the contract
+  // and the turn rules, nothing that needs Node or a server's layers.
+  folder(
+    ['src/console/**/*.ts'],
+    rule(
+      '^\\.\\./(?!client/|contract/|turns/)',
+      'src/console/ is browser code: of ours it imports only src/client/, src/contract/ and src/turns/ (no repository/, services/, events/ or bin/).',
+    ),
+    rule(
+      '^(?!@nats-io/(nats-core|kv|jetstream)$|zod$)[^.]',
+      'src/console/ is browser code: its packages are @nats-io/nats-core, @nats-io/kv, @nats-io/jetstream (and zod, through the client).',
+    ),
+  ),
   folder(['src/bin/**/*.ts'], NO_DATABASE_DRIVER),
 );

@@ -130,6 +130,21 @@ export const SETTINGS = {
     default: 9464,
     help: 'HTTP port for /healthz, /readyz, /metrics (0 picks a free port)',
   },
+  consolePort: {
+    env: 'CONSOLE_PORT',
+    flag: 'console-port',
+    schema: intFrom(0, 65535),
+    default: 9465,
+    help: 'HTTP port of the console page (0 picks a free port)',
+  },
+  consoleHost: { env: 'CONSOLE_HOST', flag: 'console-host', schema: z.string().min(1), default: '127.0.0.1', help: 'address the console page listens on' },
+  consoleNatsUrl: {
+    env: 'CONSOLE_NATS_URL',
+    flag: 'console-nats-url',
+    schema: z.string().regex(/^wss?:\/\/\S+$/, 'must be a ws:// or wss:// URL, e.g. "ws://127.0.0.1:8080"'),
+    default: 'ws://127.0.0.1:8080',
+    help: "the NATS WebSocket listener the BROWSER connects to (nats-server's websocket block), comma separated; ws:// or wss://",
+  },
   logLevel: { env: 'LOG_LEVEL', flag: 'log-level', schema: z.enum(LOG_LEVELS), default: 'info', help: LOG_LEVELS.join(' | ') },
   logFormat: {
     env: 'LOG_FORMAT',

@@ -7,12 +7,14 @@ import { runReconcileCommand, runVerifyCommand } from './reconcileCommands.js';
 import { runReplayCommand } from './replayCommand.js';
 import { DEFAULT_LIST_LIMIT, runDeadLettersCommand } from './deadLettersCommand.js';
 import { runSandboxCommand } from './sandboxCommand.js';
+import { runConsoleCommand } from './consoleCommand.js';
 import { runSandboxRequest, runSandboxWatch } from './sandboxRequest.js';
 import { DEFAULT_SAMPLE_ROWS, parseSampleRows, runDoctorCommand } from './doctorCommand.js';
 import { describeFailure } from './commandFailure.js';
 import { closestName } from './closestName.js';
 import { wrapText } from '../textWrap.js';
 import {
+  CONSOLE_SETTINGS,
   DEAD_LETTERS_SETTINGS,
   DOCTOR_SETTINGS,
   MIGRATE_SETTINGS,
@@ -133,6 +135,13 @@ const COMMANDS: Record<string, Command> = {
     options: { limit: { type: 'string', help: `records to list (default ${DEFAULT_LIST_LIMIT})` } },
     positionals: true,
     run: (config, args) => runDeadLettersCommand(config, args.positionals, Number(args.values.limit ?? DEFAULT_LIST_LIMIT)),
+  }),
+  console: command({
+    summary:
+      'serve the web console (tasks, questions, queues, lag, dead letters) and print its URL; the browser connects to NATS over WebSocket (docs/console.md)',
+    usage: 'pending-projector console [--console-port N] [--console-nats-url ws://host:port] [--subject-prefix P]',
+    settings: CONSOLE_SETTINGS,
+    run: (config) => runConsoleCommand(config),
   }),
   sandbox: command({
     summary:

@@ -102,3 +102,7 @@ export type ReplaySettings = SettingsOf<typeof REPLAY_SETTINGS>;
 /** `pending-projector dead-letters`: NATS alone, and the log settings of a failure's report. */
 export const DEAD_LETTERS_SETTINGS = [...BUS_SETTINGS, 'logLevel', 'logFormat'] as const satisfies readonly SettingName[];
 export type DeadLettersSettings = SettingsOf<typeof DEAD_LETTERS_SETTINGS>;
+
+/** `pending-projector console`: the page's server, and what the page is told to connect to (the browser holds the NATS credentials). */
+export const CONSOLE_SETTINGS = ['consolePort', 'consoleHost', 'consoleNatsUrl', 'subjectPrefix'] as const satisfies readonly SettingName[];
+export type ConsoleSettings = SettingsOf<typeof CONSOLE_SETTINGS>;

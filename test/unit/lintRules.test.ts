@@ -50,6 +50,11 @@ describe('the import rules', () => {
     ['src/turns/x.ts', "import { jetstream } from '@nats-io/jetstream';"],
     ['src/contract/x.ts', "import { headers } from '@nats-io/nats-core';"],
     ['src/newFolder/x.ts', "import { Kvm } from '@nats-io/kv';"],
+    ['src/console/x.ts', "import { startServiceEndpoints } from '../events/serviceEndpoints.js';"],
+    ['src/console/x.ts', "import type { TaskStore } from '../repository/tasks/taskStore.js';"],
+    ['src/console/x.ts', "import { runConsoleCommand } from '../bin/consoleCommand.js';"],
+    ['src/console/x.ts', "import { connect } from '@nats-io/transport-node';"],
+    ['src/console/x.ts', "import { readFile } from 'node:fs/promises';"],
   ])('refuse %s importing: %s', async (file, code) => {
     expect(await problems(file, `${code}\nexport {};\n`)).toEqual([expect.stringMatching(/^@typescript-eslint\/no-restricted-imports: /)]);
   });
@@ -74,6 +79,11 @@ describe('the import rules', () => {
     ['src/events/x.ts', "import { jetstream } from '@nats-io/jetstream';"],
     ['src/client/x.ts', "import { headers } from '@nats-io/nats-core';"],
     ['src/bin/x.ts', "import { connect } from '@nats-io/transport-node';"],
+    ['src/console/x.ts', "import { wsconnect } from '@nats-io/nats-core';"],
+    ['src/console/x.ts', "import { Kvm } from '@nats-io/kv';"],
+    ['src/console/x.ts', "import { createPendingProjectorClient } from '../client/index.js';"],
+    ['src/console/x.ts', "import { sessionToOpen } from '../turns/index.js';"],
+    ['src/console/x.ts', "import { h } from './dom.js';"],
   ])('allow %s importing: %s', async (file, code) => {
     expect(await problems(file, `${code}\nexport {};\n`)).toEqual([]);
   });

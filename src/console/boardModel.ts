@@ -1,0 +1,81 @@
+import type { BoardTask } from './boardTask.js';
+
+export interface BoardFilter {
+  /** '' for every workspace. */
+  workspaceId: string;
+  needsInput: boolean;
+}
+
+/**
+ * The tasks the board knows, newest revision each, in task id order. Built for 100,000 tasks and a
+ * stream of updates: an update is a map write, the order is sorted again only after a new task
+ * arrived (once per render, not once per task), and a filtered view is one pass cached until the
+ * next change.
+ */
+export class BoardModel {
+  private readonly tasks = new Map<string, BoardTask>();
+  private ids: string[] = [];
+  private sorted = true;
+  private cached: { key: string; version: number; rows: BoardTask[] } | undefined;
+  private version = 0;
+  readonly workspaces = new Set<string>();
+
+  get size(): number {
+    return this.tasks.size;
+  }
+
+  get(taskId: string): BoardTask | undefined {
+    return this.tasks.get(taskId);
+  }
+
+  /**
+   * Keeps `task` unless an equal or newer revision is held (the bucket and task.list may deliver
+   * one summary twice, or out of order). Returns true when the board changed, and `changedExisting`
+   * when it changed a task that was already shown (what flashes).
+   */
+  upsert(task: BoardTask): { changed: boolean; changedExisting: boolean } {
+    const held = this.tasks.get(task.taskId);
+    if (held && held.revision >= task.revision) return { changed: false, changedExisting: false };
+    this.tasks.set(task.taskId, task);
+    this.workspaces.add(task.workspaceId);
+    if (!held) {
+      this.ids.push(task.taskId);
+      this.sorted = false;
+    }
+    this.version++;
+    return { changed: true, changedExisting: held !== undefined };
+  }
+
+  remove(taskId: string): boolean {
+    if (!this.tasks.delete(taskId)) return false;
+    this.ids = this.ids.filter((id) => id !== taskId);
+    this.version++;
+    return true;
+  }
+
+  clear(): void {
+    this.tasks.clear();
+    this.ids = [];
+    this.workspaces.clear();
+    this.version++;
+  }
+
+  /** The tasks `filter` keeps, in task id order. */
+  view(filter: BoardFilter): readonly BoardTask[] {
+    const key = `${filter.workspaceId}\u0000${filter.needsInput}`;
+    if (this.cached && this.cached.key === key && this.cached.version === this.version) return this.cached.rows;
+    if (!this.sorted) {
+      this.ids.sort();
+      this.sorted = true;
+    }
+    const rows: BoardTask[] = [];
+    for (const id of this.ids) {
+      const task = this.tasks.get(id)!;
+      if (filter.workspaceId !== '' && task.workspaceId !== filter.workspaceId) continue;
+      if (filter.needsInput && task.pending === '') continue;
+      rows.push(task);
+    }
+    this.cached = { key, version: this.version, rows };
+    return rows;
+  }
+}
