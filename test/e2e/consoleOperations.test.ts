@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromiumAvailable, launchChromium, screenshotOnFailure } from '../support/browser.js';
+import { chromiumAvailable, launchChromium } from '../support/chromium.js';
+import { screenshotOnFailure } from '../support/screenshotOnFailure.js';
 import { attr, filterWorkspace, showView, startConsoleStack, taskRowSelector, type ConsoleStack } from '../support/consoleStack.js';
 import { describeEachDialect } from '../support/databases.js';
 import { envelope, eventually } from '../support/nats.js';

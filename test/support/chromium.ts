@@ -1,8 +1,5 @@
-import { existsSync, mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium, type Browser, type Page } from 'playwright-core';
-import { beforeEach } from 'vitest';
+import { existsSync } from 'node:fs';
+import { chromium, type Browser } from 'playwright-core';
 import { REQUIRE_INTEGRATION } from './services.js';
 
 /**
@@ -12,9 +9,6 @@ import { REQUIRE_INTEGRATION } from './services.js';
 
 /** The chromium binary: CHROMIUM_BIN, else Debian's. */
 export const CHROMIUM_BIN = process.env.CHROMIUM_BIN ?? '/usr/bin/chromium';
-
-/** Screenshots of failed browser tests (gitignored). */
-export const SCREENSHOT_DIR = fileURLToPath(new URL('../../test-results/', import.meta.url));
 
 /**
  * Whether chromium is installed. Under a truthy CI or REQUIRE_INTEGRATION a missing one throws, so the
@@ -42,27 +36,4 @@ const CHROMIUM_ARGS = [
 /** Launches headless chromium; close it in afterAll (its process counts as a leak otherwise). */
 export function launchChromium(): Promise<Browser> {
   return chromium.launch({ executablePath: CHROMIUM_BIN, headless: true, args: CHROMIUM_ARGS, timeout: 30_000 });
-}
-
-/** A file-name-safe form of a test's name. */
-const slug = (text: string) =>
-  text
-    .replace(/[^A-Za-z0-9]+/g, '-')
-    .replace(/^-|-$/g, '')
-    .slice(0, 120);
-
-/**
- * Call inside a describe: when one of its tests fails, the page `current()` returns (if any) is
- * saved as test-results/<describe>-<test>.png, so a red CI run shows what the browser showed.
- */
-export function screenshotOnFailure(current: () => Page | undefined): void {
-  beforeEach((context) => {
-    context.onTestFailed(async () => {
-      const page = current();
-      if (!page || page.isClosed()) return;
-      mkdirSync(SCREENSHOT_DIR, { recursive: true });
-      const name = slug(`${context.task.suite?.name ?? ''}-${context.task.name}`);
-      await page.screenshot({ path: join(SCREENSHOT_DIR, `${name}.png`), fullPage: true }).catch(() => undefined);
-    });
-  });
 }
