@@ -95,12 +95,26 @@ describe.skipIf(!chromiumAvailable() || !privateNatsAvailable())('the console as
       const id = (fixtureId: string) => `${fixtureId}-${randomUUID()}`;
       const ids = new Map(INCIDENT!.rows.map((row) => [row.id, id(row.id)]));
       for (const row of INCIDENT!.rows) {
-        await w.turnAt(sessionId, { id: ids.get(row.id), startedAt: row.started_at, createdAt: row.created_at, completedAt: row.completed_at, metadata: row.metadata });
+        await w.turnAt(sessionId, {
+          id: ids.get(row.id),
+          startedAt: row.started_at,
+          createdAt: row.created_at,
+          completedAt: row.completed_at,
+          metadata: row.metadata,
+        });
       }
       const current = ids.get(INCIDENT!.expectedCurrentTurnId!)!;
       const lifecycle = INCIDENT!.rows.filter((row) => row.metadata?.lifecycle_only === true).map((row) => ids.get(row.id)!);
-      const lastStart = INCIDENT!.rows.map((row) => row.started_at).sort().at(-1)!;
-      const { pendingId } = await w.bundle({ sessionId, turnId: current, statuses: ['pending'], createdAt: new Date(Date.parse(lastStart) + 60_000).toISOString() });
+      const lastStart = INCIDENT!.rows
+        .map((row) => row.started_at)
+        .sort()
+        .at(-1)!;
+      const { pendingId } = await w.bundle({
+        sessionId,
+        turnId: current,
+        statuses: ['pending'],
+        createdAt: new Date(Date.parse(lastStart) + 60_000).toISOString(),
+      });
       await announce(taskId, sessionId, { type: 'clarification_request', requests_input: true });
 
       await page.locator(taskRowSelector(taskId, 'clarification')).waitFor({ timeout: 15_000 });
@@ -110,7 +124,8 @@ describe.skipIf(!chromiumAvailable() || !privateNatsAvailable())('the console as
       const session = detail.locator(`[data-testid=session][data-session-id=${attr(sessionId)}]`);
       await session.locator(`[data-testid=turn][data-turn-id=${attr(current)}][data-current="true"]`).waitFor({ timeout: 15_000 });
       expect(await session.locator('[data-testid=turn][data-current="true"]').count()).toBe(1);
-      for (const turnId of lifecycle) expect(await session.locator(`[data-testid=turn][data-turn-id=${attr(turnId)}]`).getAttribute('data-lifecycle')).toBe('true');
+      for (const turnId of lifecycle)
+        expect(await session.locator(`[data-testid=turn][data-turn-id=${attr(turnId)}]`).getAttribute('data-lifecycle')).toBe('true');
       expect(await session.getAttribute('data-pending')).toBe('clarification');
       expect(await detail.locator('[data-testid=current-turn-error]').count()).toBe(0);
 
@@ -129,7 +144,10 @@ describe.skipIf(!chromiumAvailable() || !privateNatsAvailable())('the console as
       await bundle.waitFor({ timeout: 15_000 });
       // Another person, at another console, answers first.
       expect(
-        await stack.asRole.respond({ pending_id: pendingId, answers: [{ question_id: 'q1', selected_options: ['b'], custom_text: '' }] }, { timeoutMs: 20_000 }),
+        await stack.asRole.respond(
+          { pending_id: pendingId, answers: [{ question_id: 'q1', selected_options: ['b'], custom_text: '' }] },
+          { timeoutMs: 20_000 },
+        ),
       ).toMatchObject({ ok: true });
       await bundle.locator('input[data-option-id="a"]').first().check();
       await bundle.locator('[data-action=answer]').first().click();

@@ -8,7 +8,7 @@ import { REQUIRE_INTEGRATION } from './services.js';
  */
 
 /** The chromium binary: CHROMIUM_BIN, else Debian's. */
-export const CHROMIUM_BIN = process.env.CHROMIUM_BIN ?? '/usr/bin/chromium';
+const CHROMIUM_BIN = process.env.CHROMIUM_BIN ?? '/usr/bin/chromium';
 
 /**
  * Whether chromium is installed. Under a truthy CI or REQUIRE_INTEGRATION a missing one throws, so the
@@ -16,7 +16,8 @@ export const CHROMIUM_BIN = process.env.CHROMIUM_BIN ?? '/usr/bin/chromium';
  */
 export function chromiumAvailable(): boolean {
   const found = existsSync(CHROMIUM_BIN);
-  if (!found && REQUIRE_INTEGRATION) throw new Error(`chromium is not installed at ${CHROMIUM_BIN} (apt-get install chromium), and CI / REQUIRE_INTEGRATION require the browser tests`);
+  if (!found && REQUIRE_INTEGRATION)
+    throw new Error(`chromium is not installed at ${CHROMIUM_BIN} (apt-get install chromium), and CI / REQUIRE_INTEGRATION require the browser tests`);
   return found;
 }
 

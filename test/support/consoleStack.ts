@@ -102,7 +102,7 @@ export async function startConsoleStack(
  * Opens the console with no credentials, as a first visit does: the bus refuses the anonymous
  * connection, the login form shows, and the user signs in.
  */
-export async function signIn(page: Page, url: string, user: string, password: string): Promise<void> {
+async function signIn(page: Page, url: string, user: string, password: string): Promise<void> {
   await page.goto(url);
   const form = page.locator('form#login');
   await form.waitFor({ state: 'visible', timeout: 20_000 });

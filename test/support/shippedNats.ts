@@ -15,7 +15,7 @@ const SHIPPED_ACCOUNTS = readFileSync(fileURLToPath(new URL('../../deploy/nats/p
 const SHIPPED_STORE = 'store_dir: "/var/lib/nats-server"';
 const SHIPPED_WEBSOCKET = 'listen: "127.0.0.1:8080"';
 
-export const SHIPPED_ROLES = ['worker', 'backend', 'ui', 'agent', 'ops'] as const;
+const SHIPPED_ROLES = ['worker', 'backend', 'ui', 'agent', 'ops'] as const;
 export type ShippedRole = (typeof SHIPPED_ROLES)[number];
 
 /** A fresh password per role; a leading letter keeps nats-server reading the variable as a string. */
