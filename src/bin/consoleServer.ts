@@ -5,13 +5,13 @@ import type { ConsoleAssets } from './consoleBundle.js';
 import type { ConsoleSettings } from './commandSettings.js';
 
 /** What the page reads from `/config.json` before it connects (docs/console.md). */
-export interface ConsolePageConfig {
+interface ConsolePageConfig {
   natsUrl: string;
   subjectPrefix: string;
   bucket: string;
 }
 
-export function consolePageConfig(config: ConsoleSettings): ConsolePageConfig {
+function consolePageConfig(config: ConsoleSettings): ConsolePageConfig {
   return { natsUrl: config.consoleNatsUrl, subjectPrefix: config.subjectPrefix, bucket: topologyFor(config.subjectPrefix).summaryBucket };
 }
 

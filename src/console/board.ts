@@ -10,6 +10,7 @@ import { visibleRange } from './virtualWindow.js';
 const ROW_HEIGHT = 32;
 const FLASH_MS = 1000;
 const HYDRATION_PAGE = 500;
+const YIELD_EVERY = 500;
 
 export interface BoardEvents {
   /** A row was clicked. */
@@ -37,6 +38,7 @@ export class Board {
   private readonly status = byId('board-status');
   private snapshotDone = false;
   private hydrated = 0;
+  private hydrationFailure = '';
 
   constructor(private readonly events: BoardEvents) {
     this.scroller.addEventListener('scroll', () => this.scheduleRender(), { passive: true });
@@ -78,12 +80,14 @@ export class Board {
 
   private async hydrate(session: ConsoleSession, generation: number): Promise<void> {
     this.hydrated = 0;
+    this.hydrationFailure = '';
     let cursor: string | undefined;
     do {
       const reply = await session.client.listTasks({ limit: HYDRATION_PAGE, ...(cursor ? { cursor } : {}) });
       if (generation !== this.generation) return;
       if (!reply.ok) {
-        this.status.textContent = `task.list failed (${reply.error.code}): the board shows the bucket only`;
+        this.hydrationFailure = `task.list failed (${reply.error.code}): the board shows the bucket only`;
+        this.showStatus();
         return;
       }
       for (const entry of reply.tasks) this.apply(boardTaskOf(entry), false);
@@ -103,8 +107,11 @@ export class Board {
         if (values === 0) this.endSnapshot();
         const watcher = await kv.watch();
         this.watcher = watcher;
+        let handled = 0;
         for await (const entry of watcher) {
           if (generation !== this.generation) return;
+          // nats.js hands a burst of a large snapshot over in one task: give the page a frame now and then.
+          if (++handled % YIELD_EVERY === 0) await new Promise((resolve) => setTimeout(resolve, 0));
           if (entry.operation === 'DEL' || entry.operation === 'PURGE') {
             if (this.model.remove(taskIdOfKey(entry.key))) this.scheduleRender();
           } else {
@@ -124,6 +131,8 @@ export class Board {
   }
 
   private endSnapshot(): void {
+    // User Timing marks (devtools' Performance panel shows them): how long a large bucket takes to load.
+    if (!this.snapshotDone) performance.mark('console:bucket-snapshot-loaded', { detail: { tasks: this.model.size } });
     this.snapshotDone = true;
     this.showStatus();
   }
@@ -153,6 +162,7 @@ export class Board {
     const parts = [`${this.model.size.toLocaleString()} tasks`];
     if (!this.snapshotDone) parts.push('loading the bucket…');
     if (this.hydrated > 0) parts.push(`${this.hydrated.toLocaleString()} read through task.list`);
+    if (this.hydrationFailure) parts.push(this.hydrationFailure);
     this.status.textContent = parts.join(' · ');
   }
 
@@ -174,6 +184,7 @@ export class Board {
     const fragment = document.createDocumentFragment();
     for (let i = start; i < end; i++) fragment.append(this.row(view[i]!, i, now));
     this.rows.replaceChildren(fragment);
+    if (end > start && performance.getEntriesByName('console:first-rows').length === 0) performance.mark('console:first-rows');
     if (!this.snapshotDone) return;
     for (const [taskId, until] of this.flashUntil) if (until <= now) this.flashUntil.delete(taskId);
   }

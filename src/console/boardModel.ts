@@ -6,16 +6,29 @@ export interface BoardFilter {
   needsInput: boolean;
 }
 
+/** Two ascending lists as one, in one pass. */
+function mergeSorted(a: readonly string[], b: readonly string[]): string[] {
+  const merged = new Array<string>(a.length + b.length);
+  let i = 0;
+  let j = 0;
+  let k = 0;
+  while (i < a.length && j < b.length) merged[k++] = a[i]! <= b[j]! ? a[i++]! : b[j++]!;
+  while (i < a.length) merged[k++] = a[i++]!;
+  while (j < b.length) merged[k++] = b[j++]!;
+  return merged;
+}
+
 /**
  * The tasks the board knows, newest revision each, in task id order. Built for 100,000 tasks and a
- * stream of updates: an update is a map write, the order is sorted again only after a new task
- * arrived (once per render, not once per task), and a filtered view is one pass cached until the
- * next change.
+ * stream of updates: an update is a map write; tasks new since the last view are sorted alone and
+ * merged in (a bucket snapshot arriving over many frames never sorts the whole list again); a
+ * filtered view is one pass, cached until the next change.
  */
 export class BoardModel {
   private readonly tasks = new Map<string, BoardTask>();
   private ids: string[] = [];
-  private sorted = true;
+  /** Tasks that arrived since the last view, merged into `ids` by the next one. */
+  private arrived: string[] = [];
   private cached: { key: string; version: number; rows: BoardTask[] } | undefined;
   private version = 0;
   readonly workspaces = new Set<string>();
@@ -38,10 +51,7 @@ export class BoardModel {
     if (held && held.revision >= task.revision) return { changed: false, changedExisting: false };
     this.tasks.set(task.taskId, task);
     this.workspaces.add(task.workspaceId);
-    if (!held) {
-      this.ids.push(task.taskId);
-      this.sorted = false;
-    }
+    if (!held) this.arrived.push(task.taskId);
     this.version++;
     return { changed: true, changedExisting: held !== undefined };
   }
@@ -49,6 +59,7 @@ export class BoardModel {
   remove(taskId: string): boolean {
     if (!this.tasks.delete(taskId)) return false;
     this.ids = this.ids.filter((id) => id !== taskId);
+    this.arrived = this.arrived.filter((id) => id !== taskId);
     this.version++;
     return true;
   }
@@ -56,6 +67,7 @@ export class BoardModel {
   clear(): void {
     this.tasks.clear();
     this.ids = [];
+    this.arrived = [];
     this.workspaces.clear();
     this.version++;
   }
@@ -64,9 +76,9 @@ export class BoardModel {
   view(filter: BoardFilter): readonly BoardTask[] {
     const key = `${filter.workspaceId}\u0000${filter.needsInput}`;
     if (this.cached && this.cached.key === key && this.cached.version === this.version) return this.cached.rows;
-    if (!this.sorted) {
-      this.ids.sort();
-      this.sorted = true;
+    if (this.arrived.length > 0) {
+      this.ids = mergeSorted(this.ids, this.arrived.sort());
+      this.arrived = [];
     }
     const rows: BoardTask[] = [];
     for (const id of this.ids) {

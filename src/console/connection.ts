@@ -16,7 +16,7 @@ export interface ConsoleSession {
   config: ConsoleConfig;
 }
 
-export interface Credentials {
+interface Credentials {
   user: string;
   password: string;
 }
@@ -24,7 +24,7 @@ export interface Credentials {
 // Kept for the tab's life only: a password must not outlive the browser session on disk.
 const CREDENTIALS_KEY = 'pending-projector-console.credentials';
 
-export function storedCredentials(): Credentials | undefined {
+function storedCredentials(): Credentials | undefined {
   try {
     const parsed = JSON.parse(sessionStorage.getItem(CREDENTIALS_KEY) ?? 'null') as Credentials | null;
     return parsed && typeof parsed.user === 'string' ? parsed : undefined;
@@ -37,7 +37,7 @@ function storeCredentials(credentials: Credentials): void {
   sessionStorage.setItem(CREDENTIALS_KEY, JSON.stringify(credentials));
 }
 
-export type ConnectionState = 'connecting' | 'connected' | 'disconnected';
+type ConnectionState = 'connecting' | 'connected' | 'disconnected';
 
 export function showConnectionState(state: ConnectionState, sentence: string): void {
   const element = byId('connection');
@@ -46,14 +46,14 @@ export function showConnectionState(state: ConnectionState, sentence: string): v
 }
 
 /** nats.js reports a refused login as an AuthorizationError (or, from some servers, only in its message). */
-export function isAuthorizationFailure(err: unknown): boolean {
+function isAuthorizationFailure(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
   return err.name === 'AuthorizationError' || /authorization|authentication/i.test(err.message) || isAuthorizationFailure(err.cause);
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-export interface ConnectionEvents {
+interface ConnectionEvents {
   /** A new connection (first, or after a sign-in or a closed one): the views start on it. */
   connected(session: ConsoleSession): void;
   /** The connection came back after a disconnect: the views resynchronise (the bucket may have been refilled). */
@@ -108,10 +108,8 @@ export class ConsoleConnection {
   private async connectLoop(generation: number): Promise<void> {
     const servers = this.config.natsUrl.split(',').map((s) => s.trim());
     for (let attempt = 0; generation === this.generation; attempt++) {
-      showConnectionState(
-        attempt === 0 ? 'connecting' : 'disconnected',
-        attempt === 0 ? 'Connecting to NATS…' : `Cannot reach NATS at ${servers.join(', ')} — retrying…`,
-      );
+      if (attempt === 0) showConnectionState('connecting', 'Connecting to NATS…');
+      else showConnectionState('disconnected', `Disconnected from NATS — reconnecting… (${servers.join(', ')} does not answer)`);
       const credentials = storedCredentials();
       try {
         const nc = await wsconnect({

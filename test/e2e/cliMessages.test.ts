@@ -42,7 +42,7 @@ describe('what the CLI says to a person', () => {
   });
 
   it('wraps every --help to 100 columns', async () => {
-    for (const command of [[], ['migrate'], ['doctor'], ['worker'], ['reconcile'], ['verify'], ['replay'], ['dead-letters']]) {
+    for (const command of [[], ['migrate'], ['doctor'], ['worker'], ['reconcile'], ['verify'], ['replay'], ['dead-letters'], ['console']]) {
       const run = await runCli([...command, '--help']);
       expect(run.status).toBe(0);
       const longest = Math.max(...run.stdout.split('\n').map((line) => line.length));
