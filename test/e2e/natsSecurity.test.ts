@@ -650,7 +650,7 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
       await prefixed?.stop();
     });
 
-    it('runs a worker with SUBJECT_PREFIX=acme. as worker, and keeps the ui to the prefixed subjects', async () => {
+    it("runs a worker with SUBJECT_PREFIX=acme. as worker, gives the ui the console's prefixed grants, and keeps it to the prefixed subjects", async () => {
       const workerNc = await as('worker');
       inProcess = await startWorker({
         db: db.db,
@@ -671,6 +671,16 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
           15_000,
           'the prefixed summary',
         );
+        // The console's grants, prefixed: the bucket's watch and a queue control.
+        const kv = await new Kvm(acmeUi).open(topologyFor('acme.').summaryBucket);
+        const watch = await kv.watch();
+        try {
+          for await (const entry of watch) if (entry.key === summaryKey(seeded.taskId)) break;
+        } finally {
+          watch.stop();
+        }
+        const acmeClient = createPendingProjectorClient(acmeUi, { prefix: 'acme.', timeoutMs: 5000 });
+        expect(await acmeClient.drainQueue({ session_id: `missing-${randomUUID()}` })).toMatchObject({ ok: false, error: { code: 'not_found' } });
         const unprefixed = acmeUi.subscribe('task.status_summary.updated');
         await acmeUi.flush();
         expect(String(await unprefixed.closed)).toMatch(/Permissions Violation for Subscription/);
