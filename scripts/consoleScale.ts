@@ -5,7 +5,7 @@
  * shapes them), runs `pending-projector console` on it and opens the page in Debian's chromium, then
  * prints: the time to the first rendered row and to the whole snapshot (`#board[data-total=N]`), the
  * longest stall of the page's main thread while the snapshot loaded (a frozen page shows here), the
- * tab's JS heap (CDP Performance.getMetrics), and the time each scroll to the end took to render
+ * tab's JS heap (CDP Performance.getMetrics, before and after a forced garbage collection), and the time each scroll to the end took to render
  * its rows. No worker runs: task.list is unanswered, so the board is the bucket's alone.
  */
 import { randomUUID } from 'node:crypto';
@@ -109,11 +109,15 @@ async function main(): Promise<void> {
     });
     const { metrics } = await cdp.send('Performance.getMetrics');
     const metric = (name: string) => metrics.find((m) => m.name === name)?.value ?? NaN;
+    const usedBeforeGc = metric('JSHeapUsedSize');
+    // What the board keeps (its model of every task), without the garbage the snapshot left.
+    await cdp.send('HeapProfiler.collectGarbage');
+    const retained = (await cdp.send('Performance.getMetrics')).metrics.find((m) => m.name === 'JSHeapUsedSize')?.value ?? NaN;
     const rowsInDom = await page.locator('[data-testid=task-row]').count();
     process.stdout.write(
       `first row rendered after ${seconds(firstRowMs)}; all ${tasks} tasks known (#board data-total) after ${seconds(snapshotMs)}\n` +
         `longest main-thread stall while loading: ${stalls.maxStallMs.toFixed(0)} ms (${stalls.longStalls} stalls over 200 ms)\n` +
-        `JS heap used ${mib(metric('JSHeapUsedSize'))} of ${mib(metric('JSHeapTotalSize'))}; ${rowsInDom} rows in the DOM; ${metric('Nodes')} DOM nodes\n`,
+        `JS heap used ${mib(usedBeforeGc)} of ${mib(metric('JSHeapTotalSize'))}, ${mib(retained)} after a garbage collection; ${rowsInDom} rows in the DOM\n`,
     );
 
     // Scroll to the end, back to the top and to the end again: each time until the last (or first) task's row is drawn.
