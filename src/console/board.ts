@@ -15,7 +15,7 @@ const YIELD_EVERY = 500;
 export interface BoardEvents {
   /** A row was clicked. */
   open(taskId: string): void;
-  /** A task's summary changed after the first snapshot (the detail and the questions may be stale). */
+  /** A task appeared or its summary changed after the first snapshot (the detail and the questions may be stale). */
   changed(task: BoardTask): void;
 }
 
@@ -51,12 +51,16 @@ export class Board {
       this.scroller.scrollTop = 0;
       this.scheduleRender();
     });
-    this.rows.addEventListener('click', (event) => {
+    const open = (event: Event) => {
       const row = (event.target as HTMLElement).closest<HTMLElement>('[data-testid=task-row]');
       if (!row?.dataset.taskId) return;
       this.selected = row.dataset.taskId;
       this.events.open(row.dataset.taskId);
       this.scheduleRender();
+    };
+    this.rows.addEventListener('click', open);
+    this.rows.addEventListener('keydown', (event) => {
+      if (event.key === 'Enter') open(event);
     });
   }
 
@@ -146,8 +150,8 @@ export class Board {
     if (live && changedExisting) {
       this.flashUntil.set(task.taskId, performance.now() + FLASH_MS);
       setTimeout(() => this.scheduleRender(), FLASH_MS + 50);
-      this.events.changed(task);
     }
+    if (live) this.events.changed(task);
     if (this.model.size !== before && this.snapshotDone) this.showStatus();
     this.scheduleRender();
   }
@@ -201,6 +205,7 @@ export class Board {
         class: flashing ? 'flash' : null,
         style: `transform: translateY(${index * ROW_HEIGHT}px)`,
         title: `workspace ${task.workspaceId}`,
+        tabindex: 0,
       },
       h('span', { class: 'task-id' }, task.taskId),
       h('span', { 'data-testid': 'pending-badge' }, task.pending),

@@ -51,6 +51,15 @@ function isAuthorizationFailure(err: unknown): boolean {
   return err.name === 'AuthorizationError' || /authorization|authentication/i.test(err.message) || isAuthorizationFailure(err.cause);
 }
 
+/**
+ * The reply inbox prefix for a user: `_INBOX_<user>` (deploy/nats lets each user subscribe only to
+ * its own, so no user reads another's replies), `_INBOX` when connecting without credentials.
+ */
+export function inboxPrefixOf(user: string | undefined): string {
+  const token = (user ?? '').replace(/[^A-Za-z0-9_-]/g, '_');
+  return token === '' ? '_INBOX' : `_INBOX_${token}`;
+}
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 interface ConnectionEvents {
@@ -118,6 +127,7 @@ export class ConsoleConnection {
           maxReconnectAttempts: -1,
           reconnectTimeWait: 1000,
           ...(credentials ? { user: credentials.user, pass: credentials.password } : {}),
+          inboxPrefix: inboxPrefixOf(credentials?.user),
         });
         if (generation !== this.generation) {
           await nc.close();

@@ -16,7 +16,7 @@ const OPERATIONS_REFRESH_MS = 5000;
 const DETAIL_RELOAD_MS = 300;
 
 async function start(): Promise<void> {
-  const response = await fetch('/config.json', { cache: 'no-store' });
+  const response = await fetch('config.json', { cache: 'no-store' });
   const config = (await response.json()) as ConsoleConfig;
   let view: View = 'board';
   let session: ConsoleSession | undefined;
@@ -48,7 +48,7 @@ async function start(): Promise<void> {
       else button.removeAttribute('aria-current');
     }
     if (next === 'questions') void questions.refresh('drop');
-    if (next === 'operations') void operations.refresh();
+    if (next === 'operations') void operations.refresh('drop');
   };
   byId('nav').addEventListener('click', (event) => {
     const target = (event.target as HTMLElement).closest<HTMLElement>('[data-view]');
@@ -57,7 +57,7 @@ async function start(): Promise<void> {
     history.replaceState(null, '', target.dataset.view === 'board' ? '#' : `#${target.dataset.view}`);
   });
   setInterval(() => {
-    if (view === 'operations' && session) void operations.refresh();
+    if (view === 'operations' && session) void operations.refresh('keep');
   }, OPERATIONS_REFRESH_MS);
 
   const begin = (next: ConsoleSession) => {
@@ -66,7 +66,7 @@ async function start(): Promise<void> {
     detail.use(next);
     questions.use(next);
     operations.use(next);
-    if (view === 'operations') void operations.refresh();
+    if (view === 'operations') void operations.refresh('drop');
   };
   // A link may name a view (`#questions`, `#operations`) or a task (`#task/<id>`).
   const link = /^#(questions|operations|task\/(.+))$/.exec(location.hash);

@@ -32,7 +32,7 @@ export class Operations {
       h(
         'div',
         { class: 'card' },
-        h('h3', {}, "The worker's event consumer ", h('button', { type: 'button', onclick: () => void this.refresh() }, 'Refresh')),
+        h('h3', {}, "The worker's event consumer ", h('button', { type: 'button', onclick: () => void this.refresh('drop') }, 'Refresh')),
         h(
           'div',
           { class: 'stats' },
@@ -71,8 +71,12 @@ export class Operations {
     this.session = session;
   }
 
-  /** Reads the consumer's numbers and the dead letters again. */
-  async refresh(): Promise<void> {
+  /**
+   * Reads the consumer's numbers and the dead letters again. `keep` (the page's own periodic
+   * refresh) leaves each record already shown as it is, payload and reply included, and one that left
+   * the list (retried) in place, marked; `drop` (Refresh, opening the view) shows the list as it is.
+   */
+  async refresh(vanished: 'keep' | 'drop'): Promise<void> {
     const session = this.session;
     if (!session) return;
     const [stats, letters] = await Promise.all([session.client.consumerStats({}), session.client.listDeadLetters({ limit: DEAD_LETTER_PAGE })]);
@@ -89,8 +93,19 @@ export class Operations {
       this.deadLetters.replaceChildren(h('p', { class: 'error' }, `dead_letter.list: ${letters.error.message}`));
       return;
     }
-    this.deadLetters.replaceChildren(...letters.dead_letters.map((d) => this.deadLetter(session, d)));
-    if (letters.dead_letters.length === 0) this.deadLetters.append(h('p', { class: 'muted' }, 'No dead letter.'));
+    const shown = new Map([...this.deadLetters.querySelectorAll<HTMLElement>('[data-testid=dead-letter]')].map((e) => [e.dataset.seq!, e]));
+    const next = letters.dead_letters.map((d) => shown.get(String(d.seq)) ?? this.deadLetter(session, d));
+    if (vanished === 'keep') {
+      const listed = new Set(letters.dead_letters.map((d) => String(d.seq)));
+      for (const [seq, element] of shown) {
+        if (listed.has(seq)) continue;
+        element.dataset.resolved = 'true';
+        next.push(element);
+      }
+      next.sort((a, b) => Number(a.dataset.seq) - Number(b.dataset.seq));
+    }
+    this.deadLetters.replaceChildren(...next);
+    if (next.length === 0) this.deadLetters.append(h('p', { class: 'muted' }, 'No dead letter.'));
   }
 
   private deadLetter(session: ConsoleSession, record: DeadLetterPayload): HTMLElement {
@@ -123,6 +138,7 @@ export class Operations {
         h('span', { class: 'muted' }, ` · ${record.dead_lettered_at}`),
       ),
       h('div', { class: 'muted' }, record.detail),
+      h('p', { class: 'muted resolved-note' }, 'No longer held (retried): Refresh to drop it.'),
       h('button', { type: 'button', 'data-action': 'show', onclick: () => void show() }, 'Show payload'),
       ' ',
       h('button', { type: 'button', 'data-action': 'retry', onclick: () => void retry() }, 'Retry'),

@@ -16,7 +16,13 @@ export function movedOrder(ids: readonly string[], index: number, step: -1 | 1):
  * One session's queue of waiting prompts with remove, move up/down, pause/resume and drain, each
  * through its endpoint; after every action the queue is read again and the reply shown in words.
  */
-export function queueView(session: ConsoleSession, sessionId: string): HTMLElement {
+export interface QueueView {
+  element: HTMLElement;
+  /** Reads the queue again, keeping the last action's reply on show. */
+  refresh(): Promise<void>;
+}
+
+export function queueView(session: ConsoleSession, sessionId: string): QueueView {
   const container = h('div', { 'data-testid': 'queue', 'data-paused': 'false', class: 'queue' }, h('span', { class: 'muted' }, 'Loading the queue…'));
   const reply = h('div', { 'data-testid': 'reply', hidden: true });
   const { client } = session;
@@ -88,5 +94,5 @@ export function queueView(session: ConsoleSession, sessionId: string): HTMLEleme
   };
 
   void load();
-  return container;
+  return { element: container, refresh: load };
 }

@@ -4,6 +4,8 @@ export interface ReplyLike {
   error?: { code: string; message: string };
   /** The plan-comment and queue endpoints' machine-readable detail of a conflict. */
   reason?: string;
+  /** clarification.respond: false when the reply is a replay of the same outcome recorded before. */
+  claimed?: boolean;
 }
 
 /** What the person was doing, for the few codes whose meaning depends on it. */
@@ -31,7 +33,7 @@ const QUEUE_CONFLICTS: Record<string, string> = {
  * own message stays available beside it (a title) for whoever needs it.
  */
 export function replySentence(reply: ReplyLike, context: ReplyContext = 'other'): string {
-  if (reply.ok) return 'Done.';
+  if (reply.ok) return reply.claimed === false ? 'This same answer was already recorded (sent before, from here or elsewhere); nothing changed.' : 'Done.';
   const code = reply.error?.code;
   const message = reply.error?.message ?? '';
   switch (code) {

@@ -2,7 +2,7 @@ import { isLifecycleTurn, sessionToOpen, type SessionPendingActionPayload, type 
 import type { ConsoleSession } from './connection.js';
 import { checkCurrentTurn } from './currentTurnCheck.js';
 import { byId, h } from './dom.js';
-import { queueView } from './queueView.js';
+import { queueView, type QueueView } from './queueView.js';
 
 // The session a person last opened per task, for this tab: sessionToOpen prefers it when no question waits.
 const REMEMBERED_KEY = 'pending-projector-console.opened-session.';
@@ -19,12 +19,19 @@ function remembered(taskId: string): string | null {
 export class TaskDetail {
   private readonly root = byId('task-detail');
   private taskId: string | undefined;
+  /**
+   * The open task's queue views by session, kept across the reloads a summary change causes, so a
+   * queue action's reply stays on show while the detail around it is read again.
+   */
+  private queues = new Map<string, QueueView>();
   private loading = 0;
 
   constructor(private session: ConsoleSession | undefined) {}
 
   use(session: ConsoleSession): void {
     this.session = session;
+    // The views call through the session they were made with: a new connection makes new ones.
+    this.queues = new Map();
     if (this.taskId) void this.open(this.taskId);
   }
 
@@ -33,6 +40,7 @@ export class TaskDetail {
   }
 
   async open(taskId: string): Promise<void> {
+    if (taskId !== this.taskId) this.queues = new Map();
     this.taskId = taskId;
     const session = this.session;
     if (!session) return;
@@ -86,7 +94,10 @@ export class TaskDetail {
     } else {
       card.append(this.turnList(turns.turns, turns.current_turn_id));
     }
-    card.append(queueView(session, s.session_id));
+    let queue = this.queues.get(s.session_id);
+    if (queue) void queue.refresh();
+    else this.queues.set(s.session_id, (queue = queueView(session, s.session_id)));
+    card.append(queue.element);
     return card;
   }
 

@@ -27,7 +27,7 @@ describe('pending-projector console', () => {
       const page = await fetch(url);
       expect([page.status, page.headers.get('content-type')]).toEqual([200, 'text/html; charset=utf-8']);
       const html = await page.text();
-      for (const selector of ['id="connection"', 'id="nav"', 'id="board"', 'id="login"', 'src="/console.js"']) expect(html).toContain(selector);
+      for (const selector of ['id="connection"', 'id="nav"', 'id="board"', 'id="login"', 'src="console.js"']) expect(html).toContain(selector);
 
       const script = await fetch(new URL('console.js', url));
       expect([script.status, script.headers.get('content-type')]).toEqual([200, 'text/javascript; charset=utf-8']);

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { BoardModel } from '../../src/console/boardModel.js';
 import { boardTaskOf, boardTaskOfEnvelope, taskIdOfKey, type BoardTask } from '../../src/console/boardTask.js';
+import { inboxPrefixOf } from '../../src/console/connection.js';
 import { checkCurrentTurn } from '../../src/console/currentTurnCheck.js';
 import { questionView } from '../../src/console/questionView.js';
 import { movedOrder } from '../../src/console/queueView.js';
@@ -46,9 +47,11 @@ describe('replySentence: a reply code in words a person understands', () => {
     expect(replySentence(failure('conflict', 'x', 'something_new'), 'queue')).toMatch(/queue changed meanwhile/);
   });
 
-  it('says ok as done', () => {
+  it('says ok as done, and a replayed answer as already recorded', () => {
     expect(replyCode({ ok: true })).toBe('ok');
     expect(replySentence({ ok: true })).toBe('Done.');
+    expect(replySentence({ ok: true, claimed: true }, 'question')).toBe('Done.');
+    expect(replySentence({ ok: true, claimed: false }, 'question')).toMatch(/already recorded/);
   });
 });
 
@@ -156,5 +159,14 @@ describe('questionView and movedOrder', () => {
     expect(movedOrder(['a', 'b', 'c'], 1, 1)).toEqual(['a', 'c', 'b']);
     expect(movedOrder(['a', 'b', 'c'], 0, -1)).toEqual(['a', 'b', 'c']);
     expect(movedOrder(['a', 'b', 'c'], 2, 1)).toEqual(['a', 'b', 'c']);
+  });
+});
+
+describe('inboxPrefixOf: the reply inboxes of the signed-in user', () => {
+  it("uses the user's own prefix of deploy/nats, and the default without credentials", () => {
+    expect(inboxPrefixOf('ui')).toBe('_INBOX_ui');
+    expect(inboxPrefixOf('ops')).toBe('_INBOX_ops');
+    expect(inboxPrefixOf(undefined)).toBe('_INBOX');
+    expect(inboxPrefixOf('a.b c*')).toBe('_INBOX_a_b_c_');
   });
 });
