@@ -13,6 +13,7 @@ import { connectTestNats, deleteTopology, eventually, natsUrl, uniquePrefix } fr
 import { seedPlanTask } from '../support/planComments.js';
 import { promptsOnStream } from '../support/promptReceipts.js';
 import { privateNatsAvailable, startPrivateNats, type PrivateNats } from '../support/privateNats.js';
+import { shippedNatsConfig } from '../support/shippedNats.js';
 import { childEnv, ROOT, spawnLong, type LongProcess } from '../support/sandboxProcess.js';
 import { spawnWorker, type WorkerProcess } from '../support/workerProcess.js';
 
@@ -189,8 +190,7 @@ describeEachDialect('examples/agentctlBridge.ts between a worker on %s and an HT
   }, 60_000);
 });
 
-/** deploy/nats as shipped (the empty prefix's subjects and streams), but for its JetStream store. */
-const SHIPPED_CONFIG = readFileSync(path.join(ROOT, 'deploy/nats/nats-server.conf'), 'utf8');
+/** deploy/nats as shipped (the empty prefix's subjects and streams), but for its JetStream store and WebSocket port. */
 const SHIPPED_ACCOUNTS = readFileSync(path.join(ROOT, 'deploy/nats/pending-projector-accounts.conf'), 'utf8');
 const ROLES = ['worker', 'backend', 'ui', 'agent', 'ops'] as const;
 
@@ -206,7 +206,7 @@ describe.skipIf(!privateNatsAvailable())("examples/agentctlBridge.ts as the ship
 
   beforeAll(async () => {
     server = await startPrivateNats(
-      (storeDir) => SHIPPED_CONFIG.replace('store_dir: "/var/lib/nats-server"', `store_dir: ${JSON.stringify(storeDir)}`),
+      (storeDir) => shippedNatsConfig(storeDir, -1),
       Object.fromEntries(ROLES.map((role) => [`${role.toUpperCase()}_PASSWORD`, passwords[role]])),
       { files: { 'pending-projector-accounts.conf': SHIPPED_ACCOUNTS } },
     );

@@ -23,24 +23,20 @@ import { envelope, eventually } from '../support/nats.js';
 import { seedPlanTask } from '../support/planComments.js';
 import { generateCertificates, privateNatsAvailable, startPrivateNats, type PrivateNats, type TestCertificates } from '../support/privateNats.js';
 import { rowWriter, type RowWriter } from '../support/rowWriters.js';
+import { shippedNatsConfig } from '../support/shippedNats.js';
 import { collectSummaries } from '../support/summaries.js';
 import { testWorkerConfig } from '../support/workerConfig.js';
 import { spawnWorker, type WorkerProcess } from '../support/workerProcess.js';
 
 const CLI = fileURLToPath(new URL('../../bin/pending-projector.js', import.meta.url));
-const SHIPPED = fileURLToPath(new URL('../../deploy/nats/nats-server.conf', import.meta.url));
 const SHIPPED_ACCOUNTS = fileURLToPath(new URL('../../deploy/nats/pending-projector-accounts.conf', import.meta.url));
 const ROLES = ['worker', 'backend', 'ui', 'agent', 'ops'] as const;
 type Role = (typeof ROLES)[number];
 // The shipped file names the empty prefix's subjects and streams.
 const topology = topologyFor('');
 
-/** deploy/nats/nats-server.conf as shipped, but for its JetStream store. */
-function shippedConfig(storeDir: string): string {
-  const text = readFileSync(SHIPPED, 'utf8');
-  expect(text).toContain('store_dir: "/var/lib/nats-server"');
-  return text.replace('store_dir: "/var/lib/nats-server"', `store_dir: ${JSON.stringify(storeDir)}`);
-}
+/** deploy/nats/nats-server.conf as shipped, but for its JetStream store and its WebSocket listener's port (any free one). */
+const shippedConfig = (storeDir: string): string => shippedNatsConfig(storeDir, -1);
 const SHIPPED_FILES = { files: { 'pending-projector-accounts.conf': readFileSync(SHIPPED_ACCOUNTS, 'utf8') } };
 
 function runCli(args: string[], env: Record<string, string>): Promise<{ status: number | null; out: string }> {
@@ -254,18 +250,61 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     }
   });
 
-  it('lets ops call the operations endpoints and the ui task.list, and refuses each the other', async () => {
+  it("lets ops call the operations endpoints and the console's board reads, and refuses the ui the operations endpoints", async () => {
     const asOps = createPendingProjectorClient(ops, { prefix: '', timeoutMs: 5000 });
     const asUi = createPendingProjectorClient(ui, { prefix: '', timeoutMs: 5000 });
+    const refused = { ok: false, error: { code: 'unavailable', message: expect.stringMatching(/Permissions Violation/) } };
     expect(await asOps.consumerStats({})).toMatchObject({ ok: true, consumer: 'pending-projector' });
     expect(await asOps.verifySummaries({ limit: 10 })).toMatchObject({ ok: true });
     expect(await asOps.listDeadLetters({ limit: 10 })).toMatchObject({ ok: true });
+    const { taskId, sessionId } = await openQuestion();
+    expect(await asOps.listTasks({ limit: 10 })).toMatchObject({ ok: true });
+    expect(await asOps.getSummary({ task_id: taskId })).toMatchObject({ ok: true });
+    expect(await asOps.pendingActions({ task_id: taskId })).toMatchObject({ ok: true });
+    expect(await asOps.turns({ session_id: sessionId })).toMatchObject({ ok: true });
+    expect(await asOps.listPending({ limit: 10 })).toMatchObject({ ok: true });
+    expect(await asOps.listQueue({ session_id: sessionId })).toMatchObject({ ok: true });
     expect(await asUi.listTasks({ limit: 10 })).toMatchObject({ ok: true });
-    expect(await asUi.consumerStats({})).toMatchObject({ ok: false, error: { code: 'unavailable', message: expect.stringMatching(/Permissions Violation/) } });
-    expect(await asOps.listTasks({ limit: 10 })).toMatchObject({
-      ok: false,
-      error: { code: 'unavailable', message: expect.stringMatching(/Permissions Violation/) },
-    });
+    expect(await asUi.consumerStats({})).toMatchObject(refused);
+    expect(await asUi.retryDeadLetter({ seq: 1 })).toMatchObject(refused);
+    expect(await asUi.reproject({ task_id: taskId })).toMatchObject(refused);
+  });
+
+  it("lets the ui and ops use the console's queue controls, and refuses them enqueue, update, clear and message.send", async () => {
+    const missing = `missing-${randomUUID()}`;
+    for (const nc of [ui, ops]) {
+      const client = createPendingProjectorClient(nc, { prefix: '', timeoutMs: 5000 });
+      // The worker answered: the grant let the request through (the session does not exist).
+      const reached = { ok: false, error: { code: 'not_found' } };
+      expect(await client.removeQueueEntry({ session_id: missing, queue_id: randomUUID() })).toMatchObject(reached);
+      expect(await client.reorderQueue({ session_id: missing, queue_ids: [], revision: 0 })).toMatchObject(reached);
+      expect(await client.setQueueAutoRun({ session_id: missing, auto_run: false })).toMatchObject(reached);
+      expect(await client.drainQueue({ session_id: missing })).toMatchObject(reached);
+      const refused = { ok: false, error: { code: 'unavailable', message: expect.stringMatching(/Permissions Violation/) } };
+      expect(await client.clearQueue({ session_id: missing })).toMatchObject(refused);
+      expect(await client.updateQueueEntry({ session_id: missing, queue_id: randomUUID(), version: 1, content: 'x' })).toMatchObject(refused);
+      expect(await client.enqueue({ task_id: missing, session_id: missing, caller_id: randomUUID(), content: 'x' } as never)).toMatchObject(refused);
+      expect(await client.sendMessage({ task_id: missing, session_id: missing, caller_id: randomUUID(), content: 'x' } as never)).toMatchObject(refused);
+    }
+  });
+
+  it("lets the ui and ops watch the summaries' bucket as the console's board does, refuses both purging or deleting it, and the ui writing it", async () => {
+    for (const nc of [ui, ops]) {
+      const { taskId } = await openQuestion();
+      const kv = await new Kvm(nc).open(topology.summaryBucket);
+      const watch = await kv.watch();
+      try {
+        for await (const entry of watch) if (entry.key === summaryKey(taskId)) break;
+      } finally {
+        watch.stop();
+      }
+      // ops writes it for reconcile and replay; the ui never does.
+      if (nc === ui) await expect(kv.put(summaryKey(taskId), '{}')).rejects.toThrow(/Permissions Violation for Publish/);
+      const jsm = await jetstreamManager(nc, { checkAPI: false });
+      await expect(jsm.streams.purge(topology.summaryBucketStream)).rejects.toThrow(/Permissions Violation for Publish/);
+      await expect(jsm.streams.delete(topology.summaryBucketStream)).rejects.toThrow(/Permissions Violation for Publish/);
+      expect(await (await new Kvm(ui).open(topology.summaryBucket)).get(summaryKey(taskId))).not.toBeNull();
+    }
   });
 
   it("refuses the backend reading the KV bucket's stream directly", async () => {
@@ -611,7 +650,7 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
       await prefixed?.stop();
     });
 
-    it('runs a worker with SUBJECT_PREFIX=acme. as worker, and keeps the ui to the prefixed subjects', async () => {
+    it("runs a worker with SUBJECT_PREFIX=acme. as worker, gives the ui the console's prefixed grants, and keeps it to the prefixed subjects", async () => {
       const workerNc = await as('worker');
       inProcess = await startWorker({
         db: db.db,
@@ -632,6 +671,16 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
           15_000,
           'the prefixed summary',
         );
+        // The console's grants, prefixed: the bucket's watch and a queue control.
+        const kv = await new Kvm(acmeUi).open(topologyFor('acme.').summaryBucket);
+        const watch = await kv.watch();
+        try {
+          for await (const entry of watch) if (entry.key === summaryKey(seeded.taskId)) break;
+        } finally {
+          watch.stop();
+        }
+        const acmeClient = createPendingProjectorClient(acmeUi, { prefix: 'acme.', timeoutMs: 5000 });
+        expect(await acmeClient.drainQueue({ session_id: `missing-${randomUUID()}` })).toMatchObject({ ok: false, error: { code: 'not_found' } });
         const unprefixed = acmeUi.subscribe('task.status_summary.updated');
         await acmeUi.flush();
         expect(String(await unprefixed.closed)).toMatch(/Permissions Violation for Subscription/);

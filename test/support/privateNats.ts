@@ -45,6 +45,10 @@ export interface PrivateNats {
   readonly url: string;
   output(): string;
   stop(): Promise<void>;
+  /** SIGTERM the server and wait for its exit, keeping its store and ports for `resume()`. */
+  halt(): Promise<void>;
+  /** Starts the server again on the same configuration, ports and store (an operator's restart). */
+  resume(): Promise<void>;
 }
 
 /**
@@ -79,27 +83,39 @@ export async function startPrivateNats(
   for (const [name, text] of Object.entries(options.files ?? {})) writeFileSync(join(dir, name), text);
   const args = ['-c', configFile, '-a', '127.0.0.1', '-p', String(port)];
   if (tls) args.push('--tls', '--tlscert', tls.certFile, '--tlskey', tls.keyFile, '--tlscacert', tls.caFile, ...(tls.verify ? ['--tlsverify'] : []));
-  const child: ChildProcess = spawn(binary, args, { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let child: ChildProcess | undefined;
+  let exited: Promise<void> = Promise.resolve();
   let out = '';
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  await new Promise<void>((resolve, reject) => {
-    const onData = (d: Buffer) => {
-      out += d.toString();
-      if (out.includes('Server is ready')) resolve();
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    void exited.then(() => reject(new Error(`nats-server exited before it was ready:\n${out}`)));
-  });
+  const launch = async () => {
+    const proc = spawn(binary, args, { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    child = proc;
+    exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+    const mark = out.length;
+    await new Promise<void>((resolve, reject) => {
+      const onData = (d: Buffer) => {
+        out += d.toString();
+        if (out.includes('Server is ready', mark)) resolve();
+      };
+      proc.stdout!.on('data', onData);
+      proc.stderr!.on('data', onData);
+      void exited.then(() => reject(new Error(`nats-server exited before it was ready:\n${out}`)));
+    });
+  };
+  const halt = async () => {
+    if (child && child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      await exited;
+    }
+  };
+  await launch();
   return {
     port,
     url: `${tls ? 'tls' : 'nats'}://127.0.0.1:${port}`,
     output: () => out,
+    halt,
+    resume: launch,
     async stop() {
-      if (child.exitCode === null) {
-        child.kill('SIGTERM');
-        await exited;
-      }
+      await halt();
       rmSync(dir, { recursive: true, force: true });
     },
   };
