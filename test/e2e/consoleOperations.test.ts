@@ -114,6 +114,8 @@ describe.skipIf(!chromiumAvailable() || !privateNatsAvailable())('the console as
 
       await stack.nats.resume();
       await page.locator('#connection[data-state=connected]').waitFor({ timeout: 30_000 });
+      // The test's own backend connection reconnects on its own schedule: a flush fails until it has.
+      await eventually(() => stack.backend.flush().then(() => true), 30_000, "the backend's reconnection");
       // The board's watch came back with the connection: a question asked now still shows.
       const turn = await w.startTurn(seeded.sessionId, { startedAt: new Date(Date.now() - 1000).toISOString() });
       await w.bundle({ sessionId: seeded.sessionId, turnId: turn.id, statuses: ['pending'] });
