@@ -10,6 +10,13 @@ import { visibleRange } from './virtualWindow.js';
 const ROW_HEIGHT = 32;
 const FLASH_MS = 1000;
 const HYDRATION_PAGE = 500;
+/**
+ * Tasks read through task.list when the page opens (or a workspace is picked): those a person looks
+ * at first get their stale pending fields repaired before they are shown. Every page of task.list is
+ * a compare-and-set projection of its tasks, so reading all of a large workspace at every page load
+ * would be a full reconcile per open tab; past this the board is the bucket's.
+ */
+const HYDRATION_LIMIT = 2000;
 const YIELD_EVERY = 500;
 
 export interface BoardEvents {
@@ -39,6 +46,9 @@ export class Board {
   private snapshotDone = false;
   private hydrated = 0;
   private hydrationFailure = '';
+  /** The latest hydration; an older one (another workspace picked meanwhile) stops at its next page. */
+  private hydration = 0;
+  private session: ConsoleSession | undefined;
 
   constructor(private readonly events: BoardEvents) {
     this.scroller.addEventListener('scroll', () => this.scheduleRender(), { passive: true });
@@ -46,6 +56,7 @@ export class Board {
     this.workspaceFilter.addEventListener('change', () => {
       this.scroller.scrollTop = 0;
       this.scheduleRender();
+      if (this.session) void this.hydrate(this.session, this.generation, this.workspaceFilter.value || undefined);
     });
     this.needsInputFilter.addEventListener('change', () => {
       this.scroller.scrollTop = 0;
@@ -66,12 +77,13 @@ export class Board {
 
   /** Starts (or restarts, after a reconnect or a sign-in) hydration and the bucket watch on `session`. */
   start(session: ConsoleSession): void {
+    this.session = session;
     const generation = ++this.generation;
     this.watcher?.stop();
     this.watcher = undefined;
     this.snapshotDone = false;
     void this.watch(session, generation);
-    void this.hydrate(session, generation);
+    void this.hydrate(session, generation, this.workspaceFilter.value || undefined);
   }
 
   /** Marks `taskId`'s row as the one the detail shows (a link may open it without a click). */
@@ -84,13 +96,18 @@ export class Board {
     return { workspaceId: this.workspaceFilter.value, needsInput: this.needsInputFilter.checked };
   }
 
-  private async hydrate(session: ConsoleSession, generation: number): Promise<void> {
+  private async hydrate(session: ConsoleSession, generation: number, workspaceId: string | undefined): Promise<void> {
+    const run = ++this.hydration;
     this.hydrated = 0;
     this.hydrationFailure = '';
     let cursor: string | undefined;
     do {
-      const reply = await session.client.listTasks({ limit: HYDRATION_PAGE, ...(cursor ? { cursor } : {}) });
-      if (generation !== this.generation) return;
+      const reply = await session.client.listTasks({
+        limit: HYDRATION_PAGE,
+        ...(workspaceId ? { workspace_id: workspaceId } : {}),
+        ...(cursor ? { cursor } : {}),
+      });
+      if (generation !== this.generation || run !== this.hydration) return;
       if (!reply.ok) {
         this.hydrationFailure = `task.list failed (${reply.error.code}): the board shows the bucket only`;
         this.showStatus();
@@ -100,7 +117,7 @@ export class Board {
       this.hydrated += reply.tasks.length;
       cursor = reply.next_cursor ?? undefined;
       this.showStatus();
-    } while (cursor);
+    } while (cursor && this.hydrated < HYDRATION_LIMIT);
   }
 
   private async watch(session: ConsoleSession, generation: number): Promise<void> {
