@@ -42,16 +42,11 @@ describe.skipIf(!chromiumAvailable() || !privateNatsAvailable())('the console as
       await stack?.stop();
     });
 
-    /** Kandev's backend announcing a change of `taskId` (the worker rereads the task). */
-    const announce = async (taskId: string, sessionId: string, data: Record<string, unknown> = {}) => {
-      stack.backend.publish('message.added', envelope('message.added', { task_id: taskId, session_id: sessionId, ...data }));
-      await stack.backend.flush();
-    };
     /** A task on the board in a workspace of its own, its badge at none, the board narrowed to it. */
     const taskOnBoard = async () => {
       const workspaceId = `ws-${randomUUID()}`;
       const seeded = await w.session({ workspaceId });
-      await announce(seeded.taskId, seeded.sessionId);
+      await stack.announce(seeded.taskId, seeded.sessionId);
       await showView(stack.page, 'board');
       await filterWorkspace(stack.page, workspaceId);
       await stack.page.locator(taskRowSelector(seeded.taskId, '')).waitFor({ timeout: 15_000 });
@@ -64,7 +59,7 @@ describe.skipIf(!chromiumAvailable() || !privateNatsAvailable())('the console as
       const { taskId, sessionId } = await taskOnBoard();
       const turn = await w.startTurn(sessionId, { startedAt: new Date(Date.now() - 1000).toISOString() });
       const { pendingId } = await w.bundle({ sessionId, turnId: turn.id, statuses: ['pending'] });
-      await announce(taskId, sessionId, { type: 'clarification_request', requests_input: true });
+      await stack.announce(taskId, sessionId, { type: 'clarification_request', requests_input: true });
       // The badge follows the event. How fast (within a second) is measured, not asserted here, where a loaded
       // host would make it flaky: `npm run console:scale` (summary → badge) and `npm run bench` row (4) (event → summary).
       await page.locator(taskRowSelector(taskId, 'clarification')).waitFor({ timeout: 15_000 });
@@ -116,7 +111,7 @@ describe.skipIf(!chromiumAvailable() || !privateNatsAvailable())('the console as
         statuses: ['pending'],
         createdAt: new Date(Date.parse(lastStart) + 60_000).toISOString(),
       });
-      await announce(taskId, sessionId, { type: 'clarification_request', requests_input: true });
+      await stack.announce(taskId, sessionId, { type: 'clarification_request', requests_input: true });
 
       await page.locator(taskRowSelector(taskId, 'clarification')).waitFor({ timeout: 15_000 });
       await page.locator(taskRowSelector(taskId)).click();
@@ -139,7 +134,7 @@ describe.skipIf(!chromiumAvailable() || !privateNatsAvailable())('the console as
       const { taskId, sessionId } = await taskOnBoard();
       const turn = await w.startTurn(sessionId, { startedAt: new Date(Date.now() - 1000).toISOString() });
       const { pendingId } = await w.bundle({ sessionId, turnId: turn.id, statuses: ['pending'] });
-      await announce(taskId, sessionId, { type: 'clarification_request', requests_input: true });
+      await stack.announce(taskId, sessionId, { type: 'clarification_request', requests_input: true });
       await showView(page, 'questions');
       const bundle = page.locator(bundleSelector(pendingId));
       await bundle.waitFor({ timeout: 15_000 });
@@ -165,7 +160,7 @@ describe.skipIf(!chromiumAvailable() || !privateNatsAvailable())('the console as
       const secondary = (await w.addSession({ taskId, isPrimary: false, state: 'RUNNING' })).id;
       const turn = await w.startTurn(secondary, { startedAt: new Date(Date.now() - 1000).toISOString() });
       await w.bundle({ sessionId: secondary, turnId: turn.id, statuses: ['pending'] });
-      await announce(taskId, secondary, { type: 'clarification_request', requests_input: true });
+      await stack.announce(taskId, secondary, { type: 'clarification_request', requests_input: true });
       await page.locator(taskRowSelector(taskId, 'clarification')).waitFor({ timeout: 15_000 });
 
       const actions = await stack.asRole.pendingActions({ task_id: taskId });

@@ -36,11 +36,6 @@ describe.skipIf(!chromiumAvailable() || !privateNatsAvailable())('the console as
       await stack?.stop();
     });
 
-    const announce = async (taskId: string, sessionId: string, data: Record<string, unknown> = {}) => {
-      stack.backend.publish('message.added', envelope('message.added', { task_id: taskId, session_id: sessionId, ...data }));
-      await stack.backend.flush();
-    };
-
     it('lists a dead letter, shows its original payload and retries it from the page', async () => {
       const { page } = stack;
       const payload = `{ not json ${randomUUID()}`;
@@ -84,7 +79,7 @@ describe.skipIf(!chromiumAvailable() || !privateNatsAvailable())('the console as
     it('shows consumer lag and ack-pending, reprojects a task and counts drifted tasks from the page', async () => {
       const { page } = stack;
       const seeded = await w.session();
-      await announce(seeded.taskId, seeded.sessionId);
+      await stack.announce(seeded.taskId, seeded.sessionId);
       await showView(page, 'operations');
       for (const testid of ['consumer-lag', 'ack-pending']) {
         await page.waitForFunction((s) => /\d/.test(document.querySelector(s)?.textContent ?? ''), `#operations [data-testid=${testid}]`, { timeout: 15_000 });
@@ -102,7 +97,7 @@ describe.skipIf(!chromiumAvailable() || !privateNatsAvailable())('the console as
       const { page } = stack;
       const workspaceId = `ws-${randomUUID()}`;
       const seeded = await w.session({ workspaceId });
-      await announce(seeded.taskId, seeded.sessionId);
+      await stack.announce(seeded.taskId, seeded.sessionId);
       await showView(page, 'board');
       await filterWorkspace(page, workspaceId);
       await page.locator(taskRowSelector(seeded.taskId, '')).waitFor({ timeout: 15_000 });
@@ -120,7 +115,7 @@ describe.skipIf(!chromiumAvailable() || !privateNatsAvailable())('the console as
       const turn = await w.startTurn(seeded.sessionId, { startedAt: new Date(Date.now() - 1000).toISOString() });
       await w.bundle({ sessionId: seeded.sessionId, turnId: turn.id, statuses: ['pending'] });
       // The events stream is durable: once the backend's connection is back, the worker gets it.
-      await announce(seeded.taskId, seeded.sessionId, { type: 'clarification_request', requests_input: true });
+      await stack.announce(seeded.taskId, seeded.sessionId, { type: 'clarification_request', requests_input: true });
       await page.locator(taskRowSelector(seeded.taskId, 'clarification')).waitFor({ timeout: 30_000 });
     });
   });

@@ -45,6 +45,21 @@ async function allowCommits(t: TestDatabase) {
   await t.ctx.knex.raw('DROP FUNCTION refuse_commit()');
 }
 
+/** A task whose question `projector` published at revision 1 and that was then rejected, not yet projected again. */
+async function questionProjectedThenRejected(t: TestDatabase, projector: { reproject(taskId: string): Promise<void> }) {
+  const { taskId, sessionId } = await seedSession(t.ctx);
+  const turn = await startTurn(t.ctx, sessionId);
+  const first = await seedClarificationBundle(t.ctx, { sessionId, turnId: turn.id });
+  await projector.reproject(taskId);
+  const claim = await claimClarificationBundle(t.ctx, first.pendingId, { status: 'rejected' });
+  if (!claim.claimed) throw new Error('claim failed');
+  await finalizeClarificationDelivery(
+    t.ctx,
+    claim.rows.map((r) => r.id),
+  );
+  return { taskId, sessionId, turnId: turn.id };
+}
+
 describe.skipIf(!isAvailable('postgres'))('a summary published by a projection whose COMMIT failed, on postgres', () => {
   let t: TestDatabase;
   beforeAll(async () => {
@@ -55,21 +70,12 @@ describe.skipIf(!isAvailable('postgres'))('a summary published by a projection w
   });
 
   it('is replaced on the bus by the stored summary once the task is projected again', async () => {
-    const { taskId, sessionId } = await seedSession(t.ctx);
-    const turn = await startTurn(t.ctx, sessionId);
-    const first = await seedClarificationBundle(t.ctx, { sessionId, turnId: turn.id });
     const publisher = new RecordingPublisher();
     const projector = createTestProjector(t.ctx, { publisher, metrics: createMetrics(), batchSize: 1, transactions: 1 });
-    await projector.reproject(taskId);
+    const { taskId, sessionId, turnId } = await questionProjectedThenRejected(t, projector);
     expect((await loadStatusSummaries(t.ctx, [taskId])).get(taskId)?.revision).toBe(1);
 
-    // The question is rejected; the projection publishes revision 2 (nothing pending), then its COMMIT fails.
-    const claim = await claimClarificationBundle(t.ctx, first.pendingId, { status: 'rejected' });
-    if (!claim.claimed) throw new Error('claim failed');
-    await finalizeClarificationDelivery(
-      t.ctx,
-      claim.rows.map((r) => r.id),
-    );
+    // The projection of the rejection publishes revision 2 (nothing pending), then its COMMIT fails.
     await refuseCommits(t);
     await expect(projector.reproject(taskId)).rejects.toThrow();
     await allowCommits(t);
@@ -77,7 +83,7 @@ describe.skipIf(!isAvailable('postgres'))('a summary published by a projection w
     expect(publisher.summaries.at(-1)?.summary.pending_action).toBeUndefined();
 
     // The agent asks again before the next projection: the state is what the row (revision 1) says.
-    await seedClarificationBundle(t.ctx, { sessionId, turnId: turn.id });
+    await seedClarificationBundle(t.ctx, { sessionId, turnId });
     await projector.reproject(taskId);
 
     const stored = (await loadStatusSummaries(t.ctx, [taskId])).get(taskId)!;
@@ -87,27 +93,18 @@ describe.skipIf(!isAvailable('postgres'))('a summary published by a projection w
   });
 
   it('is replaced on the bus by the stored summary when the replica that published it died before its COMMIT', async () => {
-    const { taskId, sessionId } = await seedSession(t.ctx);
-    const turn = await startTurn(t.ctx, sessionId);
-    const first = await seedClarificationBundle(t.ctx, { sessionId, turnId: turn.id });
     // One bus, two replicas: the first publishes revision 2 and dies before its COMMIT (here the COMMIT fails).
     const publisher = new RecordingPublisher();
     const dying = createTestProjector(t.ctx, { publisher, metrics: createMetrics(), batchSize: 1, transactions: 1 });
     const survivor = createTestProjector(t.ctx, { publisher, metrics: createMetrics(), batchSize: 1, transactions: 1 });
-    await dying.reproject(taskId);
-    const claim = await claimClarificationBundle(t.ctx, first.pendingId, { status: 'rejected' });
-    if (!claim.claimed) throw new Error('claim failed');
-    await finalizeClarificationDelivery(
-      t.ctx,
-      claim.rows.map((r) => r.id),
-    );
+    const { taskId, sessionId, turnId } = await questionProjectedThenRejected(t, dying);
     await refuseCommits(t);
     await expect(
       dying.handleEvent('message.updated', { task_id: taskId, session_id: sessionId, type: 'clarification_request' }, { redelivered: false }),
     ).rejects.toThrow();
     await allowCommits(t);
     dying.stopRepublishing();
-    await seedClarificationBundle(t.ctx, { sessionId, turnId: turn.id });
+    await seedClarificationBundle(t.ctx, { sessionId, turnId });
 
     // A first delivery of a later event finds nothing changed and publishes nothing: the bus still says no question.
     const published = publisher.summaries.length;
@@ -129,23 +126,14 @@ describe.skipIf(!isAvailable('postgres'))('a summary published by a projection w
   });
 
   it('is replaced on the bus by the stored summary when a publish whose acknowledgement was lost reached it', async () => {
-    const { taskId, sessionId } = await seedSession(t.ctx);
-    const turn = await startTurn(t.ctx, sessionId);
-    const first = await seedClarificationBundle(t.ctx, { sessionId, turnId: turn.id });
     const publisher = new AckLosingPublisher();
     const projector = createTestProjector(t.ctx, { publisher, metrics: createMetrics(), batchSize: 1, transactions: 1 });
-    await projector.reproject(taskId);
-    const claim = await claimClarificationBundle(t.ctx, first.pendingId, { status: 'rejected' });
-    if (!claim.claimed) throw new Error('claim failed');
-    await finalizeClarificationDelivery(
-      t.ctx,
-      claim.rows.map((r) => r.id),
-    );
+    const { taskId, sessionId, turnId } = await questionProjectedThenRejected(t, projector);
     publisher.loseNextAck = true;
     await projector.reproject(taskId).catch(() => undefined);
     expect(publisher.summaries.at(-1)?.summary.pending_action).toBeUndefined();
 
-    await seedClarificationBundle(t.ctx, { sessionId, turnId: turn.id });
+    await seedClarificationBundle(t.ctx, { sessionId, turnId });
     await projector.reproject(taskId);
 
     const stored = (await loadStatusSummaries(t.ctx, [taskId])).get(taskId)!;

@@ -9,6 +9,7 @@ import { openTestDatabase, type TestDatabase } from './databases.js';
 import { freePort } from './freePort.js';
 import { childEnv, spawnLong, type LongProcess } from './sandboxProcess.js';
 import { rolePasswords, startShippedNats, type ShippedNats, type ShippedRole } from './shippedNats.js';
+import { envelope } from './nats.js';
 import { testWorkerConfig } from './workerConfig.js';
 
 /**
@@ -31,6 +32,8 @@ export interface ConsoleStack {
   readonly page: Page;
   /** The console process's output so far (for failure messages). */
   consoleOutput(): string;
+  /** Kandev's backend announcing a change of `taskId` (`message.added`: the worker rereads the task). */
+  announce(taskId: string, sessionId: string, data?: Record<string, unknown>): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -90,6 +93,10 @@ export async function startConsoleStack(
       consoleUrl,
       page,
       consoleOutput: () => consoleProcess.output(),
+      announce: async (taskId, sessionId, data = {}) => {
+        backend.publish('message.added', envelope('message.added', { task_id: taskId, session_id: sessionId, ...data }));
+        await backend.flush();
+      },
       stop,
     };
   } catch (err) {
