@@ -134,7 +134,15 @@ export class Operations {
         { 'data-outcome': outcome },
         h('td', {}, outcome),
         ...counts.map((count) => h('td', {}, count)),
-        h('td', { 'data-testid': 'outcome-total' }, h('b', {}, counts.reduce((a, b) => a + b, 0))),
+        h(
+          'td',
+          { 'data-testid': 'outcome-total' },
+          h(
+            'b',
+            {},
+            counts.reduce((a, b) => a + b, 0),
+          ),
+        ),
       );
     });
     this.outcomes.replaceChildren(h('thead', {}, header), h('tbody', {}, ...rows));

@@ -86,7 +86,9 @@ describe.skipIf(!chromiumAvailable() || !privateNatsAvailable())('the console as
       }
       // The announced event was projected: the table's next refresh (every 5 s) counts it.
       await page.waitForFunction(
-        () => Number(document.querySelector('#operations [data-testid=events-by-outcome] tr[data-outcome=projected] [data-testid=outcome-total]')?.textContent) >= 1,
+        () =>
+          Number(document.querySelector('#operations [data-testid=events-by-outcome] tr[data-outcome=projected] [data-testid=outcome-total]')?.textContent) >=
+          1,
         undefined,
         { timeout: 20_000 },
       );
