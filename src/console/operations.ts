@@ -129,20 +129,13 @@ export class Operations {
     const header = h('tr', {}, h('th', {}, 'outcome'), ...replicas.map((r) => h('th', { title: `started ${r.started_at}` }, r.replica)), h('th', {}, 'total'));
     const rows = outcomes.map((outcome) => {
       const counts = replicas.map((r) => r.events_by_outcome[outcome] ?? 0);
+      const total = counts.reduce((a, b) => a + b, 0);
       return h(
         'tr',
         { 'data-outcome': outcome },
         h('td', {}, outcome),
         ...counts.map((count) => h('td', {}, count)),
-        h(
-          'td',
-          { 'data-testid': 'outcome-total' },
-          h(
-            'b',
-            {},
-            counts.reduce((a, b) => a + b, 0),
-          ),
-        ),
+        h('td', { 'data-testid': 'outcome-total' }, h('b', {}, total)),
       );
     });
     this.outcomes.replaceChildren(h('thead', {}, header), h('tbody', {}, ...rows));
