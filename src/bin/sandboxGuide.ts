@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { SandboxWorkspace } from '../repository/sandbox/seedSandboxWorkspace.js';
 import { topologyFor } from '../contract/subjects.js';
+import { ENDPOINT_SPECS } from '../contract/endpoints.js';
 
 /**
  * What `pending-projector sandbox` prints once it is ready: where everything is, what was seeded,
@@ -71,6 +72,11 @@ export function exampleRequests(w: SandboxWorkspace, deadLetterSeq: number): San
     { endpoint: 'task.reproject', body: { task_id: w.question.taskId }, what: 'project a task now' },
     { endpoint: 'summary.verify', body: { limit: 100 }, what: 'a dry-run verify: which summaries differ from a fresh derivation (none here)' },
     { endpoint: 'consumer.stats', body: {}, what: "the worker's consumer: events not yet delivered, not yet acknowledged, dead letters held" },
+    {
+      endpoint: 'replica.stats',
+      body: {},
+      what: 'every replica answers for itself: the events it handled by outcome since it started (the nats form waits 1 s for every reply)',
+    },
     { endpoint: 'dead_letter.list', body: { limit: 10 }, what: 'events given up: the sandbox published one that is no envelope' },
     { endpoint: 'dead_letter.show', body: { seq: deadLetterSeq }, what: 'that dead letter with its original event' },
     {
@@ -168,12 +174,15 @@ export function exampleRequests(w: SandboxWorkspace, deadLetterSeq: number): San
   ];
 }
 
+/** The endpoints every replica answers: `nats req` waits for every reply (`--replies 0`) until its timeout. */
+const EVERY_REPLICA = new Set<string>(ENDPOINT_SPECS.filter((spec) => 'everyReplica' in spec && spec.everyReplica).map((spec) => spec.name));
+
 /** The two ways to send `request` to the sandbox's worker. */
 export function requestCommands(prefix: string, request: SandboxRequest): { npx: string; nats: string } {
   const body = shellWord(JSON.stringify(request.body));
   return {
     npx: `npx pending-projector sandbox request ${request.endpoint} ${body} --subject-prefix ${shellWord(prefix)}`,
-    nats: `nats req ${shellWord(topologyFor(prefix).serviceSubject(request.endpoint))} ${body}`,
+    nats: `nats req ${shellWord(topologyFor(prefix).serviceSubject(request.endpoint))} ${body}${EVERY_REPLICA.has(request.endpoint) ? ' --replies 0 --timeout 1s' : ''}`,
   };
 }
 

@@ -1,7 +1,7 @@
-import { RequestError } from '@nats-io/transport-node';
+import { RequestError, type NatsConnection } from '@nats-io/transport-node';
 import type { Config } from '../config.js';
 import { topologyFor } from '../contract/subjects.js';
-import { ENDPOINTS } from '../contract/endpoints.js';
+import { ENDPOINT_SPECS, ENDPOINTS } from '../contract/endpoints.js';
 import { connectNats } from './connectNats.js';
 import type { SandboxClientSettings } from './commandSettings.js';
 
@@ -15,6 +15,9 @@ const ENDPOINT_NAMES: readonly string[] = Object.values(ENDPOINTS);
 // As the typed client: clarification.respond may wait for the agent's confirmation, then a refresh.
 const RESPOND_TIMEOUT_MS = 65_000;
 const TIMEOUT_MS = 10_000;
+// Every replica answers these; their replies are gathered for this long, as the typed client does.
+const EVERY_REPLICA = new Set<string>(ENDPOINT_SPECS.filter((spec) => 'everyReplica' in spec && spec.everyReplica).map((spec) => spec.name));
+const GATHER_MS = 1000;
 
 /** Sends `body` (JSON text, sent as given) to the endpoint; prints the reply; exit 0 when it is `ok: true`. */
 export async function runSandboxRequest(config: SandboxClientSettings, positionals: readonly string[]): Promise<number> {
@@ -29,8 +32,9 @@ export async function runSandboxRequest(config: SandboxClientSettings, positiona
   const subject = topologyFor(config.subjectPrefix).serviceSubject(endpoint);
   const nc = await connectNats(config, 'pending-projector-request');
   try {
-    const reply = await nc.request(subject, body, { timeout: endpoint === ENDPOINTS.clarificationRespond ? RESPOND_TIMEOUT_MS : TIMEOUT_MS });
-    const text = reply.string();
+    const text = EVERY_REPLICA.has(endpoint)
+      ? await gathered(nc, subject, body)
+      : (await nc.request(subject, body, { timeout: endpoint === ENDPOINTS.clarificationRespond ? RESPOND_TIMEOUT_MS : TIMEOUT_MS })).string();
     let parsed: unknown;
     try {
       parsed = JSON.parse(text);
@@ -51,6 +55,18 @@ export async function runSandboxRequest(config: SandboxClientSettings, positiona
   } finally {
     await nc.close();
   }
+}
+
+/**
+ * Every replica's reply to `subject`, as one reply: their `replicas` together when one answered ok,
+ * else the first failure (the typed client's rule). No reply at all is a no-responders error.
+ */
+async function gathered(nc: NatsConnection, subject: string, body: string): Promise<string> {
+  const replies: Array<{ ok?: unknown; replicas?: unknown[] }> = [];
+  for await (const msg of await nc.requestMany(subject, body, { strategy: 'timer', maxWait: GATHER_MS })) replies.push(msg.json());
+  const ok = replies.filter((r) => r.ok === true);
+  if (ok.length === 0) return JSON.stringify(replies[0] ?? { ok: false, error: { code: 'unavailable', message: `no reply on ${subject}` } });
+  return JSON.stringify({ ok: true, replicas: ok.flatMap((r) => r.replicas ?? []) });
 }
 
 /** One line per published task summary until SIGINT/SIGTERM; `json`: the envelope as published. */

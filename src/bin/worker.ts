@@ -15,7 +15,7 @@ import type { Database } from '../repository/database.js';
 import { acquireLease, releaseLease } from '../repository/projection/leases.js';
 import { countStatusSummaries } from '../repository/projection/statusSummaries.js';
 import type { ClarificationService } from '../services/clarifications/clarificationService.js';
-import type { Clock } from '../timestamps.js';
+import { toCanonicalTimestamp, type Clock } from '../timestamps.js';
 import { NO_FAILPOINTS, type Failpoints } from '../failpoints.js';
 import { queueScopeToSettle, sessionToWake } from '../services/prompts/promptDispatchRules.js';
 import type { EventData } from '../contract/envelope.js';
@@ -27,6 +27,7 @@ import { eventConsumptionComponent } from './worker/eventConsumption.js';
 import { healthServerComponent } from './worker/healthServer.js';
 import { holdSqliteWorkerLock } from './worker/holdSqliteWorkerLock.js';
 import { promptDispatcherComponent } from './worker/promptDispatcherComponent.js';
+import { replicaStatsSource } from './worker/replicaStats.js';
 import { serviceEndpointsComponent } from './worker/serviceEndpointsComponent.js';
 import { natsOperationsBus } from '../events/natsOperations.js';
 import { findDrift, toDriftPayload } from '../projectors/reconcile.js';
@@ -115,6 +116,8 @@ export async function startWorker(given: WorkerDeps): Promise<WorkerHandle> {
 async function startHoldingLock(deps: WorkerDeps & { config: StartWorkerSettings }, releaseLock: () => void): Promise<WorkerHandle> {
   const { nc, config, logger } = deps;
   const metrics = createMetrics();
+  const startedAt = toCanonicalTimestamp(new Date());
+  const replica = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const parts = await assembleParts({ db: deps.db, nc, config, logger, clock: deps.clock, metrics, inbound: config });
   const { ctx, projector, topology, epoch } = parts;
   const clarifications = createClarifications(parts, { nc, respondDeadlineMs: config.respondDeadlineMs, logger });
@@ -157,7 +160,7 @@ async function startHoldingLock(deps: WorkerDeps & { config: StartWorkerSettings
     partitions: config.eventPartitions,
     leaseMs: config.eventPartitionLeaseMs,
     ctx,
-    owner: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
+    owner: replica,
     taskOfSession: (sessionId) => parts.store.taskIdOfSession(sessionId),
     logger,
   });
@@ -253,6 +256,7 @@ async function startHoldingLock(deps: WorkerDeps & { config: StartWorkerSettings
           listTaskIdsAfter: (after, limit) => parts.store.listTaskIdsAfter(after, limit),
           findDrift: async (taskIds) => (await findDrift(parts.store, taskIds)).map(toDriftPayload),
         },
+        replica: replicaStatsSource({ replica, startedAt, metrics, heldPartitions: () => consumer.heldPartitions }),
       }),
       ...promptServices.endpoints,
       logger,

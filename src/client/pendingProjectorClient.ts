@@ -17,6 +17,8 @@ export interface PendingProjectorClientOptions {
 
 export interface CallOptions {
   timeoutMs?: number;
+  /** An endpoint every replica answers (`replica.stats`): how long its replies are gathered. Default 500 ms. */
+  gatherMs?: number;
 }
 
 /** One method per endpoint of ENDPOINT_TABLE: its request in, its reply out (never a rejection). */
@@ -38,7 +40,8 @@ const isTimeout = (err: unknown): boolean => err instanceof Error && err.name ==
 /**
  * Creates the client on an open connection. Transport failures become replies too: no worker
  * listening or no reply in time is `{ok: false, error: {code: 'unavailable'}}` (for respond the
- * outcome is then unknown; resending the same request is safe and returns it).
+ * outcome is then unknown; resending the same request is safe and returns it). An endpoint every
+ * replica answers (`replica.stats`) gathers the replies for `gatherMs` and returns them together.
  */
 export function createPendingProjectorClient(nc: NatsConnection, options: PendingProjectorClientOptions = {}): PendingProjectorClient {
   const topology = topologyFor(options.prefix ?? '');
@@ -58,12 +61,37 @@ export function createPendingProjectorClient(nc: NatsConnection, options: Pendin
       return { ok: false, error: { code: 'unavailable', message: (err as Error).message } };
     }
   };
+  // Every replica answers; how many there are is not known here, so the replies are gathered for a
+  // fixed time. A replica's failure is the reply only when no replica answered ok.
+  const gather = async (name: string, body: object, gatherMs: number): Promise<{ ok: true; replicas: Array<{ replica: string }> } | ReplyFailure> => {
+    const subject = topology.serviceSubject(name);
+    const replicas: Array<{ replica: string }> = [];
+    let failed: ReplyFailure | undefined;
+    try {
+      for await (const msg of await nc.requestMany(subject, encoder.encode(JSON.stringify(body)), { strategy: 'timer', maxWait: gatherMs })) {
+        const reply = msg.json<{ ok: true; replicas: Array<{ replica: string }> } | ReplyFailure>();
+        if (reply.ok) replicas.push(...reply.replicas);
+        else failed ??= reply;
+      }
+    } catch (err) {
+      if (replicas.length === 0 && !failed) {
+        const message = isNoResponders(err) ? `no pending-projector worker serves ${subject}` : (err as Error).message;
+        return { ok: false, error: { code: 'unavailable', message } };
+      }
+    }
+    if (replicas.length > 0) return { ok: true, replicas: replicas.sort((a, b) => (a.replica < b.replica ? -1 : a.replica > b.replica ? 1 : 0)) };
+    return failed ?? { ok: false, error: { code: 'unavailable', message: `no reply on ${subject} within ${gatherMs} ms` } };
+  };
   // respond may wait for the agent's confirmation, so it has a timeout of its own.
   const timeoutOf = (method: EndpointMethod, o?: CallOptions) =>
     o?.timeoutMs ?? (method === 'respond' ? (options.respondTimeoutMs ?? 65_000) : defaultTimeoutMs);
   const client: Record<string, (request: object, o?: CallOptions) => Promise<unknown>> = {};
   for (const spec of ENDPOINT_SPECS) {
     const failureFields = 'failureFields' in spec ? spec.failureFields : undefined;
+    if ('everyReplica' in spec && spec.everyReplica) {
+      client[spec.method] = (request, o) => gather(spec.name, request, o?.gatherMs ?? 500);
+      continue;
+    }
     client[spec.method] = async (request, o) => {
       const reply = await call<{ ok: boolean }>(spec.name, request, timeoutOf(spec.method, o));
       // The worker adds these to each failure it sends; a transport failure gets them here.

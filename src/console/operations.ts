@@ -1,4 +1,4 @@
-import type { DeadLetterPayload } from '../contract/operationsPayloads.js';
+import type { DeadLetterPayload, ReplicaStatsPayload } from '../contract/operationsPayloads.js';
 import type { ConsoleSession } from './connection.js';
 import { byId, h } from './dom.js';
 import { showReply } from './replySentence.js';
@@ -9,8 +9,7 @@ const VERIFY_PAGE = 1000;
 /**
  * `#operations`: the worker's consumer lag and ack-pending count, the dead letters (list, show the
  * original payload, retry), reprojecting one task, and the count of drifted tasks from a dry-run
- * verify. Events by outcome is a per-replica Prometheus counter (`/metrics`), not served on the
- * bus, so the page does not show it.
+ * verify, and each replica's events by outcome (`replica.stats`, which every replica answers).
  */
 export class Operations {
   private readonly root = byId('operations');
@@ -19,6 +18,8 @@ export class Operations {
   private readonly redelivered = h('b', {}, '–');
   private readonly deadLetterCount = h('b', {}, '–');
   private readonly statsNote = h('p', { class: 'muted' });
+  private readonly outcomes = h('table', { 'data-testid': 'events-by-outcome' });
+  private readonly outcomesNote = h('p', { class: 'muted' });
   private readonly deadLetters = h('div', {});
   private readonly reprojectInput = h('input', { id: 'reproject-task-id', placeholder: 'task id' });
   private readonly reprojectReply = h('div', { 'data-testid': 'reply', hidden: true });
@@ -42,6 +43,14 @@ export class Operations {
           stat('dead letters held', this.deadLetterCount),
         ),
         this.statsNote,
+      ),
+      h(
+        'div',
+        { class: 'card' },
+        h('h3', {}, 'Events by outcome'),
+        h('p', { class: 'muted' }, 'Counted by each replica since it started: a replica that stopped took its counts with it.'),
+        this.outcomes,
+        this.outcomesNote,
       ),
       h('div', { class: 'card' }, h('h3', {}, 'Dead letters (oldest first)'), this.deadLetters),
       h(
@@ -79,7 +88,13 @@ export class Operations {
   async refresh(vanished: 'keep' | 'drop'): Promise<void> {
     const session = this.session;
     if (!session) return;
-    const [stats, letters] = await Promise.all([session.client.consumerStats({}), session.client.listDeadLetters({ limit: DEAD_LETTER_PAGE })]);
+    const [stats, letters, replicas] = await Promise.all([
+      session.client.consumerStats({}),
+      session.client.listDeadLetters({ limit: DEAD_LETTER_PAGE }),
+      session.client.replicaStats({}),
+    ]);
+    if (replicas.ok) this.showOutcomes(replicas.replicas);
+    else this.outcomesNote.textContent = `replica.stats: ${replicas.error.message}`;
     if (stats.ok) {
       this.lag.textContent = String(stats.num_pending);
       this.ackPending.textContent = String(stats.num_ack_pending);
@@ -106,6 +121,26 @@ export class Operations {
     }
     this.deadLetters.replaceChildren(...next);
     if (next.length === 0) this.deadLetters.append(h('p', { class: 'muted' }, 'No dead letter.'));
+  }
+
+  /** Outcome × replica, and a total column; outcomes in name order. */
+  private showOutcomes(replicas: readonly ReplicaStatsPayload[]): void {
+    const outcomes = [...new Set(replicas.flatMap((r) => Object.keys(r.events_by_outcome)))].sort();
+    const header = h('tr', {}, h('th', {}, 'outcome'), ...replicas.map((r) => h('th', { title: `started ${r.started_at}` }, r.replica)), h('th', {}, 'total'));
+    const rows = outcomes.map((outcome) => {
+      const counts = replicas.map((r) => r.events_by_outcome[outcome] ?? 0);
+      const total = counts.reduce((a, b) => a + b, 0);
+      return h(
+        'tr',
+        { 'data-outcome': outcome },
+        h('td', {}, outcome),
+        ...counts.map((count) => h('td', {}, count)),
+        h('td', { 'data-testid': 'outcome-total' }, h('b', {}, total)),
+      );
+    });
+    this.outcomes.replaceChildren(h('thead', {}, header), h('tbody', {}, ...rows));
+    const answered = `${replicas.length} ${replicas.length === 1 ? 'replica' : 'replicas'} answered`;
+    this.outcomesNote.textContent = `${outcomes.length === 0 ? 'No event handled yet. ' : ''}${answered} · read ${new Date().toLocaleTimeString()}`;
   }
 
   private deadLetter(session: ConsoleSession, record: DeadLetterPayload): HTMLElement {

@@ -41,6 +41,7 @@ import {
   type ReprojectReply,
   type TaskListReply,
   type ConsumerStatsReply,
+  type ReplicaStatsReply,
   type DeadLetterListReply,
   type DeadLetterRetryReply,
   type DeadLetterShowReply,
@@ -73,6 +74,11 @@ export interface EndpointSpec {
   reply: unknown;
   /** Fields every failure reply carries, whoever produced it: the worker, or the client for a transport failure. */
   failureFields?: Readonly<Record<string, unknown>>;
+  /**
+   * Served by every replica, not by one of the replicas' queue group: each answers for itself, and
+   * the typed client gathers the replies (per-process numbers no single replica knows).
+   */
+  everyReplica?: true;
 }
 
 /** Marks an entry's reply type; at run time there is nothing to carry. */
@@ -106,6 +112,8 @@ export const ENDPOINT_TABLE = {
   retryDeadLetter: { key: 'deadLetterRetry', name: 'dead_letter.retry', request: deadLetterIdSchema, reply: replyType<DeadLetterRetryReply>() },
   /** The worker's durable consumer: pending, ack-pending and redelivered events, and the dead letters held. */
   consumerStats: { key: 'consumerStats', name: 'consumer.stats', request: noArgumentsSchema, reply: replyType<ConsumerStatsReply>() },
+  /** Every replica's own events by outcome, start time and held partitions (each replica answers; the client gathers them). */
+  replicaStats: { key: 'replicaStats', name: 'replica.stats', request: noArgumentsSchema, reply: replyType<ReplicaStatsReply>(), everyReplica: true },
   /** A page of a dry-run verify: the tasks whose stored summary differs from a fresh derivation. Writes nothing. */
   verifySummaries: { key: 'summaryVerify', name: 'summary.verify', request: summaryVerifySchema, reply: replyType<SummaryVerifyReply>() },
   listPlanComments: { key: 'planCommentList', name: 'plan_comment.list', request: planCommentListSchema, reply: replyType<PlanCommentsReply>() },

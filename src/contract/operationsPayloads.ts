@@ -42,3 +42,15 @@ export interface DriftPayload {
   stored_queued_prompt_count: number;
   derived_queued_prompt_count: number;
 }
+
+/** One replica's own numbers (`replica.stats`): every replica answers for itself. */
+export interface ReplicaStatsPayload {
+  /** `host:pid:random`, the owner name its event partition leases carry. */
+  replica: string;
+  /** When this process started its worker (canonical timestamp): the counts below are since then. */
+  started_at: string;
+  /** Inbound events this process handled, by outcome (`projected`, `skipped`, ...): only the outcomes it saw. */
+  events_by_outcome: Record<string, number>;
+  /** The event partitions it holds now; `[]` when EVENT_PARTITIONS is 1. */
+  partitions: number[];
+}

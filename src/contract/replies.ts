@@ -1,7 +1,7 @@
 import type { PublishedSummary } from './publishedSummary.js';
 import type { PendingAction } from '../turns/pendingAction.js';
 import type { ClarificationAnswerPayload } from './clarificationPayloads.js';
-import type { ConsumerStatsPayload, DeadLetterPayload, DriftPayload } from './operationsPayloads.js';
+import type { ConsumerStatsPayload, DeadLetterPayload, DriftPayload, ReplicaStatsPayload } from './operationsPayloads.js';
 import type { Reply, ReplyErrorCode, ReplyFailure } from './replyErrorCodes.js';
 
 /** Reply bodies of the worker's endpoints (snake_case on the wire, like Kandev's JSON). */
@@ -151,6 +151,8 @@ export type DeadLetterListReply = Reply<{ dead_letters: DeadLetterPayload[] }>;
 export type DeadLetterShowReply = Reply<{ dead_letter: DeadLetterPayload; original: { subject: string; data: string } | null }>;
 export type DeadLetterRetryReply = Reply<{ seq: number; new_stream_seq: number }>;
 export type ConsumerStatsReply = Reply<ConsumerStatsPayload>;
+/** One replica answers with itself; the typed client gathers every replica's entries, sorted by `replica`. */
+export type ReplicaStatsReply = Reply<{ replicas: ReplicaStatsPayload[] }>;
 /** `checked` tasks of this page; `drifted` those whose stored summary differs from a fresh derivation. */
 export type SummaryVerifyReply = Reply<{ checked: number; drifted: DriftPayload[]; next_cursor: string | null }>;
 

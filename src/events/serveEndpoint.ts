@@ -25,6 +25,11 @@ export interface EndpointOptions<S extends z.ZodType> {
    * never read a failure as "not blocked".
    */
   failureFields?: Record<string, unknown>;
+  /**
+   * The queue group the replicas share, so one of them answers each request (the default); `null`
+   * for an endpoint every replica answers for itself (`replica.stats`).
+   */
+  queue?: string | null;
 }
 
 const QUEUE_GROUP = 'pending-projector';
@@ -43,14 +48,15 @@ function thrownFailureReply(err: unknown): ReplyFailure {
 
 /**
  * A request/reply endpoint on a plain subscription in a queue group (every replica serves it; one
- * answers each request). Bodies are JSON validated by zod; every reply is `{ok: true, ...}` or
+ * answers each request), or, with `queue: null`, outside it (every replica answers each request). Bodies are JSON validated by zod; every reply is `{ok: true, ...}` or
  * `{ok: false, error: {code, message}}`: the handler's reply value, or a `bad_request` for a body
  * that never reached it (parseRequest). A handler that throws is answered by thrownFailureReply, and
  * the endpoint stays up.
  */
 export function serveEndpoint<S extends z.ZodType>(options: EndpointOptions<S>): { stop(): Promise<void>; done: Promise<void>; failure(): unknown } {
   const log = options.logger.child({ component: 'endpoint', subject: options.subject });
-  const sub: Subscription = options.nc.subscribe(options.subject, { queue: QUEUE_GROUP });
+  const queue = options.queue === undefined ? QUEUE_GROUP : options.queue;
+  const sub: Subscription = options.nc.subscribe(options.subject, queue === null ? {} : { queue });
   const inFlight = new Set<Promise<void>>();
   // A reply the connection will not send (over the server's max_payload, or the connection
   // closed) throws; unhandled, that rejection would end the worker. The caller gets `internal`

@@ -35,7 +35,7 @@ export interface ServiceEndpointsOptions {
   prompts?: PromptService;
   /** Absent: attachment.stage is not served. */
   attachments?: AttachmentService;
-  /** Absent: the dead_letter.*, consumer.stats and summary.verify endpoints are not served. */
+  /** Absent: the dead_letter.*, consumer.stats, replica.stats and summary.verify endpoints are not served. */
   operations?: OperationsService;
   logger: Logger;
   maxRequestBytes: number;
@@ -97,6 +97,7 @@ function endpointHandlers({
         showDeadLetter: (request) => ops.showDeadLetter(request),
         retryDeadLetter: (request) => ops.retryDeadLetter(request),
         consumerStats: () => ops.consumerStats(),
+        replicaStats: () => ops.replicaStats(),
         verifySummaries: (request) => ops.verifySummaries(request),
       } satisfies Partial<EndpointHandlers>)
     : undefined;
@@ -136,6 +137,7 @@ export async function startServiceEndpoints(options: ServiceEndpointsOptions): P
         observe: observe(spec.name),
         // The guard fails closed whatever failed, a body it could not read included.
         failureFields: (spec as EndpointSpec).failureFields,
+        ...((spec as EndpointSpec).everyReplica ? { queue: null } : {}),
       }),
     ];
   });

@@ -76,7 +76,7 @@ describe.skipIf(!chromiumAvailable() || !privateNatsAvailable())('the console as
       expect(after.ok && after.dead_letters.some((record) => record.seq === seq)).toBe(false);
     });
 
-    it('shows consumer lag and ack-pending, reprojects a task and counts drifted tasks from the page', async () => {
+    it('shows consumer lag, ack-pending and events by outcome, reprojects a task and counts drifted tasks from the page', async () => {
       const { page } = stack;
       const seeded = await w.session();
       await stack.announce(seeded.taskId, seeded.sessionId);
@@ -84,6 +84,14 @@ describe.skipIf(!chromiumAvailable() || !privateNatsAvailable())('the console as
       for (const testid of ['consumer-lag', 'ack-pending']) {
         await page.waitForFunction((s) => /\d/.test(document.querySelector(s)?.textContent ?? ''), `#operations [data-testid=${testid}]`, { timeout: 15_000 });
       }
+      // The announced event was projected: the table's next refresh (every 5 s) counts it.
+      await page.waitForFunction(
+        () =>
+          Number(document.querySelector('#operations [data-testid=events-by-outcome] tr[data-outcome=projected] [data-testid=outcome-total]')?.textContent) >=
+          1,
+        undefined,
+        { timeout: 20_000 },
+      );
       await page.locator('input#reproject-task-id').fill(seeded.taskId);
       await page.locator('#operations [data-action=reproject]').click();
       await page.locator('#operations [data-testid=reply][data-code=ok]').first().waitFor({ timeout: 15_000 });

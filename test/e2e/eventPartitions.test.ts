@@ -1,6 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, describe, expect, it } from 'vitest';
+import { createPendingProjectorClient } from '../../src/client/pendingProjectorClient.js';
 import { partitionLeaseName } from '../../src/contract/eventPartitions.js';
 import { topologyFor, type Topology } from '../../src/contract/subjects.js';
 import { eventConsumers } from '../../src/events/natsTopology.js';
@@ -78,6 +79,17 @@ describe.skipIf(!isAvailable('postgres') || !natsAvailable())('EVENT_PARTITIONS=
       'each worker to hold one partition',
     );
     const victimPartition = [...(await partitionHolders(t.ctx, topology))].find(([, pid]) => pid === victim.child.pid)![0];
+    // replica.stats: each replica answers with the partition its lease says it holds, under the lease's owner name.
+    const stats = await eventually(
+      async () => {
+        const reply = await createPendingProjectorClient(nc, { prefix }).replicaStats({});
+        return reply.ok && reply.replicas.length === 2 && reply.replicas.every((r) => r.partitions.length === 1) ? reply.replicas : undefined;
+      },
+      10_000,
+      'replica.stats to show one partition on each replica',
+    );
+    const statedPartitions = new Map(stats.map((r) => [Number(r.replica.split(':')[1]), r.partitions]));
+    for (const [k, pid] of await partitionHolders(t.ctx, topology)) expect(statedPartitions.get(pid)).toEqual([k]);
     const balancedAt = Date.now();
 
     let producing = true;

@@ -255,6 +255,8 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     const asUi = createPendingProjectorClient(ui, { prefix: '', timeoutMs: 5000 });
     const refused = { ok: false, error: { code: 'unavailable', message: expect.stringMatching(/Permissions Violation/) } };
     expect(await asOps.consumerStats({})).toMatchObject({ ok: true, consumer: 'pending-projector' });
+    // Every replica answers outside the queue group, which the worker's grant allows for this endpoint only.
+    expect(await asOps.replicaStats({})).toMatchObject({ ok: true, replicas: [{ replica: expect.any(String), events_by_outcome: expect.any(Object) }] });
     expect(await asOps.verifySummaries({ limit: 10 })).toMatchObject({ ok: true });
     expect(await asOps.listDeadLetters({ limit: 10 })).toMatchObject({ ok: true });
     const { taskId, sessionId } = await openQuestion();
@@ -266,6 +268,13 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     expect(await asOps.listQueue({ session_id: sessionId })).toMatchObject({ ok: true });
     expect(await asUi.listTasks({ limit: 10 })).toMatchObject({ ok: true });
     expect(await asUi.consumerStats({})).toMatchObject(refused);
+    expect(await asUi.replicaStats({})).toMatchObject(refused);
+    // Only the worker may take replica.stats' requests.
+    for (const nc of [backend, ops]) {
+      const taker = nc.subscribe(topology.serviceSubject('replica.stats'));
+      await nc.flush();
+      expect(String(await taker.closed)).toMatch(/Permissions Violation for Subscription/);
+    }
     expect(await asUi.retryDeadLetter({ seq: 1 })).toMatchObject(refused);
     expect(await asUi.reproject({ task_id: taskId })).toMatchObject(refused);
   });
@@ -553,7 +562,7 @@ describe.skipIf(!privateNatsAvailable())('NATS authorization with the shipped de
     beforeAll(async () => {
       const users = [
         narrowed('"agent.*.clarification", "agent.*.resume", "agent.*.prompt",', 'noagent'),
-        narrowed('"pending_projector.v1.> pending-projector"', 'noserve'),
+        narrowed('"pending_projector.v1.> pending-projector",', 'noserve'),
         narrowed('"task.status_summary.updated", ', 'nosummary'),
         narrowed('"session.pending_action_changed", ', 'nokandev'),
         '{ user: reader, password: $READER_PASSWORD }',

@@ -84,6 +84,11 @@ describeEachDialect('pending-projector sandbox on %s, end to end', (dialect) => 
     const pendingId = (JSON.parse(respondWords[5]!) as { pending_id: string }).pending_id;
     expect((listed.reply.bundles as Array<{ pending_id: string }>).map((b) => b.pending_id)).toEqual([pendingId]);
 
+    // replica.stats, which every replica answers: the printed command gathers the sandbox's one worker.
+    const replicas = await runPrinted(printed(stdout, 'npx', 'replica.stats'));
+    expect(replicas.status).toBe(0);
+    expect(replicas.reply.replicas).toEqual([expect.objectContaining({ replica: expect.any(String), events_by_outcome: expect.any(Object) })]);
+
     const before = await runPrinted(printed(stdout, 'npx', 'summary.get'));
     const stored = before.reply as unknown as Summary;
     expect(stored.status_summary.pending_action).toBe('clarification');

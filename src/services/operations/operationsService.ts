@@ -1,10 +1,11 @@
-import type { ConsumerStatsPayload, DeadLetterPayload, DriftPayload } from '../../contract/operationsPayloads.js';
+import type { ConsumerStatsPayload, DeadLetterPayload, DriftPayload, ReplicaStatsPayload } from '../../contract/operationsPayloads.js';
 import {
   failure,
   type ConsumerStatsReply,
   type DeadLetterListReply,
   type DeadLetterRetryReply,
   type DeadLetterShowReply,
+  type ReplicaStatsReply,
   type SummaryVerifyReply,
 } from '../../contract/replies.js';
 import type { DeadLetterIdRequest, DeadLetterListRequest, SummaryVerifyRequest } from '../../contract/requests.js';
@@ -24,9 +25,16 @@ interface DriftReader {
   findDrift(taskIds: readonly string[]): Promise<DriftPayload[]>;
 }
 
+/** This process's own numbers: its event counter and the partitions it holds (bin/worker/replicaStats.ts). */
+export interface ReplicaStatsSource {
+  read(): Promise<ReplicaStatsPayload>;
+}
+
 export interface OperationsServiceDeps {
   bus: OperationsBus;
   drift: DriftReader;
+  /** Absent: replica.stats answers `unavailable` (an embedder without per-process metrics). */
+  replica?: ReplicaStatsSource;
 }
 
 /**
@@ -39,12 +47,14 @@ export interface OperationsService {
   showDeadLetter(request: DeadLetterIdRequest): Promise<DeadLetterShowReply>;
   retryDeadLetter(request: DeadLetterIdRequest): Promise<DeadLetterRetryReply>;
   consumerStats(): Promise<ConsumerStatsReply>;
+  /** This replica only: every replica answers `replica.stats`, and the client gathers them. */
+  replicaStats(): Promise<ReplicaStatsReply>;
   verifySummaries(request: SummaryVerifyRequest): Promise<SummaryVerifyReply>;
 }
 
 const noDeadLetter = (seq: number) => failure('not_found', `dead letter ${seq} does not exist (retried or removed already?)`);
 
-export function createOperationsService({ bus, drift }: OperationsServiceDeps): OperationsService {
+export function createOperationsService({ bus, drift, replica }: OperationsServiceDeps): OperationsService {
   return {
     async listDeadLetters({ limit }) {
       return { ok: true, dead_letters: await bus.listDeadLetters(limit) };
@@ -64,6 +74,11 @@ export function createOperationsService({ bus, drift }: OperationsServiceDeps): 
 
     async consumerStats() {
       return { ok: true, ...(await bus.consumerStats()) };
+    },
+
+    async replicaStats() {
+      if (!replica) return failure('unavailable', 'this worker does not report its own numbers');
+      return { ok: true, replicas: [await replica.read()] };
     },
 
     async verifySummaries({ limit, cursor }) {
