@@ -22,6 +22,21 @@ export function encodeEvent(type: string, data: Record<string, unknown>): Uint8A
 }
 
 /**
+ * Kandev's `task_session.state_changed` for a session the bench toggled between RUNNING and IDLE: the
+ * state it is in now, and the other as the one it left. A move to IDLE wakes the session's prompt
+ * dispatcher, as it does in production; a move to RUNNING does not.
+ */
+export function sessionStateChanged(taskId: string, sessionId: string | undefined, newState: string | undefined): Uint8Array {
+  const state = newState ?? 'RUNNING';
+  return encodeEvent('task_session.state_changed', {
+    task_id: taskId,
+    session_id: sessionId,
+    old_state: state === 'RUNNING' ? 'IDLE' : 'RUNNING',
+    new_state: state,
+  });
+}
+
+/**
  * A fresh topology under a random prefix (`<name><random>_<dialect>.`), removed at the end of the
  * run; the randomness is what lets the removal match every stream carrying the prefix.
  */

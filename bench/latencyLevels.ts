@@ -8,7 +8,8 @@
 import { performance } from 'node:perf_hooks';
 import { WrongAnswerError, percentile, sleep } from './harness.js';
 import type { LevelDiagnosis, LevelTrace } from './diagnostics/levelTrace.js';
-import { encodeEvent } from './bus.js';
+import { sessionStateChanged } from './bus.js';
+import { sessionStatesOf } from './seed/seeder.js';
 import type { BenchEnv } from './workerPhases.js';
 
 export const TARGET_P99_OVER_TRICKLE = 2;
@@ -68,7 +69,8 @@ export async function measurePaced(
   onArrival?: (index: number, payload: Uint8Array) => void,
 ): Promise<PacedRun> {
   const subject = `${env.topology.prefix}task_session.state_changed`;
-  const payloads = taskIds.map((id) => encodeEvent('task_session.state_changed', { task_id: id, session_id: env.sessionOf.get(id), state: 'RUNNING' }));
+  const states = await sessionStatesOf(env.ctx, taskIds);
+  const payloads = taskIds.map((id) => sessionStateChanged(id, env.sessionOf.get(id), states.get(id)));
   const count = taskIds.length;
   const indexOf = new Map(taskIds.map((id, i) => [id, i]));
   // Everything the run records goes into arrays allocated here, so it retains nothing per arrival:

@@ -13,10 +13,10 @@ import { partitionConsumerName } from '../src/contract/eventPartitions.js';
 import type { Topology } from '../src/contract/subjects.js';
 import { listLiveLeases } from '../src/repository/projection/leases.js';
 import { systemClock } from '../src/timestamps.js';
-import { benchTopology, benchWorkerConfig, encodeEvent, SummaryWatcher, waitProgress } from './bus.js';
+import { benchTopology, benchWorkerConfig, sessionStateChanged, SummaryWatcher, waitProgress } from './bus.js';
 import { f2, int, onCleanup, progress, runBench, sleep, WrongAnswerError, type DialectResult, type Row } from './harness.js';
 import { openScratchDatabase } from './scratchDatabase.js';
-import { seedTasks, settleAfterBulkWrites, toggleTasks } from './seed/seeder.js';
+import { seedTasks, sessionStatesOf, settleAfterBulkWrites, toggleTasks } from './seed/seeder.js';
 import { WorkerProcess } from './workerProcess.js';
 
 // bench/worker.ts's pool per worker, so one replica here is (2)'s worker.
@@ -190,10 +190,10 @@ async function measurePostgres(options: Options, postgresUrl: string, natsUrl: s
       const pids = workers.map((w) => w.pid);
       const cpu0 = { workers: pids.map((pid) => cpuSeconds(pid)), nats: totalCpu(natsPids), postgres: postgresCpu() };
       const subject = `${setup.prefix}task_session.state_changed`;
+      const states = await sessionStatesOf(scratch.ctx, ids);
       const started = performance.now();
       for (let k = 0; k < options.eventsPerTask; k++) {
-        for (const id of ids)
-          nc.publish(subject, encodeEvent('task_session.state_changed', { task_id: id, session_id: seeded.sessionOf.get(id), state: 'RUNNING' }));
+        for (const id of ids) nc.publish(subject, sessionStateChanged(id, seeded.sessionOf.get(id), states.get(id)));
       }
       await nc.flush();
       const events = ids.length * options.eventsPerTask;

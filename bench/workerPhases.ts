@@ -15,7 +15,8 @@ import { loadTaskPendingStates } from '../src/repository/projection/pendingActio
 import { loadStatusSummaries } from '../src/repository/projection/statusSummaries.js';
 import { listTaskIdsAfter } from '../src/repository/tasks/tasks.js';
 import type { WorkerHandle } from '../src/bin/worker.js';
-import { encodeEvent, lastEventSeq, waitAcked, waitProgress, type SummaryWatcher } from './bus.js';
+import { encodeEvent, lastEventSeq, sessionStateChanged, waitAcked, waitProgress, type SummaryWatcher } from './bus.js';
+import { sessionStatesOf } from './seed/seeder.js';
 import type { MemorySample } from './workerProcess.js';
 import { WrongAnswerError, inFlight, sleep } from './harness.js';
 import { createRng } from './seed/random.js';
@@ -73,10 +74,6 @@ export function storeWithoutWriteRecord(ctx: RepositoryContext): ProjectionStore
   };
 }
 
-function stateChanged(env: BenchEnv, taskId: string): Uint8Array {
-  return encodeEvent('task_session.state_changed', { task_id: taskId, session_id: env.sessionOf.get(taskId), state: 'RUNNING' });
-}
-
 /** Events the worker has settled (acked, or dead-lettered) since it started: its own counter. */
 export async function settledEvents(env: BenchEnv): Promise<number> {
   if (!env.worker) throw new Error('no worker under test');
@@ -132,7 +129,8 @@ async function publishAndWait(
  */
 export async function measureDistinct(env: BenchEnv, taskIds: readonly string[], settled?: () => Promise<number>): Promise<Rate> {
   const subject = `${env.topology.prefix}task_session.state_changed`;
-  const events = taskIds.map((id): [string, Uint8Array] => [subject, stateChanged(env, id)]);
+  const states = await sessionStatesOf(env.ctx, taskIds);
+  const events = taskIds.map((id): [string, Uint8Array] => [subject, sessionStateChanged(id, env.sessionOf.get(id), states.get(id))]);
   const before = env.watcher.received;
   const rate = await publishAndWait(env, events, settled);
   if (!(await env.watcher.waitReceived(before, taskIds.length))) {

@@ -165,6 +165,19 @@ export async function toggleTasks(ctx: RepositoryContext, taskIds: readonly stri
   }
 }
 
+/** The state of each listed task's session, as the last toggle left it (what Kandev's state event carries). */
+export async function sessionStatesOf(ctx: RepositoryContext, taskIds: readonly string[]): Promise<Map<string, string>> {
+  const states = new Map<string, string>();
+  for (let i = 0; i < taskIds.length; i += 5000) {
+    const rows: Array<{ task_id: string; state: string }> = await ctx
+      .knex('task_sessions')
+      .select('task_id', 'state')
+      .whereIn('task_id', taskIds.slice(i, i + 5000));
+    for (const row of rows) states.set(row.task_id, row.state);
+  }
+  return states;
+}
+
 /**
  * What pgbench does before it measures: vacuum and analyze what the seed and the boot reconcile
  * wrote, and checkpoint, so the measured phases neither read dead row versions a production
