@@ -121,6 +121,12 @@ export class EventConsumer {
     const context = { subject: m.subject, streamSeq: m.info.streamSequence, deliveryCount: m.info.deliveryCount };
     // Bad input is known here, before any SQL: dead-lettered on this delivery, never retried.
     const parsed = parseEvent(m.data, this.options.maxEventBytes);
+    if (!parsed.ok && this.options.partition && this.options.partition.index !== 0) {
+      // Every partition's consumer reads every event; bad input names no task, so partition 0 alone records it.
+      await this.ack(m);
+      metrics?.events.inc({ outcome: 'other_partition' });
+      return;
+    }
     if (!parsed.ok) {
       this.log.warn({ ...context, reason: parsed.reason, detail: parsed.detail.slice(0, 500) }, 'event rejected: dead-lettered');
       await this.deadLetter(m, parsed.reason, parsed.detail);

@@ -1,3 +1,4 @@
+import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { partitionConsumerName } from '../../src/contract/eventPartitions.js';
@@ -23,11 +24,12 @@ describeEachDialect('a worker with EVENT_PARTITIONS=2 on %s', (dialect) => {
     for (const v of (await worker.metrics.events.get()).values) counts[String(v.labels.outcome)] = v.value;
     return counts;
   };
-  /** Publishes one event and waits until both partitions settled it; resolves to the outcome counts it added. */
-  const settle = async (type: string, data: Record<string, unknown>) => {
+  const jsm = () => jetstreamManager(nc);
+  /** Publishes one event (or raw bytes) and waits until both partitions settled it; resolves to the outcome counts it added. */
+  const settle = async (type: string, data: Record<string, unknown> | Uint8Array) => {
     const before = await outcomes();
     const total = (c: Record<string, number>) => Object.entries(c).reduce((sum, [k, n]) => (k === 'retried' ? sum : sum + n), 0);
-    nc.publish(`${prefix}${type}`, envelope(type, data));
+    nc.publish(`${prefix}${type}`, data instanceof Uint8Array ? data : envelope(type, data));
     const after = await eventually(async () => {
       const now = await outcomes();
       return total(now) - total(before) >= 2 ? now : undefined;
@@ -51,10 +53,9 @@ describeEachDialect('a worker with EVENT_PARTITIONS=2 on %s', (dialect) => {
   });
 
   it('creates one durable consumer per partition beside the shared one', async () => {
-    const { jetstreamManager } = await import('@nats-io/jetstream');
-    const jsm = await jetstreamManager(nc);
+    const manager = await jsm();
     for (const name of [worker.topology.consumer, partitionConsumerName(worker.topology, 0, 2), partitionConsumerName(worker.topology, 1, 2)]) {
-      expect((await jsm.consumers.info(worker.topology.eventsStream, name)).name).toBe(name);
+      expect((await manager.consumers.info(worker.topology.eventsStream, name)).name).toBe(name);
     }
   });
 
@@ -72,5 +73,12 @@ describeEachDialect('a worker with EVENT_PARTITIONS=2 on %s', (dialect) => {
 
   it('settles an event naming neither task nor session once, in partition 0', async () => {
     expect(await settle('task.updated', {})).toEqual({ no_task: 1, other_partition: 1 });
+  });
+
+  it('dead-letters malformed input once, in partition 0, though both partitions read it', async () => {
+    const records = async () => (await jsm()).streams.info(worker.topology.deadLetterStream).then((info) => info.state.messages);
+    const before = await records();
+    expect(await settle('message.added', new TextEncoder().encode('{ not json'))).toEqual({ dead_lettered: 1, other_partition: 1 });
+    expect(await records()).toBe(before + 1);
   });
 });
